@@ -1,0 +1,71 @@
+// Learner error curves, their CSV and their table.
+#include "analysis/learner_errors.hpp"
+
+#include <fmt/format.h>
+#include <cmath>
+
+namespace icl::analysis {
+
+arma::mat PerPromptErrors(const data::PromptSet& set, const learners::ClassicalLearner& learner) {
+  const int d = set.task.d, n = set.task.n;
+  arma::mat err(n, set.size());
+  learners::LearnerRun run;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
+    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
+    learner.Run(x, y, run);
+    err.col(i) = arma::square(run.predictions - y) / d;
+  }
+  return err;
+}
+
+ErrorCurve Summarize(const std::string& learner, const arma::mat& e) {
+  ErrorCurve c;
+  c.learner = learner;
+  c.mean = arma::mean(e, 1);
+  const arma::vec sd =
+      e.n_cols > 1 ? arma::vec(arma::stddev(e, 0, 1)) : arma::vec(e.n_rows, arma::fill::zeros);
+  const arma::vec half = 1.96 * sd / std::sqrt(static_cast<double>(e.n_cols));
+  c.lo = c.mean - half;
+  c.hi = c.mean + half;
+  return c;
+}
+
+std::vector<ErrorCurve> EvaluateLearners(
+    const data::PromptSet& set,
+    const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners) {
+  std::vector<ErrorCurve> curves;
+  for (const auto& l : learners)
+    curves.push_back(Summarize(l->spec(), PerPromptErrors(set, *l)));
+  return curves;
+}
+
+void WriteErrorCsv(std::ostream& os, const std::vector<ErrorCurve>& curves) {
+  os << "learner,k,error,error_lo,error_hi\n";
+  for (const auto& c : curves)
+    for (arma::uword k = 0; k < c.mean.n_elem; ++k)
+      os << fmt::format("{},{},{:.9g},{:.9g},{:.9g}\n", c.learner, k, c.mean(k), c.lo(k), c.hi(k));
+}
+
+void PrintErrorTable(std::ostream& os, const std::vector<ErrorCurve>& curves) {
+  if (curves.empty()) return;
+  std::size_t width = 10;
+  for (const auto& c : curves)
+    width = std::max(width, c.learner.size() + 2);
+  os << fmt::format("{:>4}", "k");
+  for (const auto& c : curves)
+    os << fmt::format("{:>{}}", c.learner, width + 1);
+  os << "\n";
+  for (arma::uword k = 0; k < curves[0].mean.n_elem; ++k) {
+    std::size_t best = 0;
+    for (std::size_t j = 1; j < curves.size(); ++j)
+      if (curves[j].mean(k) < curves[best].mean(k)) best = j;
+    os << fmt::format("{:>4}", k);
+    for (std::size_t j = 0; j < curves.size(); ++j)
+      os << fmt::format("{:>{}.4f}{}", curves[j].mean(k), width, j == best ? '*' : ' ');
+    os << "\n";
+  }
+  os << "error = mean squared prediction error / d over prompts; * = lowest at that k\n";
+}
+
+}  // namespace icl::analysis

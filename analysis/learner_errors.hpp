@@ -1,0 +1,35 @@
+// Per-k prediction error of in-context learners on a prompt set: the curve of the paper's
+// figures (squared error divided by d, against the number of examples k).
+#pragma once
+
+#include <armadillo>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "data/task.hpp"
+#include "learners/classical.hpp"
+
+namespace icl::analysis {
+
+// Squared error of each prediction divided by d: n x N, entry (k, i) is
+// (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
+arma::mat PerPromptErrors(const data::PromptSet& set, const learners::ClassicalLearner& learner);
+
+// Mean over prompts per k with a normal 95% interval (mean +- 1.96 sd / sqrt(N)).
+struct ErrorCurve {
+  std::string learner;
+  arma::vec mean, lo, hi;  // index k = 0..n-1
+};
+ErrorCurve Summarize(const std::string& learner, const arma::mat& per_prompt_errors);
+
+std::vector<ErrorCurve> EvaluateLearners(
+    const data::PromptSet& set,
+    const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners);
+
+// Tidy CSV: learner,k,error,error_lo,error_hi (one row per learner and k).
+void WriteErrorCsv(std::ostream& os, const std::vector<ErrorCurve>& curves);
+// Fixed-width table: one row per k, one column per learner, the best learner per k marked '*'.
+void PrintErrorTable(std::ostream& os, const std::vector<ErrorCurve>& curves);
+
+}  // namespace icl::analysis

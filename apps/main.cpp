@@ -1,0 +1,69 @@
+// iclprobe: one program, a subcommand per stage (DESIGN.md).
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "apps/cli.hpp"
+#include "data/version.hpp"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(int, char**);
+};
+
+const Subcommand kSubcommands[] = {
+    {"baselines",
+     "per-k error of the classical learners (OLS, ridge, GD, SGD, kNN) on seeded prompts",
+     icl::cli::RunBaselines},
+};
+
+void PrintUsage(std::ostream& os) {
+  os << "iclprobe " << icl::kVersion << ": mechanistic probing of in-context learners\n\n"
+     << "Usage: iclprobe <subcommand> [options]   (iclprobe <subcommand> --help for its "
+        "options)\n\n"
+     << "Subcommands:\n";
+  for (const auto& s : kSubcommands)
+    os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+}
+
+// One line: newlines inside a message would break "one line on stderr".
+std::string OneLine(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return icl::cli::kExitBadInput;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    PrintUsage(std::cout);
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << icl::kCreatedBy << "\n";
+    return 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (cmd != s.name) continue;
+    try {
+      return s.run(argc - 1, argv + 1);
+    } catch (const boost::program_options::error& e) {
+      std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << " (see iclprobe " << cmd
+                << " --help)\n";
+    } catch (const std::exception& e) {
+      std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << "\n";
+    }
+    return icl::cli::kExitBadInput;
+  }
+  std::cerr << "iclprobe: unknown subcommand '" << cmd << "' (see iclprobe --help)\n";
+  return icl::cli::kExitBadInput;
+}

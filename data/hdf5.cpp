@@ -1,0 +1,360 @@
+// RAII wrappers over the HDF5 C API; every error becomes an exception naming file and object.
+#include "data/hdf5.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+
+namespace icl::h5 {
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  throw std::runtime_error("hdf5: " + what);
+}
+
+std::string DimsStr(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+struct Silencer {
+  Silencer() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+
+void EnsureSilenced() {
+  static Silencer s;
+}
+
+}  // namespace
+
+void SilenceErrorStack() {
+  EnsureSilenced();
+}
+
+template <>
+hid_t NativeType<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+hid_t NativeType<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+hid_t NativeType<std::int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+hid_t NativeType<std::int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t NativeType<std::uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
+template <>
+hid_t NativeType<std::uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    id_ = o.id_;
+    closer_ = o.closer_;
+    o.id_ = H5I_INVALID_HID;
+  }
+  return *this;
+}
+
+void Handle::Reset() {
+  if (id_ >= 0 && closer_) closer_(id_);
+  id_ = H5I_INVALID_HID;
+}
+
+// ---- Object / attributes ------------------------------------------------------------------
+
+std::string Object::Where() const {
+  return "'" + file_ + "' object '" + name_ + "'";
+}
+std::string Object::Where(const std::string& attr) const {
+  return "'" + file_ + "' attribute '" + attr + "' of '" + name_ + "'";
+}
+
+bool Object::HasAttr(const std::string& attr) const {
+  const htri_t r = H5Aexists(id(), attr.c_str());
+  if (r < 0) Fail(Where(attr) + ": cannot query");
+  return r > 0;
+}
+
+namespace {
+
+// Replaces an attribute: HDF5 cannot overwrite one of a different type in place.
+Handle NewAttr(const Object& obj, const std::string& attr, hid_t type, hid_t space) {
+  if (obj.HasAttr(attr) && H5Adelete(obj.id(), attr.c_str()) < 0)
+    Fail(obj.Where(attr) + ": cannot replace");
+  Handle a(H5Acreate2(obj.id(), attr.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) Fail(obj.Where(attr) + ": cannot create (is the file open for writing?)");
+  return a;
+}
+
+Handle OpenAttr(const Object& obj, const std::string& attr) {
+  if (!obj.HasAttr(attr)) Fail(obj.Where(attr) + ": missing");
+  Handle a(H5Aopen(obj.id(), attr.c_str(), H5P_DEFAULT), H5Aclose);
+  if (!a.valid()) Fail(obj.Where(attr) + ": cannot open");
+  return a;
+}
+
+template <typename T>
+void SetScalar(Object& obj, const std::string& attr, T value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a = NewAttr(obj, attr, NativeType<T>(), space.id());
+  if (H5Awrite(a.id(), NativeType<T>(), &value) < 0) Fail(obj.Where(attr) + ": cannot write");
+}
+
+template <typename T>
+T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
+  Handle a = OpenAttr(obj, attr);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT) Fail(obj.Where(attr) + ": expected " + kind);
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.id()) != 1) Fail(obj.Where(attr) + ": expected a scalar");
+  T v{};
+  if (H5Aread(a.id(), NativeType<T>(), &v) < 0) Fail(obj.Where(attr) + ": cannot read " + kind);
+  return v;
+}
+
+}  // namespace
+
+void Object::SetAttr(const std::string& attr, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id(), H5T_VARIABLE);
+  H5Tset_cset(type.id(), H5T_CSET_UTF8);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle a = NewAttr(*this, attr, type.id(), space.id());
+  const char* p = value.c_str();
+  if (H5Awrite(a.id(), type.id(), &p) < 0) Fail(Where(attr) + ": cannot write");
+}
+
+void Object::SetAttr(const std::string& attr, std::int64_t value) {
+  SetScalar(*this, attr, value);
+}
+void Object::SetAttr(const std::string& attr, double value) {
+  SetScalar(*this, attr, value);
+}
+std::int64_t Object::GetInt(const std::string& attr) const {
+  return GetScalar<std::int64_t>(*this, attr, "an integer");
+}
+double Object::GetDouble(const std::string& attr) const {
+  return GetScalar<double>(*this, attr, "a number");
+}
+
+std::string Object::GetString(const std::string& attr) const {
+  Handle a = OpenAttr(*this, attr);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) Fail(Where(attr) + ": expected a string");
+  if (H5Tis_variable_str(type.id()) > 0) {
+    Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));
+    char* p = nullptr;
+    if (H5Aread(a.id(), mem.id(), &p) < 0) Fail(Where(attr) + ": cannot read");
+    std::string s = p ? p : "";
+    Handle space(H5Aget_space(a.id()), H5Sclose);
+    H5Dvlen_reclaim(mem.id(), space.id(), H5P_DEFAULT, &p);
+    return s;
+  }
+  // Fixed-length strings (as written by some other tools).
+  const std::size_t size = H5Tget_size(type.id());
+  std::string s(size, '\0');
+  if (H5Aread(a.id(), type.id(), s.data()) < 0) Fail(Where(attr) + ": cannot read");
+  s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+  return s;
+}
+
+// ---- Dataset ------------------------------------------------------------------------------
+
+Dims Dataset::dims() const {
+  Handle space(H5Dget_space(id()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) Fail(Where() + ": cannot read shape");
+  Dims d(rank);
+  H5Sget_simple_extent_dims(space.id(), d.data(), nullptr);
+  return d;
+}
+
+hsize_t Dataset::RowSize() const {
+  const Dims d = dims();
+  return std::accumulate(d.begin() + (d.empty() ? 0 : 1), d.end(), hsize_t{1}, std::multiplies<>());
+}
+
+void Dataset::ExpectDims(const Dims& expected) const {
+  const Dims d = dims();
+  if (d != expected)
+    Fail(Where() + ": has shape " + DimsStr(d) + ", expected " + DimsStr(expected));
+}
+
+void Dataset::Resize(hsize_t rows) {
+  Dims d = dims();
+  if (d.empty()) Fail(Where() + ": cannot resize a scalar");
+  d[0] = rows;
+  if (H5Dset_extent(id(), d.data()) < 0) Fail(Where() + ": cannot resize (is it extendible?)");
+}
+
+void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, bool write) const {
+  Dims d = dims();
+  if (d.empty()) Fail(Where() + ": scalar datasets are not supported");
+  if (start + count > d[0])
+    Fail(Where() + ": rows [" + std::to_string(start) + ", " + std::to_string(start + count) +
+         ") are outside its " + std::to_string(d[0]) + " rows");
+  if (count == 0) return;
+  Handle file_space(H5Dget_space(id()), H5Sclose);
+  Dims offset(d.size(), 0), block = d;
+  offset[0] = start;
+  block[0] = count;
+  if (H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, offset.data(), nullptr, block.data(),
+                          nullptr) < 0)
+    Fail(Where() + ": cannot select rows");
+  Handle mem_space(H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr),
+                   H5Sclose);
+  const herr_t r = write ? H5Dwrite(id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data)
+                         : H5Dread(id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data);
+  if (r < 0)
+    Fail(Where() + (write ? ": write failed (disk full or file read-only?)" : ": read failed"));
+}
+
+// ---- Group --------------------------------------------------------------------------------
+
+std::string Group::Child(const std::string& path) const {
+  if (!path.empty() && path[0] == '/') return path;
+  return name_ == "/" ? "/" + path : name_ + "/" + path;
+}
+
+bool Group::Exists(const std::string& path) const {
+  // Check each component so that a missing parent is "false", not an error.
+  std::string cur;
+  std::size_t pos = 0;
+  const std::string full = Child(path);
+  while (pos != std::string::npos) {
+    const std::size_t next = full.find('/', pos + 1);
+    cur = full.substr(0, next);
+    if (cur != "/" && !cur.empty()) {
+      const htri_t r = H5Lexists(id(), cur.c_str(), H5P_DEFAULT);
+      if (r <= 0) return false;
+    }
+    pos = next;
+  }
+  return true;
+}
+
+Group Group::OpenGroup(const std::string& path) const {
+  const std::string full = Child(path);
+  if (!Exists(full)) Fail("'" + file_ + "': no group '" + full + "'");
+  Handle h(H5Gopen2(id(), full.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!h.valid()) Fail("'" + file_ + "': '" + full + "' is not a group");
+  return Group(std::move(h), file_, full);
+}
+
+Group Group::CreateGroup(const std::string& path) {
+  const std::string full = Child(path);
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.id(), 1);
+  Handle h(H5Gcreate2(id(), full.c_str(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!h.valid()) Fail("'" + file_ + "': cannot create group '" + full + "'");
+  return Group(std::move(h), file_, full);
+}
+
+Dataset Group::OpenDataset(const std::string& path, std::size_t chunk_cache_bytes) const {
+  const std::string full = Child(path);
+  if (!Exists(full)) Fail("'" + file_ + "': no dataset '" + full + "'");
+  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  if (chunk_cache_bytes > 0)
+    H5Pset_chunk_cache(dapl.id(), 12421, chunk_cache_bytes, H5D_CHUNK_CACHE_W0_DEFAULT);
+  Handle h(H5Dopen2(id(), full.c_str(), dapl.id()), H5Dclose);
+  if (!h.valid()) Fail("'" + file_ + "': '" + full + "' is not a dataset");
+  return Dataset(std::move(h), file_, full);
+}
+
+Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dims& dims,
+                                  const DatasetOptions& opts) {
+  const std::string full = Child(path);
+  if (dims.empty()) Fail("'" + file_ + "': dataset '" + full + "' needs at least one dimension");
+  Dims maxdims = dims;
+  if (opts.extendible) maxdims[0] = H5S_UNLIMITED;
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), maxdims.data()),
+               H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  if (!opts.chunk.empty()) {
+    if (opts.chunk.size() != dims.size())
+      Fail("'" + file_ + "': chunk rank of '" + full + "' differs from its rank");
+    H5Pset_chunk(dcpl.id(), static_cast<int>(opts.chunk.size()), opts.chunk.data());
+    if (opts.shuffle) H5Pset_shuffle(dcpl.id());
+    if (opts.deflate > 0) H5Pset_deflate(dcpl.id(), opts.deflate);
+  } else if (opts.extendible || opts.deflate > 0) {
+    Fail("'" + file_ + "': dataset '" + full +
+         "' is extendible or compressed and needs a chunk shape");
+  }
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl.id(), 1);
+  Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
+  if (opts.chunk_cache_bytes > 0)
+    H5Pset_chunk_cache(dapl.id(), 12421, opts.chunk_cache_bytes, H5D_CHUNK_CACHE_W0_DEFAULT);
+  Handle h(H5Dcreate2(id(), full.c_str(), type, space.id(), lcpl.id(), dcpl.id(), dapl.id()),
+           H5Dclose);
+  if (!h.valid())
+    Fail("'" + file_ + "': cannot create dataset '" + full + "' of shape " + DimsStr(dims));
+  return Dataset(std::move(h), file_, full);
+}
+
+std::vector<std::string> Group::Members() const {
+  std::vector<std::string> names;
+  auto cb = [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
+    static_cast<std::vector<std::string>*>(op)->emplace_back(name);
+    return 0;
+  };
+  if (H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, nullptr, cb, &names) < 0)
+    Fail(Where() + ": cannot list members");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// ---- File ---------------------------------------------------------------------------------
+
+File File::Open(const std::string& path, Mode mode) {
+  EnsureSilenced();
+  if (!std::filesystem::exists(path)) Fail("'" + path + "': no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) Fail("'" + path + "': not an HDF5 file");
+  Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
+           H5Fclose);
+  if (!h.valid())
+    Fail("'" + path + "': cannot open" + (mode == Mode::kRead ? "" : " for writing") +
+         " (is it open in another program?)");
+  return File(std::move(h), path);
+}
+
+File File::Create(const std::string& path, bool truncate) {
+  EnsureSilenced();
+  Handle h(
+      H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT),
+      H5Fclose);
+  if (!h.valid())
+    Fail("'" + path + "': cannot create (" +
+         (std::filesystem::exists(path) ? "it exists" : "is the folder writable?") + ")");
+  return File(std::move(h), path);
+}
+
+void File::Flush() {
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) Fail("'" + file_ + "': flush failed (disk full?)");
+}
+
+void File::Close() {
+  if (!h_.valid()) return;
+  const hid_t id = h_.Release();
+  if (H5Fclose(id) < 0) Fail("'" + file_ + "': close failed (disk full?)");
+}
+
+}  // namespace icl::h5

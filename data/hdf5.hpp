@@ -1,0 +1,200 @@
+// A small RAII layer over the HDF5 C API: files, groups, chunked extendible datasets and
+// attributes (numbers, strings, JSON). Every failure throws std::runtime_error naming the
+// file and the object, e.g. "hdf5: 'acts.h5': no dataset '/hidden/layer_09'".
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace icl::h5 {
+
+using Dims = std::vector<hsize_t>;
+
+// Owns one hid_t and closes it with the matching H5?close.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = H5I_INVALID_HID; }
+  Handle& operator=(Handle&& o) noexcept;
+  ~Handle() { Reset(); }
+  void Reset();
+  // Gives up ownership without closing.
+  hid_t Release() {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
+  hid_t id() const { return id_; }
+  bool valid() const { return id_ >= 0; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer closer_ = nullptr;
+};
+
+// Element types a dataset or attribute can hold.
+template <typename T>
+hid_t NativeType();
+
+// Base of groups and datasets: an HDF5 object with attributes.
+class Object {
+ public:
+  const std::string& file() const { return file_; }
+  const std::string& name() const { return name_; }
+  hid_t id() const { return h_.id(); }
+
+  bool HasAttr(const std::string& attr) const;
+  void SetAttr(const std::string& attr, const std::string& value);  // UTF-8 string
+  void SetAttr(const std::string& attr, const char* value) { SetAttr(attr, std::string(value)); }
+  void SetAttr(const std::string& attr, std::int64_t value);
+  void SetAttr(const std::string& attr, int value) {
+    SetAttr(attr, static_cast<std::int64_t>(value));
+  }
+  void SetAttr(const std::string& attr, double value);
+  std::string GetString(const std::string& attr) const;
+  std::int64_t GetInt(const std::string& attr) const;
+  double GetDouble(const std::string& attr) const;
+
+  // Describes this object for error messages: "hdf5: 'f.h5' object '/a/b'".
+  std::string Where() const;
+  std::string Where(const std::string& attr) const;
+
+ protected:
+  Object() = default;
+  Object(Handle h, std::string file, std::string name)
+      : h_(std::move(h)), file_(std::move(file)), name_(std::move(name)) {}
+  Handle h_;
+  std::string file_;
+  std::string name_;  // absolute path inside the file
+};
+
+struct DatasetOptions {
+  Dims chunk;                         // empty: contiguous (fixed size only)
+  bool extendible = false;            // first dimension unlimited (needs chunk)
+  int deflate = 0;                    // 0 = off, 1..9 = gzip level
+  bool shuffle = false;               // byte shuffle before deflate
+  std::size_t chunk_cache_bytes = 0;  // 0 = HDF5 default (1 MiB)
+};
+
+class Dataset : public Object {
+ public:
+  Dataset(Handle h, std::string file, std::string name)
+      : Object(std::move(h), std::move(file), std::move(name)) {}
+  Dims dims() const;
+  hsize_t rows() const { return dims().at(0); }
+  // Number of elements in one row (the product of all but the first dimension).
+  hsize_t RowSize() const;
+  // Whole dataset; `data` must hold every element.
+  template <typename T>
+  void Write(const T* data);
+  template <typename T>
+  void Read(T* data) const;
+  template <typename T>
+  std::vector<T> ReadAll() const;
+  // Rows [start, start + count) along the first dimension.
+  template <typename T>
+  void WriteRows(hsize_t start, hsize_t count, const T* data);
+  template <typename T>
+  void ReadRows(hsize_t start, hsize_t count, T* data) const;
+  // Grows (or shrinks) the first dimension of an extendible dataset.
+  void Resize(hsize_t rows);
+  // Appends rows at the end of an extendible dataset.
+  template <typename T>
+  void Append(hsize_t count, const T* data);
+  // Throws naming this dataset unless its shape equals `expected`.
+  void ExpectDims(const Dims& expected) const;
+
+ private:
+  void Io(hid_t type, hsize_t start, hsize_t count, void* data, bool write) const;
+};
+
+class Group : public Object {
+ public:
+  Group(Handle h, std::string file, std::string name)
+      : Object(std::move(h), std::move(file), std::move(name)) {}
+  bool Exists(const std::string& path) const;
+  Group OpenGroup(const std::string& path) const;
+  Group CreateGroup(const std::string& path);
+  Dataset OpenDataset(const std::string& path, std::size_t chunk_cache_bytes = 0) const;
+  template <typename T>
+  Dataset CreateDataset(const std::string& path, const Dims& dims,
+                        const DatasetOptions& opts = {}) {
+    return CreateDatasetTyped(path, NativeType<T>(), dims, opts);
+  }
+  // Names of the direct members, sorted.
+  std::vector<std::string> Members() const;
+
+ private:
+  Dataset CreateDatasetTyped(const std::string& path, hid_t type, const Dims& dims,
+                             const DatasetOptions& opts);
+  std::string Child(const std::string& path) const;
+};
+
+class File : public Group {
+ public:
+  enum class Mode { kRead, kReadWrite };
+  // Opens an existing file.
+  static File Open(const std::string& path, Mode mode = Mode::kRead);
+  // Creates a new file; fails if it exists unless `truncate`.
+  static File Create(const std::string& path, bool truncate = false);
+  void Flush();
+  // Closes now (also done by the destructor); errors on close are reported.
+  void Close();
+
+ private:
+  File(Handle h, std::string path) : Group(std::move(h), std::move(path), "/") {}
+};
+
+// Silences HDF5's own error printing; iclprobe reports errors through exceptions.
+void SilenceErrorStack();
+
+template <>
+hid_t NativeType<float>();
+template <>
+hid_t NativeType<double>();
+template <>
+hid_t NativeType<std::int32_t>();
+template <>
+hid_t NativeType<std::int64_t>();
+template <>
+hid_t NativeType<std::uint8_t>();
+template <>
+hid_t NativeType<std::uint64_t>();
+
+template <typename T>
+void Dataset::Write(const T* data) {
+  Io(NativeType<T>(), 0, rows(), const_cast<T*>(data), true);
+}
+template <typename T>
+void Dataset::Read(T* data) const {
+  Io(NativeType<T>(), 0, rows(), data, false);
+}
+template <typename T>
+std::vector<T> Dataset::ReadAll() const {
+  std::vector<T> v(rows() * RowSize());
+  Read(v.data());
+  return v;
+}
+template <typename T>
+void Dataset::WriteRows(hsize_t start, hsize_t count, const T* data) {
+  Io(NativeType<T>(), start, count, const_cast<T*>(data), true);
+}
+template <typename T>
+void Dataset::ReadRows(hsize_t start, hsize_t count, T* data) const {
+  Io(NativeType<T>(), start, count, data, false);
+}
+template <typename T>
+void Dataset::Append(hsize_t count, const T* data) {
+  const hsize_t start = rows();
+  Resize(start + count);
+  WriteRows(start, count, data);
+}
+
+}  // namespace icl::h5

@@ -1,0 +1,86 @@
+// Prompt-set HDF5 I/O and the format attributes every iclprobe file carries.
+#include "data/prompt_io.hpp"
+
+#include <stdexcept>
+
+#include "data/output.hpp"
+#include "data/version.hpp"
+
+namespace icl::data {
+
+void WritePrompts(h5::Group& parent, const PromptSet& set) {
+  const hsize_t N = set.size(), n = set.task.n, d = set.task.d;
+  h5::Group g = parent.CreateGroup("prompts");
+  g.SetAttr("task_config", set.task.ToJson());
+  g.SetAttr("seed", static_cast<std::int64_t>(set.seed));
+  g.SetAttr("first_index", static_cast<std::int64_t>(set.first_index));
+  g.CreateDataset<double>("x", {N, n, d}).Write(set.x.memptr());
+  g.CreateDataset<double>("y", {N, n}).Write(set.y.memptr());
+  g.CreateDataset<double>("w", {N, d}).Write(set.w.memptr());
+}
+
+PromptSet ReadPrompts(const h5::Group& parent) {
+  const h5::Group g = parent.OpenGroup("prompts");
+  PromptSet set;
+  set.task = TaskConfig::FromJson(g.GetString("task_config"), g.Where("task_config"));
+  set.seed = static_cast<std::uint64_t>(g.GetInt("seed"));
+  set.first_index =
+      g.HasAttr("first_index") ? static_cast<std::uint64_t>(g.GetInt("first_index")) : 0;
+  const h5::Dataset x = g.OpenDataset("x");
+  const hsize_t N = x.dims().empty() ? 0 : x.dims()[0];
+  const hsize_t n = set.task.n, d = set.task.d;
+  x.ExpectDims({N, n, d});
+  const h5::Dataset y = g.OpenDataset("y");
+  y.ExpectDims({N, n});
+  const h5::Dataset w = g.OpenDataset("w");
+  w.ExpectDims({N, d});
+  set.x.set_size(d, n, N);
+  set.y.set_size(n, N);
+  set.w.set_size(d, N);
+  x.Read(set.x.memptr());
+  y.Read(set.y.memptr());
+  w.Read(set.w.memptr());
+  return set;
+}
+
+void WriteFormatAttrs(h5::Group& root, const std::string& format) {
+  root.SetAttr("format", format);
+  root.SetAttr("format_version", kFormatVersion);
+  root.SetAttr("created_by", std::string(kCreatedBy));
+}
+
+void CheckFormat(const h5::Group& root, const std::string& format) {
+  if (!root.HasAttr("format"))
+    throw std::invalid_argument("'" + root.file() + "' has no 'format' attribute; expected an " +
+                                format + " file written by iclprobe");
+  const std::string got = root.GetString("format");
+  if (got != format)
+    throw std::invalid_argument("'" + root.file() + "' has format '" + got + "', expected '" +
+                                format + "'");
+  const auto version = root.GetInt("format_version");
+  if (version != kFormatVersion)
+    throw std::invalid_argument("'" + root.file() + "' has format_version " +
+                                std::to_string(version) + ", this iclprobe reads version " +
+                                std::to_string(kFormatVersion));
+}
+
+void SavePromptSet(const std::string& path, const PromptSet& set, bool force) {
+  AtomicOutput out(path, force, "prompts");
+  {
+    h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
+    WriteFormatAttrs(f, kPromptsFormat);
+    f.SetAttr("task_config", set.task.ToJson());
+    f.SetAttr("seed", static_cast<std::int64_t>(set.seed));
+    WritePrompts(f, set);
+    f.Close();
+  }
+  out.Commit();
+}
+
+PromptSet LoadPromptSet(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  CheckFormat(f, kPromptsFormat);
+  return ReadPrompts(f);
+}
+
+}  // namespace icl::data

@@ -1,0 +1,71 @@
+// Linear-regression task distributions and the seeded prompt sampler (PAPER.md "Tasks and tokens").
+#pragma once
+
+#include <armadillo>
+#include <cstdint>
+#include <string>
+
+namespace icl::data {
+
+// x ~ N(0, I_d), w ~ N(0, w_scale^2 I_d) (or w = all ones when fixed_w), y = w.x + noise * eps.
+struct TaskConfig {
+  int d = 4;             // input dimension
+  int n = 12;            // examples per prompt
+  double w_scale = 1.0;  // tau
+  double noise = 0.0;    // sigma
+  bool fixed_w = false;  // the paper's control task: w = (1, ..., 1) for every prompt
+
+  // Throws std::invalid_argument naming the field when d, n, w_scale or noise is out of range.
+  void Validate() const;
+  std::string ToJson() const;
+  // `what` names the source (file, attribute) in error messages.
+  static TaskConfig FromJson(const std::string& json, const std::string& what);
+  // lambda = sigma^2 / tau^2, the ridge penalty that is Bayes-optimal for this task.
+  double BayesLambda() const { return noise * noise / (w_scale * w_scale); }
+};
+
+bool operator==(const TaskConfig& a, const TaskConfig& b);
+inline bool operator!=(const TaskConfig& a, const TaskConfig& b) {
+  return !(a == b);
+}
+
+// A block of prompts. Armadillo is column-major, so each member is the same memory as the
+// row-major HDF5/torch array named next to it: no copy is needed to move between them.
+struct PromptSet {
+  TaskConfig task;
+  std::uint64_t seed = 0;
+  std::uint64_t first_index = 0;  // prompt j here is prompt first_index + j of the seeded stream
+  arma::cube x;                   // d x n x N  == row-major [N, n, d]; slice i column j is x_j
+  arma::mat y;                    // n x N      == row-major [N, n]
+  arma::mat w;                    // d x N      == row-major [N, d]
+
+  std::size_t size() const { return y.n_cols; }
+};
+
+// Prompt `index` of the stream `seed`: depends only on (task, seed, index). Draw order is w,
+// then (x_j, eps_j) for j = 1..n, so a prompt with fewer examples is a prefix of a longer one,
+// and the fixed-w control task sees the same x and noise as the ordinary task.
+void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index,
+                  double* x /*n*d*/, double* y /*n*/, double* w /*d*/);
+
+// Prompts first_index .. first_index + count - 1 of the stream `seed`.
+PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_t first_index,
+                        std::size_t count);
+
+// A counter-seeded generator: xoshiro256** seeded by splitmix64 from (seed, stream), with
+// Box-Muller normals. Written out here (not std::normal_distribution) so that streams are
+// identical on every platform and standard library.
+class Rng {
+ public:
+  Rng(std::uint64_t seed, std::uint64_t stream);
+  std::uint64_t NextU64();
+  double Uniform();  // in [0, 1)
+  double Normal();   // N(0, 1)
+
+ private:
+  std::uint64_t s_[4];
+  bool has_spare_ = false;
+  double spare_ = 0.0;
+};
+
+}  // namespace icl::data

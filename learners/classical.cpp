@@ -1,0 +1,223 @@
+// Classical learners and their spec strings.
+#include "learners/classical.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include "data/targets.hpp"
+
+namespace icl::learners {
+
+namespace {
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::stringstream ss(s);
+  std::string part;
+  while (std::getline(ss, part, sep))
+    parts.push_back(part);
+  if (!s.empty() && s.back() == sep) parts.emplace_back();
+  return parts;
+}
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+// Parses a whole string as a finite number, or throws with the expected form.
+double ParseNumber(const std::string& text, const std::string& spec, const std::string& expected) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || !std::isfinite(v))
+    throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
+  return v;
+}
+
+std::string FormatNumber(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Fills predictions from weights: prediction k = w_k . x_{k+1}.
+void PredictFromWeights(const arma::mat& x, LearnerRun& out) {
+  const int n = x.n_cols;
+  out.predictions.set_size(n);
+  for (int k = 0; k < n; ++k)
+    out.predictions(k) = arma::dot(out.weights.col(k), x.col(k));
+}
+
+const char* kSpecHelp =
+    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA, sgd:ALPHA, knn:K, knn:K:weighted, zero";
+
+}  // namespace
+
+RidgeLearner::RidgeLearner(double lambda, std::string spec)
+    : lambda_(lambda), spec_(std::move(spec)) {
+  if (!(lambda >= 0))
+    throw std::invalid_argument("learner spec '" + spec_ + "': lambda must be >= 0");
+}
+
+void RidgeLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const int d = x.n_rows, n = x.n_cols;
+  out.weights.zeros(d, n);
+  data::IncrementalRidge ridge(d, lambda_);
+  for (int k = 1; k < n; ++k) {
+    ridge.Add(x.colptr(k - 1), y(k - 1));
+    out.weights.col(k) = ridge.weights();
+  }
+  PredictFromWeights(x, out);
+}
+
+GdLearner::GdLearner(double alpha) : alpha_(alpha) {}
+std::string GdLearner::spec() const {
+  return "gd:" + FormatNumber(alpha_);
+}
+
+void GdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const int d = x.n_rows, n = x.n_cols;
+  out.weights.zeros(d, n);
+  arma::vec xty(d, arma::fill::zeros);
+  for (int k = 1; k < n; ++k) {
+    xty += y(k - 1) * x.col(k - 1);
+    out.weights.col(k) = 2.0 * alpha_ * xty;  // one step from w0 = 0
+  }
+  PredictFromWeights(x, out);
+}
+
+SgdLearner::SgdLearner(double alpha) : alpha_(alpha) {}
+std::string SgdLearner::spec() const {
+  return "sgd:" + FormatNumber(alpha_);
+}
+
+void SgdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const int d = x.n_rows, n = x.n_cols;
+  out.weights.zeros(d, n);
+  arma::vec w(d, arma::fill::zeros);
+  for (int k = 1; k < n; ++k) {
+    const auto xi = x.col(k - 1);
+    // w_i = w_{i-1} - 2 alpha (x_i x_i^T w_{i-1} - y_i x_i), PAPER.md
+    w -= 2.0 * alpha_ * (arma::dot(xi, w) - y(k - 1)) * xi;
+    out.weights.col(k) = w;
+  }
+  PredictFromWeights(x, out);
+}
+
+KnnLearner::KnnLearner(int neighbours, bool weighted)
+    : neighbours_(neighbours), weighted_(weighted) {}
+std::string KnnLearner::spec() const {
+  return "knn:" + std::to_string(neighbours_) + (weighted_ ? ":weighted" : "");
+}
+
+void KnnLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const int n = x.n_cols;
+  out.weights.reset();
+  out.predictions.zeros(n);
+  std::vector<std::pair<double, int>> dist;
+  for (int k = 1; k < n; ++k) {
+    dist.clear();
+    for (int j = 0; j < k; ++j)
+      dist.emplace_back(arma::accu(arma::square(x.col(j) - x.col(k))), j);
+    const int m = std::min(neighbours_, k);
+    std::partial_sort(dist.begin(), dist.begin() + m, dist.end());
+    if (!weighted_) {
+      double s = 0;
+      for (int i = 0; i < m; ++i)
+        s += y(dist[i].second);
+      out.predictions(k) = s / m;
+      continue;
+    }
+    if (dist[0].first == 0.0) {  // exact match: 1/0 weight dominates
+      out.predictions(k) = y(dist[0].second);
+      continue;
+    }
+    double num = 0, den = 0;
+    for (int i = 0; i < m; ++i) {
+      const double wt = 1.0 / dist[i].first;
+      num += wt * y(dist[i].second);
+      den += wt;
+    }
+    out.predictions(k) = num / den;
+  }
+}
+
+void ZeroLearner::Run(const arma::mat& x, const arma::vec&, LearnerRun& out) const {
+  out.weights.zeros(x.n_rows, x.n_cols);
+  out.predictions.zeros(x.n_cols);
+}
+
+std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
+                                              const data::TaskConfig& task) {
+  const std::string spec = Trim(raw);
+  const std::vector<std::string> p = Split(spec, ':');
+  const std::string kind = p.empty() ? "" : p[0];
+  auto arity = [&](std::size_t lo, std::size_t hi, const std::string& expected) {
+    if (p.size() < lo || p.size() > hi)
+      throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
+  };
+  if (kind == "ols") {
+    arity(1, 1, "ols");
+    return std::make_unique<RidgeLearner>(0.0, "ols");
+  }
+  if (kind == "ridge") {
+    const std::string form = "ridge:LAMBDA with LAMBDA a non-negative number, e.g. ridge:0.1";
+    arity(2, 2, form);
+    const double lambda = ParseNumber(p[1], spec, form);
+    if (lambda < 0) throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
+    return std::make_unique<RidgeLearner>(lambda, "ridge:" + p[1]);
+  }
+  if (kind == "bayes") {
+    arity(1, 1, "bayes");
+    return std::make_unique<RidgeLearner>(task.BayesLambda(), "bayes");
+  }
+  if (kind == "gd" || kind == "sgd") {
+    const std::string form =
+        kind + ":ALPHA with ALPHA a positive step size, e.g. " + kind + ":0.01";
+    arity(2, 2, form);
+    const double alpha = ParseNumber(p[1], spec, form);
+    if (!(alpha > 0)) throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
+    if (kind == "gd") return std::make_unique<GdLearner>(alpha);
+    return std::make_unique<SgdLearner>(alpha);
+  }
+  if (kind == "knn") {
+    const std::string form = "knn:K or knn:K:weighted with K a positive integer, e.g. knn:3";
+    arity(2, 3, form);
+    const double k = ParseNumber(p[1], spec, form);
+    if (!(k >= 1) || k != std::floor(k) || k > 1e6)
+      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
+    if (p.size() == 3 && p[2] != "weighted")
+      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
+    return std::make_unique<KnnLearner>(static_cast<int>(k), p.size() == 3);
+  }
+  if (kind == "zero") {
+    arity(1, 1, "zero");
+    return std::make_unique<ZeroLearner>();
+  }
+  throw std::invalid_argument("unknown learner spec '" + spec + "': expected " + kSpecHelp);
+}
+
+std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
+                                                            const data::TaskConfig& task) {
+  std::vector<std::unique_ptr<ClassicalLearner>> out;
+  for (const std::string& s : Split(specs, ',')) {
+    if (Trim(s).empty())
+      throw std::invalid_argument("learner list '" + specs +
+                                  "': empty entry; expected comma-separated " + kSpecHelp);
+    out.push_back(MakeLearner(s, task));
+  }
+  if (out.empty())
+    throw std::invalid_argument("learner list is empty; expected " + std::string(kSpecHelp));
+  return out;
+}
+
+}  // namespace icl::learners

@@ -1,0 +1,98 @@
+// The classical in-context learners the transformer is compared with (PAPER.md "Reference
+// learners"): OLS, ridge, Bayes ridge, one-step GD, one-pass SGD, kNN and the zero predictor.
+#pragma once
+
+#include <armadillo>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/task.hpp"
+
+namespace icl::learners {
+
+// What a learner returns for one prompt of n examples.
+struct LearnerRun {
+  arma::vec predictions;  // n: entry k is the prediction of y_{k+1} from the first k examples
+  arma::mat weights;      // d x n: column k = weights after k examples (linear learners only)
+};
+
+class ClassicalLearner {
+ public:
+  virtual ~ClassicalLearner() = default;
+  // The spec string that names this learner, e.g. "ridge:0.1".
+  virtual std::string spec() const = 0;
+  virtual bool is_linear() const = 0;
+  // x: d x n (column j = x_j), y: n. Fills out.predictions, and out.weights when linear.
+  virtual void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const = 0;
+};
+
+// Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA | sgd:ALPHA | knn:K[:weighted] | zero.
+// `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws std::invalid_argument
+// saying what was expected for an unknown or malformed spec.
+std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
+                                              const data::TaskConfig& task);
+// Parses a comma-separated list of specs.
+std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
+                                                            const data::TaskConfig& task);
+
+// The learners themselves, usable directly.
+class RidgeLearner : public ClassicalLearner {  // lambda = 0 is minimum-norm OLS
+ public:
+  RidgeLearner(double lambda, std::string spec);
+  std::string spec() const override { return spec_; }
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+
+ private:
+  double lambda_;
+  std::string spec_;
+};
+
+// One step of batch GD from w0 = 0: w = w0 - 2 alpha (X^T X w0 - X^T y + lambda w0) = 2 alpha X^T
+// y.
+class GdLearner : public ClassicalLearner {
+ public:
+  explicit GdLearner(double alpha);
+  std::string spec() const override;
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+
+ private:
+  double alpha_;
+};
+
+// One pass of SGD, batch 1, from w0 = 0: w_i = w_{i-1} - 2 alpha (x_i x_i^T w_{i-1} - y_i x_i).
+class SgdLearner : public ClassicalLearner {
+ public:
+  explicit SgdLearner(double alpha);
+  std::string spec() const override;
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+
+ private:
+  double alpha_;
+};
+
+// Mean y of the K nearest earlier x (all of them when fewer than K), optionally weighted by
+// 1 / distance^2; an exact match takes that point's y. With no earlier point: 0.
+class KnnLearner : public ClassicalLearner {
+ public:
+  KnnLearner(int neighbours, bool weighted);
+  std::string spec() const override;
+  bool is_linear() const override { return false; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+
+ private:
+  int neighbours_;
+  bool weighted_;
+};
+
+class ZeroLearner : public ClassicalLearner {
+ public:
+  std::string spec() const override { return "zero"; }
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+};
+
+}  // namespace icl::learners

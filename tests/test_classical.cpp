@@ -1,0 +1,185 @@
+// Classical learners: known answers on hand-made and planted data.
+#include <gtest/gtest.h>
+
+#include "analysis/learner_errors.hpp"
+#include "data/targets.hpp"
+#include "learners/classical.hpp"
+
+using namespace icl;
+using learners::LearnerRun;
+using learners::MakeLearner;
+
+namespace {
+
+data::TaskConfig Task(int d, int n, double noise = 0.0) {
+  data::TaskConfig t;
+  t.d = d;
+  t.n = n;
+  t.noise = noise;
+  return t;
+}
+
+std::string ErrorOf(const std::string& spec) {
+  try {
+    MakeLearner(spec, Task(2, 2));
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Ridge, MatchesNormalEquationsAtEveryK) {
+  const data::PromptSet s = data::SamplePrompts(Task(4, 10, 0.3), 5, 0, 5);
+  const auto ridge = MakeLearner("ridge:0.5", s.task);
+  LearnerRun run;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const arma::mat x = s.x.slice(i);
+    const arma::vec y = s.y.col(i);
+    ridge->Run(x, y, run);
+    EXPECT_EQ(run.predictions(0), 0.0);  // no examples: w = 0
+    for (int k = 1; k < 10; ++k) {
+      const arma::mat xk = x.cols(0, k - 1);
+      const arma::vec w = arma::solve(xk * xk.t() + 0.5 * arma::eye(4, 4), xk * y.head(k));
+      EXPECT_LT(arma::norm(run.weights.col(k) - w), 1e-10);
+      EXPECT_NEAR(run.predictions(k), arma::dot(w, x.col(k)), 1e-10);
+    }
+  }
+}
+
+TEST(Ridge, TinyLambdaApproachesOls) {
+  const data::PromptSet s = data::SamplePrompts(Task(5, 12, 0.1), 6, 0, 20);
+  const auto ols = MakeLearner("ols", s.task);
+  // The median over prompts of the mean |prediction difference| to OLS shrinks in proportion
+  // to lambda (the median, because near-singular X_k at k = d make a few prompts' OLS explode).
+  std::vector<double> gap;
+  for (const char* spec : {"ridge:1e-3", "ridge:1e-6", "ridge:1e-9"}) {
+    const auto ridge = MakeLearner(spec, s.task);
+    LearnerRun a, b;
+    arma::vec per_prompt(s.size());
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      ols->Run(s.x.slice(i), s.y.col(i), a);
+      ridge->Run(s.x.slice(i), s.y.col(i), b);
+      per_prompt(i) = arma::mean(arma::abs(a.predictions - b.predictions));
+    }
+    gap.push_back(arma::median(per_prompt));
+  }
+  EXPECT_LT(gap[1], 1e-2 * gap[0]);
+  EXPECT_LT(gap[2], 1e-2 * gap[1]);
+  EXPECT_GT(gap[0], 0.0);
+}
+
+TEST(Ols, LearnerWeightsAreTheOlsTargets) {
+  // Two paths: the learner's weights after k examples equal the w_ols target after k.
+  const data::PromptSet s = data::SamplePrompts(Task(3, 7, 0.3), 2, 0, 10);
+  const data::TargetSet t = data::ComputeTargets(s, 0.0);
+  LearnerRun run;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    MakeLearner("ols", s.task)->Run(s.x.slice(i), s.y.col(i), run);
+    EXPECT_LT(arma::abs(run.weights.cols(1, 6) - t.w_ols.slice(i).cols(0, 5)).max(), 1e-12);
+  }
+}
+
+TEST(Ols, NoiselessErrorVanishesFromKEqualsD) {
+  const data::PromptSet s = data::SamplePrompts(Task(8, 20), 1, 0, 200);
+  const arma::mat err = analysis::PerPromptErrors(s, *MakeLearner("ols", s.task));
+  EXPECT_LE(err.rows(8, 19).max(), 1e-8);
+  EXPECT_GT(arma::mean(err.row(7)), 0.01);  // under-determined below d
+  // k = 0 predicts 0: E[(w.x)^2] / d = tau^2 = 1.
+  EXPECT_NEAR(arma::mean(err.row(0)), 1.0, 0.25);
+}
+
+TEST(Gd, OneStepMatchesFormula) {
+  const arma::mat x = {{1, 0, 2}, {0, 1, 1}};  // d = 2, n = 3
+  const arma::vec y = {2, -1, 0.5};
+  LearnerRun run;
+  learners::GdLearner(0.1).Run(x, y, run);
+  // w = -2 alpha (X^T X w0 - X^T y) with w0 = 0.
+  const arma::vec w2 = 2 * 0.1 * (x.cols(0, 1) * y.head(2));
+  EXPECT_LT(arma::norm(run.weights.col(2) - w2), 1e-15);
+  EXPECT_NEAR(run.predictions(2), arma::dot(w2, x.col(2)), 1e-15);
+  EXPECT_NEAR(run.predictions(1), 2 * 0.1 * 2 * 0.0, 1e-15);  // x_1 . x_2 = 0
+}
+
+TEST(Sgd, FirstStepsMatchHandComputation) {
+  const arma::mat x = {{1, 2, 1}, {1, 0, -1}};
+  const arma::vec y = {3, 1, 0};
+  const double a = 0.05;
+  LearnerRun run;
+  learners::SgdLearner(a).Run(x, y, run);
+  // w1 = 2 a y1 x1 = (0.3, 0.3); prediction of y2 = w1 . x2 = 0.6.
+  EXPECT_NEAR(run.weights(0, 1), 0.3, 1e-15);
+  EXPECT_NEAR(run.weights(1, 1), 0.3, 1e-15);
+  EXPECT_NEAR(run.predictions(1), 0.6, 1e-15);
+  // w2 = w1 - 2a (x2 x2^T w1 - y2 x2) = (0.3, 0.3) - 0.1 ((0.6 - 1) * (2, 0)) = (0.38, 0.3).
+  EXPECT_NEAR(run.weights(0, 2), 0.38, 1e-15);
+  EXPECT_NEAR(run.weights(1, 2), 0.3, 1e-15);
+  EXPECT_NEAR(run.predictions(2), 0.38 - 0.3, 1e-15);
+}
+
+TEST(Knn, FivePointHandExample) {
+  const arma::mat x = {{0, 1, 3, 4, 2.6}};  // d = 1
+  const arma::vec y = {1, 2, 3, 4, 9};
+  LearnerRun run;
+  learners::KnnLearner(3, false).Run(x, y, run);
+  // k=0: nothing; k=1: one neighbour; k=2: both; k=3: all three; k=4: 3 (0.4), 4 (1.4), 1 (1.6).
+  const arma::vec expected = {0, 1, 1.5, 2, 3};
+  EXPECT_LT(arma::abs(run.predictions - expected).max(), 1e-12);
+  EXPECT_TRUE(run.weights.is_empty());
+
+  learners::KnnLearner(3, true).Run(x, y, run);
+  const double w3 = 1 / 0.16, w4 = 1 / 1.96, w2 = 1 / 2.56;
+  EXPECT_NEAR(run.predictions(4), (3 * w3 + 4 * w4 + 2 * w2) / (w3 + w4 + w2), 1e-12);
+  EXPECT_NEAR(run.predictions(2), (1 * 1 / 9.0 + 2 * 1 / 4.0) / (1 / 9.0 + 1 / 4.0), 1e-12);
+
+  const arma::mat dup = {{0, 1, 1}};  // exact match takes that point's y
+  learners::KnnLearner(3, true).Run(dup, arma::vec{5, 7, 0}, run);
+  EXPECT_EQ(run.predictions(2), 7.0);
+}
+
+TEST(Zero, PredictsZero) {
+  LearnerRun run;
+  learners::ZeroLearner().Run(arma::mat(3, 4, arma::fill::randn), arma::vec(4, arma::fill::randn),
+                              run);
+  EXPECT_EQ(arma::abs(run.predictions).max(), 0.0);
+}
+
+TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
+  const data::TaskConfig noisy = Task(4, 8, 0.5);
+  EXPECT_EQ(MakeLearner("ols", noisy)->spec(), "ols");
+  EXPECT_EQ(MakeLearner("ridge:0.1", noisy)->spec(), "ridge:0.1");
+  EXPECT_EQ(MakeLearner("bayes", noisy)->spec(), "bayes");
+  EXPECT_EQ(MakeLearner("gd:0.01", noisy)->spec(), "gd:0.01");
+  EXPECT_EQ(MakeLearner("sgd:0.03", noisy)->spec(), "sgd:0.03");
+  EXPECT_EQ(MakeLearner("knn:3", noisy)->spec(), "knn:3");
+  EXPECT_EQ(MakeLearner("knn:3:weighted", noisy)->spec(), "knn:3:weighted");
+  EXPECT_EQ(MakeLearner("zero", noisy)->spec(), "zero");
+  EXPECT_EQ(learners::MakeLearners("ols, knn:5", noisy).size(), 2u);
+
+  EXPECT_NE(ErrorOf("ridge:abc").find("expected ridge:LAMBDA"), std::string::npos);
+  EXPECT_NE(ErrorOf("ridge").find("expected ridge:LAMBDA"), std::string::npos);
+  EXPECT_NE(ErrorOf("ridge:-1").find("non-negative"), std::string::npos);
+  EXPECT_NE(ErrorOf("gd:0").find("positive step size"), std::string::npos);
+  EXPECT_NE(ErrorOf("knn:2.5").find("positive integer"), std::string::npos);
+  EXPECT_NE(ErrorOf("knn:3:heavy").find("knn:K:weighted"), std::string::npos);
+  EXPECT_NE(ErrorOf("lasso:1").find("unknown learner spec 'lasso:1'"), std::string::npos);
+  EXPECT_THROW(learners::MakeLearners("ols,,knn:3", noisy), std::invalid_argument);
+}
+
+TEST(Bayes, IsRidgeWithNoiseOverScaleSquaredAndBestOnNoisyData) {
+  data::TaskConfig t = Task(4, 16, 0.5);
+  const data::PromptSet s = data::SamplePrompts(t, 8, 0, 3000);
+  const arma::mat bayes = analysis::PerPromptErrors(s, *MakeLearner("bayes", t));
+  const arma::mat ridge = analysis::PerPromptErrors(s, *MakeLearner("ridge:0.25", t));
+  EXPECT_EQ(arma::abs(bayes - ridge).max(), 0.0);
+  // Paired comparison per k: no other learner beats Bayes ridge beyond sampling error.
+  for (const char* spec : {"ols", "ridge:0.05", "ridge:1", "gd:0.02", "sgd:0.03", "knn:3"}) {
+    const arma::mat diff = analysis::PerPromptErrors(s, *MakeLearner(spec, t)) - bayes;  // n x N
+    for (int k = 1; k < t.n; ++k) {
+      const arma::rowvec dk = diff.row(k);
+      const double se = arma::stddev(dk) / std::sqrt(static_cast<double>(dk.n_elem));
+      EXPECT_GT(arma::mean(dk), -3 * se) << spec << " beats bayes at k=" << k;
+    }
+  }
+}

@@ -1,0 +1,167 @@
+// The HDF5 layer and prompt-set files: round trips, attributes, refused files.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "data/hdf5.hpp"
+#include "data/prompt_io.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+
+namespace {
+
+data::PromptSet Prompts() {
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  t.noise = 0.1;
+  return data::SamplePrompts(t, 77, 0, 8);
+}
+
+template <typename F>
+std::string ErrorOf(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Hdf5, AttributesRoundTrip) {
+  test::TempDir tmp;
+  const std::string path = tmp / "a.h5";
+  {
+    h5::File f = h5::File::Create(path);
+    f.SetAttr("s", "héllo");
+    f.SetAttr("i", std::int64_t{-5});
+    f.SetAttr("x", 0.125);
+    f.SetAttr("json", std::string("{\"a\": [1, 2]}"));
+    f.SetAttr("i", std::int64_t{6});  // replacing works
+    f.CreateGroup("g/h").SetAttr("deep", 1);
+  }
+  const h5::File f = h5::File::Open(path);
+  EXPECT_EQ(f.GetString("s"), "héllo");
+  EXPECT_EQ(f.GetInt("i"), 6);
+  EXPECT_EQ(f.GetDouble("x"), 0.125);
+  EXPECT_EQ(f.GetString("json"), "{\"a\": [1, 2]}");
+  EXPECT_EQ(f.OpenGroup("g/h").GetInt("deep"), 1);
+  EXPECT_TRUE(f.Exists("g/h"));
+  EXPECT_FALSE(f.Exists("g/nope/deeper"));
+  const std::string err = ErrorOf([&] { f.GetString("missing"); });
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+  EXPECT_NE(err.find("missing"), std::string::npos) << err;
+  EXPECT_NE(ErrorOf([&] { f.GetInt("s"); }).find("expected an integer"), std::string::npos);
+}
+
+TEST(Hdf5, ExtendibleChunkedDatasetAppendsRows) {
+  test::TempDir tmp;
+  const std::string path = tmp / "d.h5";
+  {
+    h5::File f = h5::File::Create(path);
+    h5::DatasetOptions o;
+    o.chunk = {4, 3};
+    o.extendible = true;
+    o.deflate = 4;
+    o.shuffle = true;
+    h5::Dataset ds = f.CreateDataset<float>("grp/data", {0, 3}, o);
+    std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9};
+    ds.Append(2, a.data());
+    ds.Append(1, b.data());
+    f.Flush();
+  }
+  const h5::File f = h5::File::Open(path);
+  const h5::Dataset ds = f.OpenDataset("grp/data");
+  EXPECT_EQ(ds.dims(), (h5::Dims{3, 3}));
+  EXPECT_EQ(ds.ReadAll<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  std::vector<double> row(3);
+  ds.ReadRows(1, 1, row.data());  // converted to double on read
+  EXPECT_EQ(row, (std::vector<double>{4, 5, 6}));
+  EXPECT_THROW(ds.ReadRows(2, 2, row.data()), std::runtime_error);
+  EXPECT_EQ(f.Members(), (std::vector<std::string>{"grp"}));
+}
+
+TEST(Hdf5, CreateRefusesAnExistingFileAndOpenNamesMissingObjects) {
+  test::TempDir tmp;
+  const std::string path = tmp / "e.h5";
+  { h5::File::Create(path); }
+  EXPECT_THROW(h5::File::Create(path), std::runtime_error);
+  EXPECT_NO_THROW(h5::File::Create(path, /*truncate=*/true));
+  const h5::File f = h5::File::Open(path);
+  const std::string err = ErrorOf([&] { f.OpenDataset("prompts/x"); });
+  EXPECT_NE(err.find("/prompts/x"), std::string::npos) << err;
+  EXPECT_NE(ErrorOf([&] { h5::File::Open(tmp / "none.h5"); }).find("no such file"),
+            std::string::npos);
+  { std::ofstream(tmp / "text.h5") << "not hdf5"; }
+  EXPECT_NE(ErrorOf([&] { h5::File::Open(tmp / "text.h5"); }).find("not an HDF5 file"),
+            std::string::npos);
+}
+
+TEST(PromptFiles, RoundTripIsExact) {
+  test::TempDir tmp;
+  const std::string path = tmp / "p.h5";
+  const data::PromptSet s = Prompts();
+  data::SavePromptSet(path, s, false);
+  EXPECT_FALSE(std::filesystem::exists(path + ".partial"));
+  const data::PromptSet r = data::LoadPromptSet(path);
+  EXPECT_EQ(r.task, s.task);
+  EXPECT_EQ(r.seed, 77u);
+  EXPECT_TRUE(arma::approx_equal(r.x, s.x, "absdiff", 0.0));
+  EXPECT_TRUE(arma::approx_equal(r.y, s.y, "absdiff", 0.0));
+  EXPECT_TRUE(arma::approx_equal(r.w, s.w, "absdiff", 0.0));
+  // Row-major [N, n, d] on disk: element (i, j, c) is x_j[c] of prompt i.
+  const h5::File f = h5::File::Open(path);
+  const auto flat = f.OpenDataset("prompts/x").ReadAll<double>();
+  EXPECT_EQ(flat[(2 * 5 + 4) * 3 + 1], s.x(1, 4, 2));
+  // Never overwritten without force.
+  EXPECT_THROW(data::SavePromptSet(path, s, false), std::invalid_argument);
+  EXPECT_NO_THROW(data::SavePromptSet(path, s, true));
+}
+
+TEST(PromptFiles, WrongFormatOrMissingDatasetIsRefused) {
+  test::TempDir tmp;
+  const data::PromptSet s = Prompts();
+  const std::string wrong = tmp / "wrong.h5";
+  {
+    h5::File f = h5::File::Create(wrong);
+    data::WriteFormatAttrs(f, "iclprobe-checkpoint");
+    data::WritePrompts(f, s);
+  }
+  std::string err = ErrorOf([&] { data::LoadPromptSet(wrong); });
+  EXPECT_NE(err.find("format 'iclprobe-checkpoint', expected 'iclprobe-prompts'"),
+            std::string::npos)
+      << err;
+
+  const std::string missing = tmp / "missing.h5";
+  {
+    h5::File f = h5::File::Create(missing);
+    data::WriteFormatAttrs(f, data::kPromptsFormat);
+    h5::Group g = f.CreateGroup("prompts");
+    g.SetAttr("task_config", s.task.ToJson());
+    g.SetAttr("seed", 1);
+    g.CreateDataset<double>("x", {8, 5, 3}).Write(s.x.memptr());
+  }
+  err = ErrorOf([&] { data::LoadPromptSet(missing); });
+  EXPECT_NE(err.find("no dataset '/prompts/y'"), std::string::npos) << err;
+
+  const std::string shape = tmp / "shape.h5";
+  {
+    h5::File f = h5::File::Create(shape);
+    data::WriteFormatAttrs(f, data::kPromptsFormat);
+    h5::Group g = f.CreateGroup("prompts");
+    g.SetAttr("task_config", s.task.ToJson());
+    g.SetAttr("seed", 1);
+    g.CreateDataset<double>("x", {8, 4, 3});
+  }
+  err = ErrorOf([&] { data::LoadPromptSet(shape); });
+  EXPECT_NE(err.find("has shape [8, 4, 3], expected [8, 5, 3]"), std::string::npos) << err;
+
+  const std::string bare = tmp / "bare.h5";
+  { h5::File::Create(bare); }
+  EXPECT_NE(ErrorOf([&] { data::LoadPromptSet(bare); }).find("no 'format' attribute"),
+            std::string::npos);
+}

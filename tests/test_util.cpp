@@ -1,0 +1,61 @@
+// Test helpers: temp folders and subprocesses.
+#include "tests/test_util.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace icl::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("iclprobe-test-" + std::to_string(::getpid()) + "-" +
+                                       std::to_string(counter++) + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int CountLines(const std::string& s) {
+  int lines = 0;
+  for (char c : s)
+    lines += c == '\n';
+  if (!s.empty() && s.back() != '\n') ++lines;
+  return lines;
+}
+
+CommandResult RunShell(const std::string& command) {
+  TempDir tmp;
+  const std::string out = tmp / "out", err = tmp / "err";
+  const std::string full = "( " + command + " ) >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+CommandResult RunIclprobe(const std::string& args) {
+  return RunShell(std::string("'") + ICLPROBE_BIN + "' " + args);
+}
+
+}  // namespace icl::test

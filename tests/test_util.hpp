@@ -1,0 +1,34 @@
+// Helpers shared by the test suites: temporary folders and running the iclprobe binary.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace icl::test {
+
+// A fresh folder under the system temp dir, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `iclprobe <args>` (the binary built alongside the tests) through /bin/sh.
+CommandResult RunIclprobe(const std::string& args);
+// Runs any shell command, capturing stdout and stderr.
+CommandResult RunShell(const std::string& command);
+
+std::string ReadFile(const std::string& path);
+int CountLines(const std::string& s);
+
+}  // namespace icl::test

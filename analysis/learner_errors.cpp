@@ -6,19 +6,6 @@
 
 namespace icl::analysis {
 
-arma::mat PerPromptErrors(const data::PromptSet& set, const learners::ClassicalLearner& learner) {
-  const int d = set.task.d, n = set.task.n;
-  arma::mat err(n, set.size());
-  learners::LearnerRun run;
-  for (std::size_t i = 0; i < set.size(); ++i) {
-    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
-    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
-    learner.Run(x, y, run);
-    err.col(i) = arma::square(run.predictions - y) / d;
-  }
-  return err;
-}
-
 ErrorCurve Summarize(const std::string& learner, const arma::mat& e) {
   ErrorCurve c;
   c.learner = learner;
@@ -36,7 +23,7 @@ std::vector<ErrorCurve> EvaluateLearners(
     const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners) {
   std::vector<ErrorCurve> curves;
   for (const auto& l : learners)
-    curves.push_back(Summarize(l->spec(), PerPromptErrors(set, *l)));
+    curves.push_back(Summarize(l->spec(), learners::PerPromptErrors(set, *l)));
   return curves;
 }
 

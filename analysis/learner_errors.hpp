@@ -12,10 +12,6 @@
 
 namespace icl::analysis {
 
-// Squared error of each prediction divided by d: n x N, entry (k, i) is
-// (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
-arma::mat PerPromptErrors(const data::PromptSet& set, const learners::ClassicalLearner& learner);
-
 // Mean over prompts per k with a normal 95% interval (mean +- 1.96 sd / sqrt(N)).
 struct ErrorCurve {
   std::string learner;

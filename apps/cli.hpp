@@ -30,7 +30,11 @@ void RequireNonNegative(const std::string& name, T value) {
                                 std::to_string(value));
 }
 
+// Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
+void SetThreads(int threads);
+
 // Subcommands.
 int RunBaselines(int argc, char** argv);
+int RunTrain(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -18,6 +18,8 @@ const Subcommand kSubcommands[] = {
     {"baselines",
      "per-k error of the classical learners (OLS, ridge, GD, SGD, kNN) on seeded prompts",
      icl::cli::RunBaselines},
+    {"train", "train a transformer learner in context and write an HDF5 checkpoint",
+     icl::cli::RunTrain},
 };
 
 void PrintUsage(std::ostream& os) {

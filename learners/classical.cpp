@@ -156,6 +156,19 @@ void ZeroLearner::Run(const arma::mat& x, const arma::vec&, LearnerRun& out) con
   out.predictions.zeros(x.n_cols);
 }
 
+arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner) {
+  const int d = set.task.d, n = set.task.n;
+  arma::mat err(n, set.size());
+  LearnerRun run;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
+    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
+    learner.Run(x, y, run);
+    err.col(i) = arma::square(run.predictions - y) / d;
+  }
+  return err;
+}
+
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
                                               const data::TaskConfig& task) {
   const std::string spec = Trim(raw);

@@ -27,6 +27,10 @@ class ClassicalLearner {
   virtual void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const = 0;
 };
 
+// Squared error of each prediction divided by d: n x N, entry (k, i) is
+// (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
+arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
+
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA | sgd:ALPHA | knn:K[:weighted] | zero.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws std::invalid_argument
 // saying what was expected for an unknown or malformed spec.

@@ -83,7 +83,7 @@ TEST(Ols, LearnerWeightsAreTheOlsTargets) {
 
 TEST(Ols, NoiselessErrorVanishesFromKEqualsD) {
   const data::PromptSet s = data::SamplePrompts(Task(8, 20), 1, 0, 200);
-  const arma::mat err = analysis::PerPromptErrors(s, *MakeLearner("ols", s.task));
+  const arma::mat err = learners::PerPromptErrors(s, *MakeLearner("ols", s.task));
   EXPECT_LE(err.rows(8, 19).max(), 1e-8);
   EXPECT_GT(arma::mean(err.row(7)), 0.01);  // under-determined below d
   // k = 0 predicts 0: E[(w.x)^2] / d = tau^2 = 1.
@@ -170,12 +170,12 @@ TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
 TEST(Bayes, IsRidgeWithNoiseOverScaleSquaredAndBestOnNoisyData) {
   data::TaskConfig t = Task(4, 16, 0.5);
   const data::PromptSet s = data::SamplePrompts(t, 8, 0, 3000);
-  const arma::mat bayes = analysis::PerPromptErrors(s, *MakeLearner("bayes", t));
-  const arma::mat ridge = analysis::PerPromptErrors(s, *MakeLearner("ridge:0.25", t));
+  const arma::mat bayes = learners::PerPromptErrors(s, *MakeLearner("bayes", t));
+  const arma::mat ridge = learners::PerPromptErrors(s, *MakeLearner("ridge:0.25", t));
   EXPECT_EQ(arma::abs(bayes - ridge).max(), 0.0);
   // Paired comparison per k: no other learner beats Bayes ridge beyond sampling error.
   for (const char* spec : {"ols", "ridge:0.05", "ridge:1", "gd:0.02", "sgd:0.03", "knn:3"}) {
-    const arma::mat diff = analysis::PerPromptErrors(s, *MakeLearner(spec, t)) - bayes;  // n x N
+    const arma::mat diff = learners::PerPromptErrors(s, *MakeLearner(spec, t)) - bayes;  // n x N
     for (int k = 1; k < t.n; ++k) {
       const arma::rowvec dk = diff.row(k);
       const double se = arma::stddev(dk) / std::sqrt(static_cast<double>(dk.n_elem));

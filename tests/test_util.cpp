@@ -34,6 +34,23 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+bool H5lsHasDataset(const std::string& out, const std::string& object, const std::string& dims) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string name, kind;
+    fields >> name >> kind;
+    std::string rest;
+    std::getline(fields, rest);
+    const auto b = rest.find_first_not_of(' ');
+    if (name == object && kind == "Dataset" && b != std::string::npos &&
+        rest.substr(b) == "{" + dims + "}")
+      return true;
+  }
+  return false;
+}
+
 int CountLines(const std::string& s) {
   int lines = 0;
   for (char c : s)

@@ -29,6 +29,9 @@ CommandResult RunIclprobe(const std::string& args);
 CommandResult RunShell(const std::string& command);
 
 std::string ReadFile(const std::string& path);
+// True when `h5ls -r` output lists `object` (absolute path) as "Dataset {dims}".
+bool H5lsHasDataset(const std::string& h5ls_output, const std::string& object,
+                    const std::string& dims);
 int CountLines(const std::string& s);
 
 }  // namespace icl::test

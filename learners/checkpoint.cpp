@@ -1,0 +1,156 @@
+// Checkpoint HDF5 I/O with shape and name checks.
+#include "learners/checkpoint.hpp"
+
+#include <set>
+#include <stdexcept>
+
+#include "data/hdf5.hpp"
+#include "data/output.hpp"
+#include "data/prompt_io.hpp"
+
+namespace icl::learners {
+
+namespace {
+
+std::string ShapeStr(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+h5::Dims DimsOf(const torch::Tensor& t) {
+  h5::Dims d;
+  for (auto s : t.sizes())
+    d.push_back(static_cast<hsize_t>(s));
+  if (d.empty()) d.push_back(1);
+  return d;
+}
+
+void WriteTensor(h5::Group& g, const std::string& name, const torch::Tensor& t) {
+  const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  g.CreateDataset<float>(name, DimsOf(c)).Write(c.data_ptr<float>());
+}
+
+// Reads dataset `name` of `g` into `dst` (float32, same shape), naming the object on mismatch.
+void ReadTensorInto(const h5::Group& g, const std::string& name, torch::Tensor& dst,
+                    const std::string& what) {
+  if (!g.Exists(name))
+    throw std::invalid_argument("checkpoint '" + g.file() + "': missing " + what + " '" + name +
+                                "'");
+  const h5::Dataset ds = g.OpenDataset(name);
+  if (ds.dims() != DimsOf(dst))
+    throw std::invalid_argument("checkpoint '" + g.file() + "': " + what + " '" + name +
+                                "' has shape " + ShapeStr(ds.dims()) + ", the model expects " +
+                                ShapeStr(DimsOf(dst)));
+  auto buf = torch::empty(dst.sizes(), torch::kFloat32);
+  ds.Read(buf.data_ptr<float>());
+  torch::NoGradGuard no_grad;
+  dst.copy_(buf);
+}
+
+std::string StateKey(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
+CheckpointInfo ReadCheckpointInfo(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  data::CheckFormat(f, kCheckpointFormat);
+  CheckpointInfo info;
+  info.path = path;
+  info.model =
+      ModelConfig::FromJson(f.GetString("model_config"), "checkpoint '" + path + "' model_config");
+  info.train =
+      TrainConfig::FromJson(f.GetString("train_config"), "checkpoint '" + path + "' train_config");
+  info.step = f.GetInt("step");
+  info.has_train_state = f.Exists("train_state");
+  if (info.train.task.d != info.model.d)
+    throw std::invalid_argument("checkpoint '" + path +
+                                "': train task d=" + std::to_string(info.train.task.d) +
+                                " differs from model d=" + std::to_string(info.model.d));
+  return info;
+}
+
+void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
+                    std::int64_t step, torch::optim::AdamW* optimizer) {
+  data::AtomicOutput out(path, /*force=*/true, "checkpoint");
+  {
+    h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
+    data::WriteFormatAttrs(f, kCheckpointFormat);
+    f.SetAttr("model_config", model->config.ToJson());
+    f.SetAttr("train_config", train.ToJson());
+    f.SetAttr("task_config", train.task.ToJson());
+    f.SetAttr("step", step);
+    f.SetAttr("parameter_count", CountParameters(*model));
+    h5::Group params = f.CreateGroup("params");
+    params.SetAttr("description",
+                   std::string("one float32 dataset per parameter, named by module path"));
+    for (const auto& p : model->named_parameters())
+      WriteTensor(params, p.key(), p.value());
+    if (optimizer) {
+      h5::Group ts = f.CreateGroup("train_state");
+      ts.SetAttr("step", step);
+      ts.SetAttr("description",
+                 std::string("AdamW moments per parameter; training prompts are a function "
+                             "of (seed, step), so no sampler state is needed"));
+      std::int64_t adam_step = 0;
+      h5::Group m1 = ts.CreateGroup("exp_avg"), m2 = ts.CreateGroup("exp_avg_sq");
+      for (const auto& p : model->named_parameters()) {
+        auto it = optimizer->state().find(StateKey(p.value()));
+        if (it == optimizer->state().end()) continue;  // no step taken yet
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
+        adam_step = st.step();
+        WriteTensor(m1, p.key(), st.exp_avg());
+        WriteTensor(m2, p.key(), st.exp_avg_sq());
+      }
+      ts.SetAttr("adam_step", adam_step);
+    }
+    f.Close();
+  }
+  out.Commit();
+}
+
+Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
+  CheckpointInfo info = ReadCheckpointInfo(path);
+  Transformer model(info.model);
+  const h5::File f = h5::File::Open(path);
+  const h5::Group params = f.OpenGroup("params");
+  std::set<std::string> expected;
+  for (auto& p : model->named_parameters()) {
+    expected.insert(p.key());
+    ReadTensorInto(params, p.key(), p.value(), "parameter");
+  }
+  for (const auto& name : params.Members())
+    if (!expected.count(name))
+      throw std::invalid_argument("checkpoint '" + path + "': unexpected parameter '" + name +
+                                  "' for model_config " + info.model.ToJson());
+  if (info_out) *info_out = info;
+  return model;
+}
+
+void LoadOptimizerState(const std::string& path, Transformer& model,
+                        torch::optim::AdamW& optimizer) {
+  const h5::File f = h5::File::Open(path);
+  if (!f.Exists("train_state"))
+    throw std::invalid_argument(
+        "checkpoint '" + path +
+        "' has no /train_state (shipped checkpoints leave it out); cannot resume");
+  const h5::Group ts = f.OpenGroup("train_state");
+  const std::int64_t adam_step = ts.GetInt("adam_step");
+  if (adam_step == 0) return;
+  const h5::Group m1 = ts.OpenGroup("exp_avg"), m2 = ts.OpenGroup("exp_avg_sq");
+  for (auto& p : model->named_parameters()) {
+    auto st = std::make_unique<torch::optim::AdamWParamState>();
+    st->step(adam_step);
+    auto a = torch::zeros_like(p.value()), b = torch::zeros_like(p.value());
+    ReadTensorInto(m1, p.key(), a, "optimizer moment");
+    ReadTensorInto(m2, p.key(), b, "optimizer moment");
+    st->exp_avg(a);
+    st->exp_avg_sq(b);
+    optimizer.state()[StateKey(p.value())] = std::move(st);
+  }
+}
+
+}  // namespace icl::learners

@@ -1,0 +1,42 @@
+// Checkpoints: one self-describing HDF5 file per learner (DESIGN.md). /params/<module path>
+// float32 datasets; root attrs format, format_version, created_by, model_config, train_config,
+// task_config, step; /train_state holds the AdamW moments that an exact resume needs.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "learners/model_config.hpp"
+#include "learners/transformer.hpp"
+
+namespace icl::learners {
+
+inline constexpr const char* kCheckpointFormat = "iclprobe-checkpoint";
+
+struct CheckpointInfo {
+  std::string path;
+  ModelConfig model;
+  TrainConfig train;
+  std::int64_t step = 0;
+  bool has_train_state = false;
+};
+
+// Reads and checks the root attributes only (format, version, configs).
+CheckpointInfo ReadCheckpointInfo(const std::string& path);
+
+// Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary
+// file renamed into place, so an interrupted save never leaves a half-written checkpoint.
+void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
+                    std::int64_t step, torch::optim::AdamW* optimizer);
+
+// Builds the model of a checkpoint and loads its parameters, refusing a file whose format,
+// version, parameter names or shapes do not match, with a message naming the parameter.
+Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info = nullptr);
+
+// Restores the AdamW state saved by SaveCheckpoint into `optimizer`, built over `model`'s
+// parameters in their registration order.
+void LoadOptimizerState(const std::string& path, Transformer& model,
+                        torch::optim::AdamW& optimizer);
+
+}  // namespace icl::learners

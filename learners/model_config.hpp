@@ -1,0 +1,48 @@
+// Configuration of a transformer learner and of its training run, stored as JSON in
+// checkpoints. Torch-free, so that code that only reads configs stays light.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/task.hpp"
+
+namespace icl::learners {
+
+struct ModelConfig {
+  int d = 4;          // input dimension; tokens have width d + 1
+  int n_max = 12;     // longest prompt (examples); 2 n_max positions are embedded
+  int layers = 8;     // L
+  int hidden = 64;    // H
+  int heads = 4;      // M; H must be a multiple of M
+  int mlp_ratio = 4;  // MLP width = mlp_ratio * H
+
+  void Validate() const;  // throws std::invalid_argument naming the field
+  std::string ToJson() const;
+  static ModelConfig FromJson(const std::string& json, const std::string& what);
+};
+bool operator==(const ModelConfig& a, const ModelConfig& b);
+
+struct TrainConfig {
+  data::TaskConfig task;  // the training distribution (n = prompt length used in training)
+  std::int64_t steps = 20000;
+  int batch = 64;
+  double lr = 1e-3;
+  std::int64_t warmup = -1;  // linear warmup steps; -1: steps / 5, as in the paper
+  double beta1 = 0.9, beta2 = 0.98, eps = 1e-8, weight_decay = 0.0;
+  double clip = 1.0;       // max global gradient norm; 0 disables clipping
+  std::uint64_t seed = 1;  // initialisation and training prompts
+  std::int64_t eval_every = 500;
+  int eval_prompts = 2000;
+  std::uint64_t eval_seed = 999;  // held-out prompts; fixed so runs are comparable
+  std::int64_t save_every = 1000;
+
+  std::int64_t WarmupSteps() const { return warmup >= 0 ? warmup : steps / 5; }
+  // Learning rate at a 0-based step: linear warmup, then cosine decay to 0.
+  double LearningRate(std::int64_t step) const;
+  void Validate() const;
+  std::string ToJson() const;
+  static TrainConfig FromJson(const std::string& json, const std::string& what);
+};
+
+}  // namespace icl::learners

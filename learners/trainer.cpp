@@ -1,0 +1,152 @@
+// The training loop of transformer learners.
+#include "learners/trainer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "data/tokens_torch.hpp"
+#include "learners/classical.hpp"
+
+namespace icl::learners {
+
+namespace {
+
+torch::Tensor Targets(const data::PromptSet& set, std::size_t begin, std::size_t count) {
+  // y is n x N column-major == row-major [N, n].
+  const auto n = set.task.n;
+  auto y = torch::from_blob(const_cast<double*>(set.y.colptr(begin)), {static_cast<long>(count), n},
+                            torch::kFloat64);
+  return y.to(torch::kFloat32);
+}
+
+void CheckCompatible(const ModelConfig& model, const data::TaskConfig& task) {
+  if (model.d != task.d)
+    throw std::invalid_argument("train: model d=" + std::to_string(model.d) +
+                                " but task d=" + std::to_string(task.d));
+  if (task.n > model.n_max)
+    throw std::invalid_argument(
+        "train: prompts of n=" + std::to_string(task.n) +
+        " examples exceed the model's n_max=" + std::to_string(model.n_max));
+}
+
+}  // namespace
+
+arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const int n = set.task.n, d = set.task.d;
+  arma::mat err(n, set.size());
+  for (std::size_t b = 0; b < set.size(); b += batch) {
+    const std::size_t count = std::min<std::size_t>(batch, set.size() - b);
+    const auto pred =
+        model->forward(data::TokenTensor(set, b, count)).to(torch::kFloat64).contiguous();
+    // pred [count, n] row-major == n x count column-major.
+    const arma::mat p(pred.data_ptr<double>(), n, count, /*copy_aux_mem=*/false, /*strict=*/true);
+    err.cols(b, b + count - 1) = arma::square(p - set.y.cols(b, b + count - 1)) / d;
+  }
+  model->train(was_training);
+  return err;
+}
+
+void WriteInitCheckpoint(const ModelConfig& model_config, const TrainConfig& train,
+                         const std::string& out) {
+  model_config.Validate();
+  train.Validate();
+  CheckCompatible(model_config, train.task);
+  torch::manual_seed(train.seed);
+  Transformer model(model_config);
+  SaveCheckpoint(out, model, train, /*step=*/0, /*optimizer=*/nullptr);
+}
+
+TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
+  ModelConfig mc = req.model;
+  TrainConfig tc = req.train;
+  std::int64_t step = 0;
+  Transformer model{nullptr};
+  if (req.resume) {
+    CheckpointInfo info;
+    model = LoadCheckpoint(req.out, &info);
+    mc = info.model;
+    tc = info.train;
+    step = info.step;
+  } else {
+    mc.Validate();
+    tc.Validate();
+    CheckCompatible(mc, tc.task);
+    torch::manual_seed(tc.seed);
+    model = Transformer(mc);
+  }
+  model->train();
+
+  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(tc.lr)
+                                                         .betas({tc.beta1, tc.beta2})
+                                                         .eps(tc.eps)
+                                                         .weight_decay(tc.weight_decay));
+  if (req.resume) LoadOptimizerState(req.out, model, optimizer);
+
+  // Held-out prompts: a fixed seed, so every run is evaluated on the same set.
+  const data::PromptSet eval_set = data::SamplePrompts(tc.task, tc.eval_seed, 0, tc.eval_prompts);
+  const arma::vec ols_error = arma::mean(PerPromptErrors(eval_set, RidgeLearner(0.0, "ols")), 1);
+
+  std::int64_t last_saved = req.resume ? step : -1;
+  double loss_sum = 0;
+  std::int64_t loss_count = 0;
+  const std::int64_t first = step;
+  auto save = [&] {
+    SaveCheckpoint(req.out, model, tc, step, &optimizer);
+    last_saved = step;
+    if (cb.on_save) cb.on_save(step, req.out);
+  };
+  auto evaluate = [&] {
+    EvalRecord r;
+    r.step = step;
+    r.lr = tc.LearningRate(std::max<std::int64_t>(0, step - 1));
+    r.train_loss = loss_count ? loss_sum / loss_count : std::nan("");
+    r.model_error = arma::mean(TransformerErrors(model, eval_set), 1);
+    r.ols_error = ols_error;
+    r.eval_loss = arma::mean(r.model_error);
+    loss_sum = 0;
+    loss_count = 0;
+    if (cb.on_eval) cb.on_eval(r);
+  };
+
+  while (step < tc.steps) {
+    if (req.stop_after_steps >= 0 && step - first >= req.stop_after_steps) break;
+    // Prompts of step s are prompts [s B, (s + 1) B) of the training stream: a function of
+    // (seed, step) only, which makes resuming exact without saving a sampler state.
+    const data::PromptSet batch = data::SamplePrompts(tc.task, tc.seed, step * tc.batch, tc.batch);
+    const auto tokens = data::TokenTensor(batch, 0, tc.batch);
+    const auto y = Targets(batch, 0, tc.batch);
+
+    const double lr = tc.LearningRate(step);
+    for (auto& group : optimizer.param_groups())
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+
+    optimizer.zero_grad();
+    const auto loss = torch::mse_loss(model->forward(tokens), y) / tc.task.d;
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) {
+      const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
+                                                     std::to_string(last_saved) + ") is kept at '" +
+                                                     req.out + "'"
+                                               : "no checkpoint was written yet";
+      throw std::runtime_error("train: loss became " + std::to_string(loss_value) + " at step " +
+                               std::to_string(step + 1) + "; " + kept +
+                               "; try a lower --lr or a smaller --clip");
+    }
+    loss.backward();
+    if (tc.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip);
+    optimizer.step();
+    ++step;
+    loss_sum += loss_value;
+    ++loss_count;
+    if (cb.on_step) cb.on_step(step, tc.steps, loss_value);
+    if (step % tc.eval_every == 0 || step == tc.steps) evaluate();
+    if (step % tc.save_every == 0 || step == tc.steps) save();
+  }
+  if (last_saved != step) save();
+  return TrainResult{step, step >= tc.steps};
+}
+
+}  // namespace icl::learners

@@ -1,0 +1,57 @@
+// Training a transformer learner in context: fresh seeded prompts every step, AdamW with
+// warmup + cosine decay, gradient clipping, periodic held-out evaluation against OLS, atomic
+// checkpoints and exact resume. Reports through callbacks; prints nothing itself.
+#pragma once
+
+#include <armadillo>
+#include <functional>
+#include <string>
+
+#include "data/task.hpp"
+#include "learners/checkpoint.hpp"
+#include "learners/transformer.hpp"
+
+namespace icl::learners {
+
+// Squared error / d of the model's predictions on `set`: n x N like PerPromptErrors.
+// Prompts may be shorter than the model's n_max. Runs under NoGradGuard in batches.
+arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch = 500);
+
+struct EvalRecord {
+  std::int64_t step = 0;  // steps completed
+  double lr = 0;
+  double train_loss = 0;  // mean loss since the previous evaluation
+  double eval_loss = 0;   // mean over k of model_error
+  arma::vec model_error;  // per k = 0..n-1, squared error / d, held-out prompts
+  arma::vec ols_error;    // OLS on the same prompts
+};
+
+struct TrainCallbacks {
+  std::function<void(std::int64_t step, std::int64_t total, double loss)> on_step;
+  std::function<void(const EvalRecord&)> on_eval;
+  std::function<void(std::int64_t step, const std::string& path)> on_save;
+};
+
+struct TrainRequest {
+  ModelConfig model;
+  TrainConfig train;
+  std::string out;      // checkpoint path (overwritten atomically at each save)
+  bool resume = false;  // continue from the checkpoint at `out`
+  std::int64_t stop_after_steps =
+      -1;  // stop (with a checkpoint) after this many steps of this call
+};
+
+struct TrainResult {
+  std::int64_t step = 0;  // steps completed in total
+  bool finished = false;  // reached train.steps
+};
+
+// Trains (or resumes) and returns where it stopped. A non-finite loss throws
+// std::runtime_error naming the step and the last good checkpoint, which is kept.
+TrainResult Train(const TrainRequest& request, const TrainCallbacks& callbacks = {});
+
+// Writes an untrained checkpoint (the random-initialisation control), seeded by train.seed.
+void WriteInitCheckpoint(const ModelConfig& model, const TrainConfig& train,
+                         const std::string& out);
+
+}  // namespace icl::learners

@@ -1,0 +1,105 @@
+// Transformer learner: causal attention, pre-LN blocks, embedding and readout.
+#include "learners/transformer.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace icl::learners {
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_)
+    : hidden(hidden_), heads(heads_) {
+  in_proj_weight = register_parameter("in_proj_weight", torch::empty({3L * hidden, hidden}));
+  in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3L * hidden}));
+  out_proj = register_module("out_proj", torch::nn::Linear(hidden, hidden));
+  torch::nn::init::xavier_uniform_(in_proj_weight);
+  torch::nn::init::zeros_(out_proj->bias);
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Tensor* weights) {
+  const auto B = x.size(0), T = x.size(1);
+  const int64_t head_dim = hidden / heads;
+  // [B, T, 3H] -> [3, B, M, T, head_dim]
+  const auto qkv = torch::linear(x, in_proj_weight, in_proj_bias)
+                       .view({B, T, 3, heads, head_dim})
+                       .permute({2, 0, 3, 1, 4});
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));
+  // Causal: position t attends to positions <= t.
+  const auto mask = torch::ones({T, T}, torch::kBool).triu(/*diagonal=*/1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  const auto attn = torch::softmax(scores, /*dim=*/-1);
+  if (weights) *weights = attn;
+  const auto out = torch::matmul(attn, v).transpose(1, 2).reshape({B, T, hidden});
+  return out_proj(out);
+}
+
+BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio)
+    : ln1(register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+      ln2(register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
+      attn(register_module("attn", CausalSelfAttention(hidden, heads))),
+      fc1(register_module("fc1", torch::nn::Linear(hidden, mlp_ratio * hidden))),
+      fc2(register_module("fc2", torch::nn::Linear(mlp_ratio * hidden, hidden))) {}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attention) {
+  auto out = h + attn(ln1(h), attention);
+  return out + fc2(torch::gelu(fc1(ln2(out)), /*approximate=*/"tanh"));
+}
+
+TransformerImpl::TransformerImpl(const ModelConfig& c)
+    : config(c),
+      input_proj(register_module("input_proj", torch::nn::Linear(c.d + 1, c.hidden))),
+      final_ln(register_module("final_ln",
+                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})))),
+      readout(register_module("readout", torch::nn::Linear(c.hidden, 1))) {
+  c.Validate();
+  pos_embed = register_parameter("pos_embed", torch::randn({2L * c.n_max, c.hidden}) * 0.02);
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int l = 0; l < c.layers; ++l)
+    blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio));
+}
+
+torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
+  if (tokens.dim() != 3 || tokens.size(2) != config.d + 1 || tokens.size(1) % 2 != 0 ||
+      tokens.size(1) > 2L * config.n_max)
+    throw std::invalid_argument(
+        "transformer: tokens must be [B, 2n, d+1] with d=" + std::to_string(config.d) +
+        " and n <= " + std::to_string(config.n_max));
+  const auto T = tokens.size(1);
+  return input_proj(tokens) + pos_embed.slice(/*dim=*/0, 0, T);
+}
+
+torch::Tensor TransformerImpl::Readout(const torch::Tensor& h) {
+  // Predictions are read at the x-tokens, positions 0, 2, 4, ...
+  const auto x_states = h.slice(/*dim=*/1, /*start=*/0, /*end=*/h.size(1), /*step=*/2);
+  return readout(final_ln(x_states)).squeeze(-1);
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
+  auto h = Embed(tokens);
+  for (const auto& b : *blocks)
+    h = b->as<Block>()->forward(h);
+  return Readout(h);
+}
+
+ForwardResult TransformerImpl::Run(const torch::Tensor& tokens, const ForwardOptions& options) {
+  ForwardResult r;
+  auto h = Embed(tokens);
+  if (options.hidden_states) r.hidden.push_back(h);
+  for (const auto& b : *blocks) {
+    torch::Tensor weights;
+    h = b->as<Block>()->forward(h, options.attention ? &weights : nullptr);
+    if (options.hidden_states) r.hidden.push_back(h);
+    if (options.attention) r.attention.push_back(weights);
+  }
+  r.predictions = Readout(h);
+  return r;
+}
+
+std::int64_t CountParameters(torch::nn::Module& module) {
+  std::int64_t n = 0;
+  for (const auto& p : module.parameters())
+    n += p.numel();
+  return n;
+}
+
+}  // namespace icl::learners

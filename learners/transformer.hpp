@@ -1,0 +1,71 @@
+// The transformer in-context learner (PAPER.md "Learner architecture"): input projection
+// (d+1 -> H), learned absolute positions, L pre-LayerNorm blocks (causal multi-head attention,
+// GELU(tanh) MLP of width mlp_ratio * H), final LayerNorm, readout H -> 1 at the x-tokens.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "learners/model_config.hpp"
+
+namespace icl::learners {
+
+// Causal multi-head self-attention. Parameters are named like torch.nn.MultiheadAttention's
+// (in_proj_weight [3H, H], in_proj_bias [3H], out_proj.{weight, bias}).
+struct CausalSelfAttentionImpl : torch::nn::Module {
+  CausalSelfAttentionImpl(int hidden, int heads);
+  // x: [B, T, H]. When `weights` is not null it receives the attention weights [B, M, T, T].
+  torch::Tensor forward(const torch::Tensor& x, torch::Tensor* weights = nullptr);
+
+  int hidden, heads;
+  torch::Tensor in_proj_weight, in_proj_bias;
+  torch::nn::Linear out_proj{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+// h + attn(ln1(h)), then h + mlp(ln2(h)).
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int hidden, int heads, int mlp_ratio);
+  torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr);
+
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  CausalSelfAttention attn{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Block);
+
+// What a forward pass can return besides the predictions.
+struct ForwardOptions {
+  bool hidden_states = false;  // L + 1 states [B, 2n, H]: embedding, then after each block
+  bool attention = false;      // per layer [B, M, 2n, 2n]
+};
+struct ForwardResult {
+  torch::Tensor predictions;  // [B, n]: prediction k read at the x-token of example k + 1
+  std::vector<torch::Tensor> hidden;
+  std::vector<torch::Tensor> attention;
+};
+
+struct TransformerImpl : torch::nn::Module {
+  explicit TransformerImpl(const ModelConfig& config);
+  // tokens: [B, 2n, d + 1] (n <= n_max) -> predictions [B, n]. The cheap path.
+  torch::Tensor forward(const torch::Tensor& tokens);
+  ForwardResult Run(const torch::Tensor& tokens, const ForwardOptions& options);
+
+  ModelConfig config;
+  torch::nn::Linear input_proj{nullptr};
+  torch::Tensor pos_embed;  // [2 n_max, H]
+  torch::nn::ModuleList blocks;
+  torch::nn::LayerNorm final_ln{nullptr};
+  torch::nn::Linear readout{nullptr};
+
+ private:
+  torch::Tensor Embed(const torch::Tensor& tokens);
+  torch::Tensor Readout(const torch::Tensor& h);
+};
+TORCH_MODULE(Transformer);
+
+// Number of trainable scalars.
+std::int64_t CountParameters(torch::nn::Module& module);
+
+}  // namespace icl::learners

@@ -1,0 +1,106 @@
+// End to end: `iclprobe train` — checkpoints, resume, the evaluation log and bad options.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "data/hdf5.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+using test::CountLines;
+using test::RunIclprobe;
+using test::TempDir;
+
+namespace {
+
+const std::string kTiny =
+    "--d 3 --n 5 --layers 2 --hidden 16 --heads 2 --batch 8 --eval-prompts 16 --threads 1 --quiet ";
+
+std::vector<float> Params(const std::string& path, const std::string& name) {
+  return h5::File::Open(path).OpenDataset("params/" + name).ReadAll<float>();
+}
+
+}  // namespace
+
+TEST(CliTrain, ResumeAfterStopEqualsAnUninterruptedRun) {
+  TempDir tmp;
+  const std::string full = tmp / "full.h5", split = tmp / "split.h5";
+  const std::string common = kTiny + "--steps 12 --eval-every 4 --save-every 4 --seed 9 ";
+  auto r = RunIclprobe("train " + common + "--out " + full);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("finished at step 12 of 12"), std::string::npos) << r.out;
+  r = RunIclprobe("train " + common + "--stop-after-steps 6 --out " + split);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stopped at step 6"), std::string::npos) << r.out;
+  r = RunIclprobe("train --resume --threads 1 --quiet --out " + split);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resuming at step 6"), std::string::npos) << r.out;
+  for (const char* p :
+       {"readout.weight", "blocks.1.fc2.weight", "pos_embed", "blocks.0.attn.in_proj_weight"})
+    EXPECT_EQ(Params(full, p), Params(split, p)) << p;
+  // The evaluation log: one row per (evaluation, k), the same evaluations as the full run.
+  const std::string log_full = test::ReadFile(tmp / "full.train.csv");
+  const std::string log_split = test::ReadFile(tmp / "split.train.csv");
+  EXPECT_EQ(CountLines(log_full), 1 + 3 * 5);
+  EXPECT_EQ(CountLines(log_split), 1 + 3 * 5);
+  EXPECT_EQ(log_full.substr(0, log_full.find('\n')),
+            "step,lr,train_loss,eval_loss,k,model_error,ols_error");
+  EXPECT_EQ(h5::File::Open(full).GetInt("step"), 12);
+}
+
+TEST(CliTrain, InitOnlyWritesAnUntrainedCheckpoint) {
+  TempDir tmp;
+  const std::string a = tmp / "a.h5", b = tmp / "b.h5";
+  ASSERT_EQ(RunIclprobe("train " + kTiny + "--init-only --seed 3 --out " + a).exit_code, 0);
+  ASSERT_EQ(RunIclprobe("train " + kTiny + "--init-only --seed 3 --out " + b).exit_code, 0);
+  const h5::File f = h5::File::Open(a);
+  EXPECT_EQ(f.GetString("format"), "iclprobe-checkpoint");
+  EXPECT_EQ(f.GetInt("step"), 0);
+  EXPECT_FALSE(f.Exists("train_state"));
+  EXPECT_EQ(Params(a, "readout.weight"), Params(b, "readout.weight"));  // seeded
+  const auto again = RunIclprobe("train " + kTiny + "--init-only --out " + a);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("pass --force"), std::string::npos) << again.err;
+}
+
+TEST(CliTrain, DivergenceIsReportedAndTheLastCheckpointKept) {
+  TempDir tmp;
+  const auto r = RunIclprobe("train " + kTiny +
+                             "--steps 50 --lr 1e30 --warmup 0 --clip 0 --save-every 1 --out " +
+                             (tmp / "nan.h5"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("loss became"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(tmp / "nan.h5"));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "nan.h5.partial"));
+}
+
+TEST(CliTrain, BadOptionsAreOneLineExitTwoAndNoFile) {
+  TempDir tmp;
+  const std::string out = tmp / "m.h5";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--layers 0", "--layers: must be positive"},
+      {"--hidden 30 --heads 4", "--hidden: 30 is not a multiple of --heads 4"},
+      {"--lr -1", "--lr: must be positive"},
+      {"--d 0", "--d: must be positive"},
+      {"--batch 0", "--batch: must be positive"},
+      {"--resume --layers 4", "--layers: --resume takes the configuration from the checkpoint"},
+      {"--resume", "no checkpoint"},
+      {"--resume --init-only", "exclude each other"},
+      {"--steps abc", "--steps"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = RunIclprobe("train --quiet " + args + " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+  const auto no_out = RunIclprobe("train --quiet");
+  EXPECT_EQ(no_out.exit_code, 2);
+  EXPECT_NE(no_out.err.find("--out: required"), std::string::npos);
+  const auto folder = RunIclprobe("train --quiet --out " + (tmp / "none/m.h5"));
+  EXPECT_EQ(folder.exit_code, 2);
+  EXPECT_NE(folder.err.find("does not exist"), std::string::npos);
+}

@@ -1,0 +1,257 @@
+// The transformer learner: shapes, causality, training, checkpoints and exact resume.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "data/hdf5.hpp"
+#include "data/prompt_io.hpp"
+#include "data/tokens_torch.hpp"
+#include "learners/checkpoint.hpp"
+#include "learners/trainer.hpp"
+#include "tests/test_util.hpp"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+using namespace icl;
+using learners::ModelConfig;
+using learners::Transformer;
+
+namespace {
+
+ModelConfig Tiny(int layers = 2) {
+  ModelConfig c;
+  c.d = 3;
+  c.n_max = 5;
+  c.layers = layers;
+  c.hidden = 16;
+  c.heads = 2;
+  return c;
+}
+
+learners::TrainConfig TinyTrain(std::int64_t steps) {
+  learners::TrainConfig t;
+  t.task.d = 3;
+  t.task.n = 5;
+  t.steps = steps;
+  t.batch = 8;
+  t.lr = 3e-3;
+  t.warmup = 2;
+  t.eval_every = 5;
+  t.eval_prompts = 16;
+  t.save_every = 5;
+  t.seed = 4;
+  return t;
+}
+
+torch::Tensor Tokens(int count, int n = 5, std::uint64_t seed = 1) {
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = n;
+  return data::TokenTensor(data::SamplePrompts(t, seed, 0, count), 0, count);
+}
+
+class SingleThread : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    torch::set_num_threads(1);
+    openblas_set_num_threads(1);
+  }
+};
+
+}  // namespace
+
+TEST(Transformer, ReturnsEveryHiddenStateAndAttention) {
+  torch::manual_seed(0);
+  Transformer m(Tiny(3));
+  const auto tokens = Tokens(4);
+  const auto r = m->Run(tokens, {/*hidden_states=*/true, /*attention=*/true});
+  ASSERT_EQ(r.hidden.size(), 4u);  // embedding + 3 blocks
+  for (const auto& h : r.hidden)
+    EXPECT_EQ(h.sizes(), (std::vector<int64_t>{4, 10, 16}));
+  ASSERT_EQ(r.attention.size(), 3u);
+  for (const auto& a : r.attention) {
+    EXPECT_EQ(a.sizes(), (std::vector<int64_t>{4, 2, 10, 10}));
+    EXPECT_TRUE(torch::allclose(a.sum(-1), torch::ones({4, 2, 10})));
+    EXPECT_EQ(a.triu(1).abs().max().item<float>(), 0.0f);  // nothing attends to the future
+  }
+  EXPECT_EQ(r.predictions.sizes(), (std::vector<int64_t>{4, 5}));
+  EXPECT_TRUE(torch::equal(r.predictions, m->forward(tokens)));  // the cheap path agrees
+  const auto none = m->Run(tokens, {});
+  EXPECT_TRUE(none.hidden.empty());
+  EXPECT_TRUE(none.attention.empty());
+  // Shorter prompts than n_max are fine; wider tokens are not.
+  EXPECT_EQ(m->forward(Tokens(2, 3)).sizes(), (std::vector<int64_t>{2, 3}));
+  EXPECT_THROW(m->forward(torch::zeros({1, 12, 4})), std::invalid_argument);
+}
+
+TEST(Transformer, IsCausal) {
+  torch::manual_seed(1);
+  Transformer m(Tiny(2));
+  const auto tokens = Tokens(2);
+  const auto base = m->Run(tokens, {true, false});
+  for (int t = 0; t < 10; ++t) {
+    auto changed = tokens.clone();
+    changed.select(1, t).add_(3.0);
+    const auto r = m->Run(changed, {true, false});
+    for (std::size_t l = 0; l < r.hidden.size(); ++l) {
+      EXPECT_TRUE(torch::equal(r.hidden[l].slice(1, 0, t), base.hidden[l].slice(1, 0, t)))
+          << "t=" << t;
+      EXPECT_FALSE(torch::equal(r.hidden[l].select(1, t), base.hidden[l].select(1, t)));
+    }
+  }
+}
+
+TEST(Transformer, OneLayerModelOverfitsAFixedBatch) {
+  torch::manual_seed(2);
+  Transformer m(Tiny(1));
+  const auto tokens = Tokens(4);
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  const auto set = data::SamplePrompts(t, 1, 0, 4);
+  const auto y = torch::from_blob(const_cast<double*>(set.y.memptr()), {4, 5}, torch::kFloat64)
+                     .to(torch::kFloat32);
+  torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(1e-2));
+  double first = 0, last = 0;
+  for (int step = 0; step < 400; ++step) {
+    opt.zero_grad();
+    auto loss = torch::mse_loss(m->forward(tokens), y);
+    if (step == 0) first = loss.item<double>();
+    last = loss.item<double>();
+    loss.backward();
+    opt.step();
+  }
+  EXPECT_LT(last, 0.01 * first) << first << " -> " << last;
+}
+
+TEST(Checkpoint, SaveLoadGivesIdenticalOutputs) {
+  test::TempDir tmp;
+  torch::manual_seed(3);
+  Transformer m(Tiny(2));
+  learners::SaveCheckpoint(tmp / "c.h5", m, TinyTrain(0), 7, nullptr);
+  learners::CheckpointInfo info;
+  Transformer loaded = learners::LoadCheckpoint(tmp / "c.h5", &info);
+  EXPECT_EQ(info.step, 7);
+  EXPECT_TRUE(info.model == m->config);
+  EXPECT_FALSE(info.has_train_state);
+  const auto tokens = Tokens(3);
+  EXPECT_TRUE(torch::equal(m->forward(tokens), loaded->forward(tokens)));
+  EXPECT_FALSE(std::filesystem::exists(tmp / "c.h5.partial"));
+}
+
+TEST(Checkpoint, IsReadableWithTheHdf5Tools) {
+  test::TempDir tmp;
+  torch::manual_seed(3);
+  Transformer m(Tiny(2));
+  learners::SaveCheckpoint(tmp / "c.h5", m, TinyTrain(0), 0, nullptr);
+  const auto ls = test::RunShell("h5ls -r '" + (tmp / "c.h5") + "'");
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/params/blocks.1.attn.in_proj_weight", "48, 16"))
+      << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/params/pos_embed", "10, 16")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/params/readout.weight", "1, 16")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/params/final_ln.weight", "16")) << ls.out;
+  const auto dump = test::RunShell("h5dump -a /format -a /model_config '" + (tmp / "c.h5") + "'");
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_NE(dump.out.find("\"iclprobe-checkpoint\""), std::string::npos) << dump.out;
+  EXPECT_NE(dump.out.find("\"layers\":2"), std::string::npos) << dump.out;
+}
+
+TEST(Checkpoint, RefusesWrongFormatMissingOrMisshapenParameters) {
+  test::TempDir tmp;
+  torch::manual_seed(3);
+  Transformer m(Tiny(2));
+  const std::string good = tmp / "good.h5";
+  learners::SaveCheckpoint(good, m, TinyTrain(0), 0, nullptr);
+  auto error_of = [](const std::string& path) {
+    try {
+      learners::LoadCheckpoint(path);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto edit = [&](const std::string& name, const std::function<void(h5::File&)>& f) {
+    const std::string path = tmp / name;
+    std::filesystem::copy_file(good, path);
+    h5::File file = h5::File::Open(path, h5::File::Mode::kReadWrite);
+    f(file);
+    return path;
+  };
+  const auto wrong_format =
+      edit("fmt.h5", [](h5::File& f) { f.SetAttr("format", "iclprobe-activations"); });
+  EXPECT_NE(error_of(wrong_format).find("expected 'iclprobe-checkpoint'"), std::string::npos);
+
+  const auto missing = edit("missing.h5", [](h5::File& f) {
+    H5Ldelete(f.id(), "/params/blocks.1.fc2.bias", H5P_DEFAULT);
+  });
+  EXPECT_NE(error_of(missing).find("missing parameter 'blocks.1.fc2.bias'"), std::string::npos)
+      << error_of(missing);
+
+  const auto shape = edit("shape.h5", [](h5::File& f) {
+    H5Ldelete(f.id(), "/params/readout.weight", H5P_DEFAULT);
+    f.CreateDataset<float>("params/readout.weight", {2, 16});
+  });
+  EXPECT_NE(error_of(shape).find(
+                "parameter 'readout.weight' has shape [2, 16], the model expects [1, 16]"),
+            std::string::npos)
+      << error_of(shape);
+
+  const auto version = edit("version.h5", [](h5::File& f) { f.SetAttr("format_version", 99); });
+  EXPECT_NE(error_of(version).find("format_version 99"), std::string::npos);
+}
+
+TEST_F(SingleThread, ResumedRunEqualsUninterruptedRun) {
+  test::TempDir tmp;
+  const auto train = TinyTrain(12);
+  learners::Train({Tiny(2), train, tmp / "full.h5", false, -1});
+  auto r1 = learners::Train({Tiny(2), train, tmp / "split.h5", false, /*stop_after_steps=*/7});
+  EXPECT_EQ(r1.step, 7);
+  EXPECT_FALSE(r1.finished);
+  auto r2 = learners::Train({Tiny(2), train, tmp / "split.h5", /*resume=*/true, -1});
+  EXPECT_EQ(r2.step, 12);
+  EXPECT_TRUE(r2.finished);
+  Transformer a = learners::LoadCheckpoint(tmp / "full.h5"),
+              b = learners::LoadCheckpoint(tmp / "split.h5");
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  for (const auto& p : pa)
+    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+  // And it did learn something: the parameters moved away from the initialisation.
+  torch::manual_seed(train.seed);
+  Transformer init(Tiny(2));
+  EXPECT_FALSE(torch::equal(init->named_parameters()["readout.weight"], pa["readout.weight"]));
+}
+
+TEST_F(SingleThread, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
+  test::TempDir tmp;
+  auto train = TinyTrain(30);
+  train.save_every = 1;
+  train.lr = 1e30;
+  train.warmup = 0;
+  train.clip = 0;
+  try {
+    learners::Train({Tiny(2), train, tmp / "nan.h5", false, -1});
+    FAIL() << "expected divergence";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("loss became"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("last good checkpoint"), std::string::npos) << e.what();
+  }
+  // The kept checkpoint loads; its step is before the divergence.
+  learners::CheckpointInfo info;
+  EXPECT_NO_THROW(learners::LoadCheckpoint(tmp / "nan.h5", &info));
+  EXPECT_LT(info.step, 30);
+}
+
+TEST(Trainer, ErrorsMatchAHandComputation) {
+  torch::manual_seed(5);
+  Transformer m(Tiny(1));
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  const auto set = data::SamplePrompts(t, 2, 0, 7);
+  const arma::mat err = learners::TransformerErrors(m, set, /*batch=*/3);
+  const auto pred = m->forward(data::TokenTensor(set, 0, 7));
+  for (int i = 0; i < 7; ++i)
+    for (int k = 0; k < 5; ++k)
+      EXPECT_NEAR(err(k, i), std::pow(pred[i][k].item<double>() - set.y(k, i), 2) / 3, 1e-9);
+}

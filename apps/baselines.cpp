@@ -1,4 +1,5 @@
 // iclprobe baselines: the per-k error curves of the classical learners on seeded prompts.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -6,6 +7,7 @@
 #include "apps/cli.hpp"
 #include "data/output.hpp"
 #include "learners/classical.hpp"
+#include "learners/trainer.hpp"
 
 namespace icl::cli {
 
@@ -17,22 +19,31 @@ int RunBaselines(int argc, char** argv) {
   std::uint64_t seed = 1;
   std::string learner_specs = "ols,ridge:0.1,gd:0.01,sgd:0.03,knn:3";
   std::string csv;
+  std::vector<std::string> checkpoints;
+  int threads = 0;
 
   po::options_description opts("Options");
-  opts.add_options()("d", po::value(&task.d)->default_value(task.d), "input dimension d")(
-      "n", po::value(&task.n)->default_value(task.n), "examples per prompt n")(
-      "noise", po::value(&task.noise)->default_value(task.noise), "label noise sigma")(
-      "w-scale", po::value(&task.w_scale)->default_value(task.w_scale),
-      "weight scale tau: w ~ N(0, tau^2 I)")("fixed-w", po::bool_switch(&task.fixed_w),
-                                             "control task: w = all ones for every prompt")(
-      "prompts", po::value(&prompts)->default_value(prompts), "number of prompts")(
-      "seed", po::value(&seed)->default_value(seed), "prompt-set seed")(
-      "learners", po::value(&learner_specs)->default_value(learner_specs),
-      "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
-      "gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")(
-      "csv", po::value(&csv),
-      "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)")(
-      "force", "overwrite an existing --csv file");
+  // clang-format off
+  opts.add_options()
+      ("d", po::value(&task.d)->default_value(task.d), "input dimension d")
+      ("n", po::value(&task.n)->default_value(task.n), "examples per prompt n")
+      ("noise", po::value(&task.noise)->default_value(task.noise), "label noise sigma")
+      ("w-scale", po::value(&task.w_scale)->default_value(task.w_scale),
+       "weight scale tau: w ~ N(0, tau^2 I)")
+      ("fixed-w", po::bool_switch(&task.fixed_w), "control task: w = all ones for every prompt")
+      ("prompts", po::value(&prompts)->default_value(prompts), "number of prompts")
+      ("seed", po::value(&seed)->default_value(seed), "prompt-set seed")
+      ("learners", po::value(&learner_specs)->default_value(learner_specs),
+       "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
+       "gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")
+      ("checkpoint", po::value(&checkpoints)->composing(),
+       "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
+       "default to the checkpoint's training task")
+      ("threads", po::value(&threads)->default_value(threads),
+       "intra-op threads for --checkpoint (0 = all cores)")
+      ("csv", po::value(&csv), "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)")
+      ("force", "overwrite an existing --csv file");
+  // clang-format on
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -42,6 +53,29 @@ int RunBaselines(int argc, char** argv) {
           "iclprobe baselines --d 8 --n 40 --noise 0 --prompts 2000 --seed 1 "
           "--learners ols,ridge:0.1,gd:0.01,sgd:0.03,knn:3 --csv baselines.csv"))
     return 0;
+
+  // A checkpoint supplies the task unless an option overrides it.
+  std::vector<learners::CheckpointInfo> infos;
+  for (const auto& path : checkpoints)
+    infos.push_back(learners::ReadCheckpointInfo(path));
+  if (!infos.empty()) {
+    const data::TaskConfig& trained = infos[0].train.task;
+    if (vm["d"].defaulted()) task.d = trained.d;
+    if (vm["n"].defaulted()) task.n = trained.n;
+    if (vm["noise"].defaulted()) task.noise = trained.noise;
+    if (vm["w-scale"].defaulted()) task.w_scale = trained.w_scale;
+    if (!vm["fixed-w"].as<bool>()) task.fixed_w = trained.fixed_w;
+    for (const auto& info : infos) {
+      if (info.model.d != task.d)
+        throw std::invalid_argument("--checkpoint: '" + info.path +
+                                    "' has d=" + std::to_string(info.model.d) +
+                                    " but the prompts have d=" + std::to_string(task.d));
+      if (task.n > info.model.n_max)
+        throw std::invalid_argument("--checkpoint: '" + info.path +
+                                    "' reads at most n=" + std::to_string(info.model.n_max) +
+                                    " examples but --n is " + std::to_string(task.n));
+    }
+  }
 
   // Everything is checked before any work or output starts.
   RequirePositive("d", task.d);
@@ -56,7 +90,15 @@ int RunBaselines(int argc, char** argv) {
     out = std::make_unique<data::AtomicOutput>(csv, vm.count("force") > 0, "--csv");
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
-  const auto curves = analysis::EvaluateLearners(set, learners);
+  std::vector<analysis::ErrorCurve> curves;
+  if (!infos.empty()) SetThreads(threads);
+  for (const auto& info : infos) {
+    learners::Transformer model = learners::LoadCheckpoint(info.path);
+    curves.push_back(analysis::Summarize(std::filesystem::path(info.path).stem().string(),
+                                         learners::TransformerErrors(model, set)));
+  }
+  for (auto& c : analysis::EvaluateLearners(set, learners))
+    curves.push_back(std::move(c));
 
   std::cout << "baselines: d=" << task.d << " n=" << task.n << " noise=" << task.noise
             << " w_scale=" << task.w_scale << (task.fixed_w ? " fixed_w" : "")

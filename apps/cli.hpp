@@ -36,5 +36,6 @@ void SetThreads(int threads);
 // Subcommands.
 int RunBaselines(int argc, char** argv);
 int RunTrain(int argc, char** argv);
+int RunInspect(int argc, char** argv);
 
 }  // namespace icl::cli

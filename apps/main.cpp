@@ -20,6 +20,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunBaselines},
     {"train", "train a transformer learner in context and write an HDF5 checkpoint",
      icl::cli::RunTrain},
+    {"inspect", "describe a checkpoint; export a copy without its training state",
+     icl::cli::RunInspect},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -61,51 +61,56 @@ int RunTrain(int argc, char** argv) {
   std::int64_t stop_after = -1;
 
   po::options_description opts("Options");
-  opts.add_options()("out,o", po::value(&out),
-                     "checkpoint to write (required), e.g. runs/d4l8.h5; the evaluation log goes "
-                     "beside it as <name>.train.csv")(
-      "d", po::value(&train.task.d)->default_value(train.task.d), "input dimension d")(
-      "n", po::value(&train.task.n)->default_value(train.task.n),
-      "examples per training prompt (also the model's n_max)")(
-      "layers", po::value(&model.layers)->default_value(model.layers), "transformer blocks L")(
-      "hidden", po::value(&model.hidden)->default_value(model.hidden), "hidden size H")(
-      "heads", po::value(&model.heads)->default_value(model.heads), "attention heads M")(
-      "mlp-ratio", po::value(&model.mlp_ratio)->default_value(model.mlp_ratio),
-      "MLP width as a multiple of H")("steps", po::value(&train.steps)->default_value(train.steps),
-                                      "training steps")(
-      "batch", po::value(&train.batch)->default_value(train.batch),
-      "prompts per step (fresh every step)")("lr", po::value(&train.lr)->default_value(train.lr),
-                                             "peak learning rate")(
-      "warmup", po::value(&train.warmup)->default_value(train.warmup),
-      "linear warmup steps; -1 = steps/5 as in the paper")(
-      "beta1", po::value(&train.beta1)->default_value(train.beta1), "AdamW beta1")(
-      "beta2", po::value(&train.beta2)->default_value(train.beta2),
-      "AdamW beta2 (0.98 as in the paper's code)")(
-      "eps", po::value(&train.eps)->default_value(train.eps), "AdamW epsilon")(
-      "weight-decay", po::value(&train.weight_decay)->default_value(train.weight_decay),
-      "AdamW weight decay")("clip", po::value(&train.clip)->default_value(train.clip),
-                            "max global gradient norm (0 = no clipping)")(
-      "noise", po::value(&train.task.noise)->default_value(train.task.noise), "label noise sigma")(
-      "w-scale", po::value(&train.task.w_scale)->default_value(train.task.w_scale),
-      "weight scale tau")("fixed-w", po::bool_switch(&train.task.fixed_w),
-                          "control task: w = all ones (the paper's probing control)")(
-      "seed", po::value(&train.seed)->default_value(train.seed),
-      "seed of the initialisation and the training prompts")(
-      "eval-every", po::value(&train.eval_every)->default_value(train.eval_every),
-      "evaluate on held-out prompts every N steps")(
-      "eval-prompts", po::value(&train.eval_prompts)->default_value(train.eval_prompts),
-      "held-out prompts per evaluation")(
-      "eval-seed", po::value(&train.eval_seed)->default_value(train.eval_seed),
-      "seed of the held-out prompts")("save-every",
-                                      po::value(&train.save_every)->default_value(train.save_every),
-                                      "write the checkpoint every N steps")(
-      "threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")(
-      "resume", "continue the run in --out from its last checkpoint (configuration from the file)")(
-      "init-only",
-      "write an untrained (randomly initialised) checkpoint and stop: the random-model control")(
-      "stop-after-steps", po::value(&stop_after),
-      "stop after this many steps of this call, keeping a checkpoint to --resume")(
-      "force", "overwrite an existing --out")("quiet,q", "no progress bar");
+  // clang-format off
+  opts.add_options()
+      ("out,o", po::value(&out), "checkpoint to write (required), e.g. runs/d4l8.h5; the "
+       "evaluation log goes beside it as <name>.train.csv")
+      ("d", po::value(&train.task.d)->default_value(train.task.d), "input dimension d")
+      ("n", po::value(&train.task.n)->default_value(train.task.n),
+       "examples per training prompt (also the model's n_max)")
+      ("layers", po::value(&model.layers)->default_value(model.layers), "transformer blocks L")
+      ("hidden", po::value(&model.hidden)->default_value(model.hidden), "hidden size H")
+      ("heads", po::value(&model.heads)->default_value(model.heads), "attention heads M")
+      ("mlp-ratio", po::value(&model.mlp_ratio)->default_value(model.mlp_ratio),
+       "MLP width as a multiple of H")
+      ("steps", po::value(&train.steps)->default_value(train.steps), "training steps")
+      ("batch", po::value(&train.batch)->default_value(train.batch),
+       "prompts per step (fresh every step)")
+      ("lr", po::value(&train.lr)->default_value(train.lr), "peak learning rate")
+      ("warmup", po::value(&train.warmup)->default_value(train.warmup),
+       "linear warmup steps; -1 = steps/5 as in the paper")
+      ("beta1", po::value(&train.beta1)->default_value(train.beta1), "AdamW beta1")
+      ("beta2", po::value(&train.beta2)->default_value(train.beta2),
+       "AdamW beta2 (0.98 as in the paper's code)")
+      ("eps", po::value(&train.eps)->default_value(train.eps), "AdamW epsilon")
+      ("weight-decay", po::value(&train.weight_decay)->default_value(train.weight_decay),
+       "AdamW weight decay")
+      ("clip", po::value(&train.clip)->default_value(train.clip),
+       "max global gradient norm (0 = no clipping)")
+      ("noise", po::value(&train.task.noise)->default_value(train.task.noise), "label noise sigma")
+      ("w-scale", po::value(&train.task.w_scale)->default_value(train.task.w_scale),
+       "weight scale tau")
+      ("fixed-w", po::bool_switch(&train.task.fixed_w),
+       "control task: w = all ones (the paper's probing control)")
+      ("seed", po::value(&train.seed)->default_value(train.seed),
+       "seed of the initialisation and the training prompts")
+      ("eval-every", po::value(&train.eval_every)->default_value(train.eval_every),
+       "evaluate on held-out prompts every N steps")
+      ("eval-prompts", po::value(&train.eval_prompts)->default_value(train.eval_prompts),
+       "held-out prompts per evaluation")
+      ("eval-seed", po::value(&train.eval_seed)->default_value(train.eval_seed),
+       "seed of the held-out prompts")
+      ("save-every", po::value(&train.save_every)->default_value(train.save_every),
+       "write the checkpoint every N steps")
+      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")
+      ("resume", "continue the run in --out from its last checkpoint (configuration from the file)")
+      ("init-only", "write an untrained (randomly initialised) checkpoint and stop: the "
+       "random-model control")
+      ("stop-after-steps", po::value(&stop_after),
+       "stop after this many steps of this call, keeping a checkpoint to --resume")
+      ("force", "overwrite an existing --out")
+      ("quiet,q", "no progress bar");
+  // clang-format on
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,

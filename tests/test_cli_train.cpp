@@ -104,3 +104,47 @@ TEST(CliTrain, BadOptionsAreOneLineExitTwoAndNoFile) {
   EXPECT_EQ(folder.exit_code, 2);
   EXPECT_NE(folder.err.find("does not exist"), std::string::npos);
 }
+
+TEST(CliTrain, BaselinesEvaluateACheckpointNextToTheClassicalLearners) {
+  TempDir tmp;
+  const std::string ckpt = tmp / "tiny.h5", csv = tmp / "b.csv";
+  ASSERT_EQ(RunIclprobe("train " + kTiny + "--init-only --out " + ckpt).exit_code, 0);
+  auto r = RunIclprobe("baselines --checkpoint " + ckpt +
+                       " --prompts 50 --learners ols,knn:3 --threads 1 --csv " + csv);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("d=3 n=5"), std::string::npos) << r.out;  // task from the checkpoint
+  const std::string table = test::ReadFile(csv);
+  EXPECT_NE(table.find("\ntiny,0,"), std::string::npos) << table;
+  EXPECT_NE(table.find("\ntiny,4,"), std::string::npos) << table;
+  EXPECT_NE(table.find("\nols,4,"), std::string::npos) << table;
+
+  r = RunIclprobe("baselines --checkpoint " + ckpt + " --d 4 --prompts 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has d=3 but the prompts have d=4"), std::string::npos) << r.err;
+  r = RunIclprobe("baselines --checkpoint " + ckpt + " --n 9 --prompts 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("reads at most n=5"), std::string::npos) << r.err;
+  r = RunIclprobe("baselines --checkpoint " + csv + " --prompts 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not an HDF5 file"), std::string::npos) << r.err;
+}
+
+TEST(CliTrain, InspectDescribesAndExportsWithoutTrainState) {
+  TempDir tmp;
+  const std::string ckpt = tmp / "m.h5", shipped = tmp / "shipped.h5";
+  ASSERT_EQ(RunIclprobe("train " + kTiny + "--steps 3 --eval-every 3 --out " + ckpt).exit_code, 0);
+  auto r = RunIclprobe("inspect " + ckpt + " --export " + shipped);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step         3 of 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resumable    yes"), std::string::npos) << r.out;
+  EXPECT_TRUE(h5::File::Open(ckpt).Exists("train_state"));
+  EXPECT_FALSE(h5::File::Open(shipped).Exists("train_state"));
+  EXPECT_EQ(h5::File::Open(shipped).GetInt("step"), 3);
+  EXPECT_EQ(Params(ckpt, "blocks.1.fc1.weight"), Params(shipped, "blocks.1.fc1.weight"));
+  r = RunIclprobe("train --resume --quiet --out " + shipped);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no /train_state"), std::string::npos) << r.err;
+  r = RunIclprobe("inspect " + ckpt + " --export " + shipped);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+}

@@ -1,0 +1,57 @@
+// iclprobe inspect: summarises a checkpoint, and exports a copy without /train_state (the
+// form in which learners are shipped).
+#include <fmt/format.h>
+#include <filesystem>
+#include <iostream>
+
+#include "apps/cli.hpp"
+#include "data/hdf5.hpp"
+#include "learners/checkpoint.hpp"
+
+namespace icl::cli {
+
+int RunInspect(int argc, char** argv) {
+  std::string checkpoint, export_path;
+  po::options_description opts("Options");
+  // clang-format off
+  opts.add_options()
+      ("checkpoint", po::value(&checkpoint), "checkpoint to describe (also the first positional argument)")
+      ("export", po::value(&export_path), "write a copy without /train_state (cannot be resumed; smaller)")
+      ("force", "overwrite an existing --export file");
+  // clang-format on
+  po::positional_options_description pos;
+  pos.add("checkpoint", 1);
+  opts.add_options()("help,h", "show this help and exit");
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+  if (vm.count("help")) {
+    std::cout
+        << "Usage: iclprobe inspect CHECKPOINT [--export OUT]\n\n"
+           "Prints a checkpoint's model and training configuration, step and parameter count.\n\n"
+        << opts << "\nExample:\n  iclprobe inspect runs/d4l8.h5 --export checkpoints/d4l8.h5\n";
+    return 0;
+  }
+  po::notify(vm);
+  if (checkpoint.empty())
+    throw std::invalid_argument("inspect: give a checkpoint file (see --help)");
+  if (!export_path.empty() && std::filesystem::exists(export_path) && !vm.count("force"))
+    throw std::invalid_argument("--export: '" + export_path +
+                                "' exists; pass --force to overwrite it");
+
+  learners::CheckpointInfo info;
+  learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);
+  const h5::File f = h5::File::Open(checkpoint);
+  std::cout << fmt::format(
+      "checkpoint   {}\ncreated_by   {}\nstep         {} of {}\nparameters   {}\nmodel        {}\n"
+      "task         {}\ntrain        {}\nresumable    {}\n",
+      checkpoint, f.GetString("created_by"), info.step, info.train.steps,
+      learners::CountParameters(*model), info.model.ToJson(), info.train.task.ToJson(),
+      info.train.ToJson(), info.has_train_state ? "yes (/train_state present)" : "no");
+  if (!export_path.empty()) {
+    learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr);
+    std::cout << "exported " << export_path << " (without /train_state)\n";
+  }
+  return 0;
+}
+
+}  // namespace icl::cli

@@ -37,5 +37,6 @@ void SetThreads(int threads);
 int RunBaselines(int argc, char** argv);
 int RunTrain(int argc, char** argv);
 int RunInspect(int argc, char** argv);
+int RunExtract(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -20,6 +20,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunBaselines},
     {"train", "train a transformer learner in context and write an HDF5 checkpoint",
      icl::cli::RunTrain},
+    {"extract", "stream every layer's hidden states and the regression targets to HDF5",
+     icl::cli::RunExtract},
     {"inspect", "describe a checkpoint; export a copy without its training state",
      icl::cli::RunInspect},
 };

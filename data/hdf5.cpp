@@ -22,7 +22,13 @@ std::string DimsStr(const Dims& d) {
 }
 
 struct Silencer {
-  Silencer() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  Silencer() {
+    // No library teardown at exit: after a failed write (disk full) HDF5's exit handler would
+    // retry flushing the open file and can crash; every file iclprobe finishes is closed
+    // explicitly, and an unfinished one is a ".partial" file anyway.
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 
 void EnsureSilenced() {
@@ -110,6 +116,17 @@ Handle OpenAttr(const Object& obj, const std::string& attr) {
 
 template <typename T>
 void SetScalar(Object& obj, const std::string& attr, T value) {
+  if (obj.HasAttr(attr)) {
+    // Rewrite in place when the stored type is the same (n_complete is updated every batch).
+    Handle a(H5Aopen(obj.id(), attr.c_str(), H5P_DEFAULT), H5Aclose);
+    Handle type(H5Aget_type(a.id()), H5Tclose);
+    Handle space(H5Aget_space(a.id()), H5Sclose);
+    if (H5Tequal(type.id(), NativeType<T>()) > 0 &&
+        H5Sget_simple_extent_type(space.id()) == H5S_SCALAR) {
+      if (H5Awrite(a.id(), NativeType<T>(), &value) < 0) Fail(obj.Where(attr) + ": cannot write");
+      return;
+    }
+  }
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle a = NewAttr(obj, attr, NativeType<T>(), space.id());
   if (H5Awrite(a.id(), NativeType<T>(), &value) < 0) Fail(obj.Where(attr) + ": cannot write");
@@ -308,6 +325,12 @@ Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dim
   if (!h.valid())
     Fail("'" + file_ + "': cannot create dataset '" + full + "' of shape " + DimsStr(dims));
   return Dataset(std::move(h), file_, full);
+}
+
+void Group::HardLink(const std::string& target, const std::string& link) {
+  const std::string t = Child(target), l = Child(link);
+  if (H5Lcreate_hard(id(), t.c_str(), id(), l.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+    Fail("'" + file_ + "': cannot link '" + l + "' to '" + t + "'");
 }
 
 std::vector<std::string> Group::Members() const {

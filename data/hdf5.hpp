@@ -128,6 +128,8 @@ class Group : public Object {
                         const DatasetOptions& opts = {}) {
     return CreateDatasetTyped(path, NativeType<T>(), dims, opts);
   }
+  // Makes `link` a second name of the existing object `target` (no copy).
+  void HardLink(const std::string& target, const std::string& link);
   // Names of the direct members, sorted.
   std::vector<std::string> Members() const;
 

@@ -71,6 +71,10 @@ CommandResult RunShell(const std::string& command) {
   return r;
 }
 
+std::string IclprobeBin() {
+  return ICLPROBE_BIN;
+}
+
 CommandResult RunIclprobe(const std::string& args) {
   return RunShell(std::string("'") + ICLPROBE_BIN + "' " + args);
 }

@@ -23,6 +23,8 @@ struct CommandResult {
   std::string out, err;
 };
 
+// Path of the iclprobe binary built alongside the tests.
+std::string IclprobeBin();
 // Runs `iclprobe <args>` (the binary built alongside the tests) through /bin/sh.
 CommandResult RunIclprobe(const std::string& args);
 // Runs any shell command, capturing stdout and stderr.

@@ -1,0 +1,136 @@
+// iclprobe extract: every layer's hidden states, the predictions and the regression targets
+// of a checkpoint on a seeded prompt set, streamed to a resumable HDF5 activations file.
+#include <fmt/format.h>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "apps/cli.hpp"
+#include "apps/progress.hpp"
+#include "extract/extract.hpp"
+#include "learners/checkpoint.hpp"
+
+namespace icl::cli {
+
+namespace {
+
+std::vector<int> ParseLayers(const std::string& text) {
+  std::vector<int> layers;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int v = -1;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw std::invalid_argument(
+          "--layers: expected comma-separated layer indices like 0,4,8, got '" + text + "'");
+    layers.push_back(v);
+  }
+  return layers;
+}
+
+}  // namespace
+
+int RunExtract(int argc, char** argv) {
+  extract::ExtractConfig cfg;
+  cfg.prompts = 2000;
+  cfg.seed = 7;
+  std::string layers = "all", positions = "all";
+  int threads = 0;
+  std::int64_t stop_after = -1;
+  int n = 0;
+  double noise = -1, w_scale = -1;
+  bool fixed_w = false;
+
+  po::options_description opts("Options");
+  // clang-format off
+  opts.add_options()
+      ("checkpoint,c", po::value(&cfg.checkpoint), "learner checkpoint (required)")
+      ("out,o", po::value(&cfg.out), "activations file to write (required); work goes to <out>.partial "
+       "and is renamed when complete")
+      ("prompts,N", po::value(&cfg.prompts)->default_value(cfg.prompts), "number of prompts")
+      ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "prompt-set seed")
+      ("n", po::value(&n), "examples per prompt (default: the checkpoint's training n; at most its n_max)")
+      ("noise", po::value(&noise), "label noise sigma (default: the checkpoint's)")
+      ("w-scale", po::value(&w_scale), "weight scale tau (default: the checkpoint's)")
+      ("fixed-w", po::value(&fixed_w), "w = all ones: true/false (default: the checkpoint's; use false to "
+       "probe a --fixed-w control model on ordinary tasks)")
+      ("layers", po::value(&layers)->default_value(layers), "states to store: all, or indices like 0,4,8 "
+       "(0 = embedding, l = after block l)")
+      ("positions", po::value(&positions)->default_value(positions), "all (2n tokens) or y (the n y-tokens, "
+       "the states after k examples)")
+      ("ridge-lambda", po::value(&cfg.ridge_lambda)->default_value(cfg.ridge_lambda), "lambda of the "
+       "w_ridge target")
+      ("compress", "shuffle + deflate the datasets (smaller, slower)")
+      ("batch", po::value(&cfg.batch)->default_value(cfg.batch), "prompts per write, rounded up to whole "
+       "chunks; memory grows with it, results do not change")
+      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")
+      ("resume", "continue <out>.partial from where it stopped (same settings required)")
+      ("stop-after-batches", po::value(&stop_after), "stop after K batches as if interrupted (for tests)")
+      ("force", "overwrite an existing output (or start over from a partial one)")
+      ("quiet,q", "no progress bar");
+  // clang-format on
+  po::variables_map vm;
+  if (!Parse(
+          argc, argv, opts, vm,
+          "Usage: iclprobe extract --checkpoint FILE --out FILE [options]\n\n"
+          "Runs a learner over a seeded prompt set and writes every layer's hidden states\n"
+          "(/hidden/layer_LL [N, 2n, H]), its predictions, the prompts and the regression targets\n"
+          "after k examples (/targets/w_ols, w_ridge, xty [N, n, d], xtx [N, n, d, d], w [N, d]).",
+          "iclprobe extract --checkpoint checkpoints/d4_l8_h64.h5 --prompts 20000 --seed 7 --out "
+          "acts.h5"))
+    return 0;
+  if (cfg.checkpoint.empty())
+    throw std::invalid_argument("--checkpoint: required (a learner checkpoint file)");
+  if (cfg.out.empty())
+    throw std::invalid_argument("--out: required (the activations file to write)");
+  if (positions != "all" && positions != "y")
+    throw std::invalid_argument("--positions: expected all or y, got '" + positions + "'");
+  cfg.positions = positions == "all" ? extract::Positions::kAll : extract::Positions::kY;
+  if (layers != "all") cfg.layers = ParseLayers(layers);
+  cfg.compress = vm.count("compress") > 0;
+  if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
+
+  const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);
+  cfg.task = info.train.task;
+  if (vm.count("n")) cfg.task.n = n;
+  if (vm.count("noise")) {
+    RequireNonNegative("noise", noise);
+    cfg.task.noise = noise;
+  }
+  if (vm.count("w-scale")) {
+    RequirePositive("w-scale", w_scale);
+    cfg.task.w_scale = w_scale;
+  }
+  if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
+  extract::ValidateConfig(cfg, info.model);
+  SetThreads(threads);
+
+  extract::ExtractOptions eo;
+  eo.force = vm.count("force") > 0;
+  eo.resume = vm.count("resume") > 0;
+  eo.stop_after_batches = stop_after;
+  Progress progress("extract", cfg.prompts, vm.count("quiet") > 0, "prompts");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = extract::Extract(cfg, eo, [&](const extract::ExtractProgress& p) {
+    progress.Update(p.done, fmt::format("{:.1f} MB written", p.megabytes_written));
+  });
+  progress.Finish();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double mb = double(std::filesystem::file_size(r.written)) / (1 << 20);
+  std::cout << fmt::format(
+      "{} {}: {} of {} prompts, states {}, positions {}, {:.1f} MB, {} ({} prompts/write, "
+      "chunks of {})\n",
+      r.finished ? "wrote" : "stopped; partial file", r.written, r.n_complete, cfg.prompts, layers,
+      positions, mb, FormatDuration(secs), r.batch, r.chunk_rows);
+  if (!r.finished) std::cout << "continue with the same command and --resume\n";
+  return 0;
+}
+
+}  // namespace icl::cli

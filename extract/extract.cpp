@@ -1,0 +1,333 @@
+// Streaming extraction of hidden states, predictions and targets to HDF5.
+#include "extract/extract.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "data/hdf5.hpp"
+#include "data/prompt_io.hpp"
+#include "data/sha256.hpp"
+#include "data/targets.hpp"
+#include "data/tokens_torch.hpp"
+#include "extract/activations.hpp"
+#include "learners/checkpoint.hpp"
+
+namespace icl::extract {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kTargetChunkBytes = 1 << 20;
+
+const char* kLayerSemantics =
+    "state 0 = embedding (input projection + learned positions); state l = 1..L = residual "
+    "stream after transformer block l (pre-LayerNorm blocks; the final LayerNorm is not applied)";
+const char* kTokenLayout =
+    "tokens interleave x-token [0, x_j] (0-based position 2(j-1)) and y-token [y_j, 0_d] "
+    "(position 2j-1), j = 1..n, width d+1. The prediction of y_{k+1} is read at position 2k "
+    "(k = 0..n-1); the state after k examples (k = 1..n) is position 2k-1. With positions = y, "
+    "hidden index k-1 is the state after k examples.";
+
+std::string PositionsName(Positions p) {
+  return p == Positions::kAll ? "all" : "y";
+}
+
+std::int64_t RoundUp(std::int64_t v, std::int64_t m) {
+  return (v + m - 1) / m * m;
+}
+
+// Names the keys whose values differ between two JSON objects.
+std::string JsonDifference(const std::string& a, const std::string& b) {
+  const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
+  std::string out;
+  std::set<std::string> keys;
+  for (auto it = ja.begin(); it != ja.end(); ++it)
+    keys.insert(it.key());
+  for (auto it = jb.begin(); it != jb.end(); ++it)
+    keys.insert(it.key());
+  for (const auto& k : keys) {
+    const auto va = ja.contains(k) ? ja[k].dump() : "(none)",
+               vb = jb.contains(k) ? jb[k].dump() : "(none)";
+    if (va != vb)
+      out += (out.empty() ? "" : ", ") + k + " " + va + " in the file vs " + vb + " now";
+  }
+  return out;
+}
+
+struct Datasets {
+  std::vector<h5::Dataset> hidden;
+  std::vector<h5::Dataset> rest;  // predictions, prompts x/y/w, targets w_ols/w_ridge/xty/xtx
+};
+
+h5::DatasetOptions Chunked(const h5::Dims& row_dims, hsize_t rows, std::size_t elem,
+                           bool compress) {
+  h5::DatasetOptions o;
+  o.chunk = row_dims;
+  o.chunk.insert(o.chunk.begin(), rows);
+  o.extendible = true;
+  if (compress) {
+    o.shuffle = true;
+    o.deflate = 4;
+  }
+  // Room for two chunks, so that appends into a partly written chunk never re-read it.
+  std::size_t chunk_bytes = rows * elem;
+  for (auto d : row_dims)
+    chunk_bytes *= d;
+  o.chunk_cache_bytes = std::max<std::size_t>(2 * chunk_bytes + 4096, 1 << 20);
+  return o;
+}
+
+}  // namespace
+
+int ChunkRows(std::size_t row_bytes) {
+  const std::int64_t rows =
+      std::llround(double(1 << 20) / std::max<std::size_t>(1, row_bytes) / kComputeGroup);
+  return static_cast<int>(std::max<std::int64_t>(1, rows) * kComputeGroup);
+}
+
+std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const {
+  nlohmann::json j = {{"task", nlohmann::json::parse(task.ToJson())},
+                      {"prompts", prompts},
+                      {"seed", seed},
+                      {"layers", layers},
+                      {"positions", PositionsName(positions)},
+                      {"ridge_lambda", ridge_lambda},
+                      {"compress", compress},
+                      {"model", nlohmann::json::parse(model.ToJson())}};
+  return j.dump();
+}
+
+void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
+  if (c.prompts <= 0)
+    throw std::invalid_argument("--prompts: must be positive, got " + std::to_string(c.prompts));
+  if (c.batch <= 0)
+    throw std::invalid_argument("--batch: must be positive, got " + std::to_string(c.batch));
+  if (!(c.ridge_lambda >= 0)) throw std::invalid_argument("--ridge-lambda: must be non-negative");
+  if (c.task.d != model.d)
+    throw std::invalid_argument("checkpoint '" + c.checkpoint +
+                                "' has d=" + std::to_string(model.d) +
+                                " but the prompts have d=" + std::to_string(c.task.d));
+  if (c.task.n <= 0 || c.task.n > model.n_max)
+    throw std::invalid_argument("--n: the checkpoint '" + c.checkpoint + "' reads 1.." +
+                                std::to_string(model.n_max) + " examples, got " +
+                                std::to_string(c.task.n));
+  c.task.Validate();
+  if (c.layers.empty())
+    for (int l = 0; l <= model.layers; ++l)
+      c.layers.push_back(l);
+  std::set<int> seen;
+  for (int l : c.layers) {
+    if (l < 0 || l > model.layers)
+      throw std::invalid_argument("--layers: layer " + std::to_string(l) +
+                                  " does not exist; the model has states 0.." +
+                                  std::to_string(model.layers) + " (0 = embedding)");
+    if (!seen.insert(l).second)
+      throw std::invalid_argument("--layers: layer " + std::to_string(l) + " is listed twice");
+  }
+  std::sort(c.layers.begin(), c.layers.end());
+}
+
+ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
+                      const std::function<void(const ExtractProgress&)>& on_batch) {
+  learners::CheckpointInfo info;
+  learners::Transformer model = learners::LoadCheckpoint(cfg.checkpoint, &info);
+  ValidateConfig(cfg, info.model);
+  model->eval();
+  torch::NoGradGuard no_grad;
+
+  const std::string partial = cfg.out + ".partial";
+  if (fs::exists(cfg.out) && !opt.force)
+    throw std::invalid_argument("--out: '" + cfg.out +
+                                "' exists; pass --force to overwrite it or choose another path");
+  const fs::path parent = fs::path(cfg.out).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent))
+    throw std::invalid_argument("--out: folder '" + parent.string() + "' does not exist");
+  if (opt.resume && !fs::exists(partial))
+    throw std::invalid_argument("--resume: no partial file '" + partial + "' to continue");
+  if (!opt.resume && fs::exists(partial) && !opt.force)
+    throw std::invalid_argument("--out: '" + partial +
+                                "' exists from an interrupted run; pass --resume to continue "
+                                "it or --force to start over");
+
+  const std::string sha = data::Sha256File(cfg.checkpoint);
+  const std::string content = cfg.ContentJson(info.model);
+  const int d = cfg.task.d, n = cfg.task.n, H = info.model.hidden;
+  const int T = cfg.positions == Positions::kAll ? 2 * n : n;
+  const hsize_t N = cfg.prompts;
+
+  // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
+  // (the last one of the file aside), so compressed chunks are written once.
+  int chunk_rows = static_cast<int>(std::min<std::int64_t>(
+      ChunkRows(std::size_t(T) * H * sizeof(float)), RoundUp(cfg.batch, kComputeGroup)));
+  std::int64_t n_complete = 0;
+  std::unique_ptr<h5::File> file;
+  Datasets ds;
+  const std::vector<std::string> rest_names = {"predictions", "prompts/x",     "prompts/y",
+                                               "prompts/w",   "targets/w_ols", "targets/w_ridge",
+                                               "targets/xty", "targets/xtx"};
+  if (opt.resume) {
+    file = std::make_unique<h5::File>(h5::File::Open(partial, h5::File::Mode::kReadWrite));
+    data::CheckFormat(*file, kActivationsFormat);
+    const std::string file_sha = file->GetString("checkpoint_sha256");
+    if (file_sha != sha)
+      throw std::invalid_argument("--resume: '" + partial +
+                                  "' was made from a checkpoint with SHA-256 " +
+                                  file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint +
+                                  "' has " + sha.substr(0, 12) + "...; pass --force to start over");
+    const std::string file_content = file->GetString("extract_config");
+    if (file_content != content)
+      throw std::invalid_argument("--resume: '" + partial + "' was made with other settings: " +
+                                  JsonDifference(file_content, content));
+    n_complete = file->GetInt("n_complete");
+    chunk_rows = static_cast<int>(file->GetInt("chunk_rows"));
+    for (int l : cfg.layers)
+      ds.hidden.push_back(file->OpenDataset("hidden/" + LayerName(l)));
+    for (const auto& name : rest_names)
+      ds.rest.push_back(file->OpenDataset(name));
+    // Rows past n_complete belong to a batch that was interrupted: drop them.
+    for (auto& h : ds.hidden)
+      h.Resize(n_complete);
+    for (auto& r : ds.rest)
+      r.Resize(n_complete);
+  } else {
+    std::error_code ec;
+    fs::remove(partial, ec);
+    file = std::make_unique<h5::File>(h5::File::Create(partial, /*truncate=*/true));
+    h5::File& f = *file;
+    data::WriteFormatAttrs(f, kActivationsFormat);
+    f.SetAttr("model_config", info.model.ToJson());
+    f.SetAttr("task_config", cfg.task.ToJson());
+    f.SetAttr("train_config", info.train.ToJson());
+    f.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
+    f.SetAttr("prompts", static_cast<std::int64_t>(N));
+    f.SetAttr("checkpoint_sha256", sha);
+    f.SetAttr("checkpoint_path", cfg.checkpoint);
+    f.SetAttr("checkpoint_step", info.step);
+    f.SetAttr("layer_semantics", std::string(kLayerSemantics));
+    f.SetAttr("token_layout", std::string(kTokenLayout));
+    f.SetAttr("positions", PositionsName(cfg.positions));
+    f.SetAttr("layers", nlohmann::json(cfg.layers).dump());
+    f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows));
+    f.SetAttr("extract_config", content);
+    f.SetAttr("n_complete", std::int64_t{0});
+    h5::Group hidden = f.CreateGroup("hidden");
+    hidden.SetAttr("positions", PositionsName(cfg.positions));
+    hidden.SetAttr("description",
+                   std::string("layer_LL [N, T, H] float32: state LL of every prompt; T = 2n "
+                               "(all tokens) or n (y-tokens only, see positions)"));
+    for (int l : cfg.layers) {
+      ds.hidden.push_back(f.CreateDataset<float>(
+          "hidden/" + LayerName(l), {0, hsize_t(T), hsize_t(H)},
+          Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, sizeof(float), cfg.compress)));
+      ds.hidden.back().SetAttr("layer", l);
+    }
+    const hsize_t hd = d, hn = n;
+    auto make = [&](const std::string& name, h5::Dims row, bool is_float, const std::string& what) {
+      const std::size_t elem = is_float ? sizeof(float) : sizeof(double);
+      h5::Dims dims = row;
+      dims.insert(dims.begin(), 0);
+      h5::Dataset out =
+          is_float
+              ? f.CreateDataset<float>(name, dims, Chunked(row, chunk_rows, elem, cfg.compress))
+              : f.CreateDataset<double>(name, dims, Chunked(row, chunk_rows, elem, cfg.compress));
+      out.SetAttr("description", what);
+      ds.rest.push_back(std::move(out));
+    };
+    make("predictions", {hn}, true,
+         "[N, n] the model's prediction of y_{k+1} from k examples, k = 0..n-1");
+    make("prompts/x", {hn, hd}, false, "[N, n, d] inputs x_j");
+    make("prompts/y", {hn}, false, "[N, n] labels y_j");
+    make("prompts/w", {hd}, false, "[N, d] the task's weight vector");
+    make("targets/w_ols", {hn, hd}, false,
+         "[N, n, d] minimum-norm least squares after k = 1..n examples");
+    make("targets/w_ridge", {hn, hd}, false,
+         "[N, n, d] ridge (lambda = ridge_lambda) after k = 1..n examples");
+    make("targets/xty", {hn, hd}, false,
+         "[N, n, d] moment vector X_k^T y_k after k = 1..n examples");
+    make("targets/xtx", {hn, hd, hd}, false,
+         "[N, n, d, d] moment matrix X_k^T X_k after k = 1..n examples");
+    ds.rest[5].SetAttr("ridge_lambda", cfg.ridge_lambda);
+    // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
+    f.HardLink("prompts/w", "targets/w");
+    ds.rest[3].SetAttr("per_k", 0);
+    h5::Group targets = f.OpenGroup("targets");
+    targets.SetAttr("ridge_lambda", cfg.ridge_lambda);
+    targets.SetAttr("description",
+                    std::string("regression quantities after k examples; index k-1 along the "
+                                "second axis is the value after k examples (w, the true "
+                                "weights [N, d], is the same for every k)"));
+    h5::Group prompts = f.OpenGroup("prompts");
+    prompts.SetAttr("task_config", cfg.task.ToJson());
+    prompts.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
+    prompts.SetAttr("first_index", std::int64_t{0});
+    f.Flush();
+  }
+
+  const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
+  ExtractResult result;
+  result.chunk_rows = chunk_rows;
+  result.batch = static_cast<int>(batch);
+  std::int64_t batches = 0;
+  const int G = kComputeGroup;
+  while (n_complete < std::int64_t(N)) {
+    if (opt.stop_after_batches >= 0 && batches >= opt.stop_after_batches) break;
+    const std::int64_t count = std::min<std::int64_t>(batch, N - n_complete);
+    const data::PromptSet set = data::SamplePrompts(cfg.task, cfg.seed, n_complete, count);
+
+    std::vector<torch::Tensor> hidden;
+    for (std::size_t i = 0; i < cfg.layers.size(); ++i)
+      hidden.push_back(torch::empty({count, T, H}));
+    auto predictions = torch::empty({count, n});
+    for (std::int64_t g0 = 0; g0 < count; g0 += G) {
+      const std::int64_t g = std::min<std::int64_t>(G, count - g0);
+      auto tokens = torch::zeros({G, 2L * n, d + 1L});  // padded to a whole group
+      tokens.slice(0, 0, g).copy_(data::TokenTensor(set, g0, g));
+      const auto r = model->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+      for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
+        auto h = r.hidden[cfg.layers[i]].slice(0, 0, g);
+        if (cfg.positions == Positions::kY)
+          h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n, /*step=*/2);
+        hidden[i].slice(0, g0, g0 + g).copy_(h);
+      }
+      predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
+    }
+    const data::TargetSet t = data::ComputeTargets(set, cfg.ridge_lambda);
+
+    for (std::size_t i = 0; i < hidden.size(); ++i)
+      ds.hidden[i].Append(count, hidden[i].data_ptr<float>());
+    ds.rest[0].Append(count, predictions.data_ptr<float>());
+    ds.rest[1].Append(count, set.x.memptr());
+    ds.rest[2].Append(count, set.y.memptr());
+    ds.rest[3].Append(count, set.w.memptr());
+    ds.rest[4].Append(count, t.w_ols.memptr());
+    ds.rest[5].Append(count, t.w_ridge.memptr());
+    ds.rest[6].Append(count, t.xty.memptr());
+    ds.rest[7].Append(count, t.xtx.memptr());
+    n_complete += count;
+    file->SetAttr("n_complete", n_complete);
+    file->Flush();
+    ++batches;
+    if (on_batch)
+      on_batch({n_complete, std::int64_t(N), double(fs::file_size(partial)) / (1 << 20)});
+  }
+  result.n_complete = n_complete;
+  ds = Datasets();
+  file->Close();
+  file.reset();
+  result.finished = n_complete == std::int64_t(N);
+  if (result.finished) {
+    fs::rename(partial, cfg.out);
+    result.written = cfg.out;
+  } else {
+    result.written = partial;
+  }
+  return result;
+}
+
+}  // namespace icl::extract

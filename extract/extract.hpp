@@ -1,0 +1,68 @@
+// Extraction: run a checkpoint over a seeded prompt set and stream every layer's hidden
+// states, its predictions and the regression targets to an HDF5 activations file
+// (DESIGN.md "activations.h5"), resumably and deterministically.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/task.hpp"
+#include "learners/model_config.hpp"
+
+namespace icl::extract {
+
+inline constexpr const char* kActivationsFormat = "iclprobe-activations";
+// Prompts run through the model together. Groups are aligned to absolute prompt indices and
+// padded, so every prompt is computed in the same group whatever --batch is: the datasets do
+// not depend on the batch size.
+inline constexpr int kComputeGroup = 32;
+
+enum class Positions { kAll, kY };  // all 2n tokens, or only the y-tokens (states after k examples)
+
+struct ExtractConfig {
+  std::string checkpoint;
+  std::string out;
+  data::TaskConfig task;     // the prompts' task (the checkpoint's, with overrides applied)
+  std::int64_t prompts = 0;  // N
+  std::uint64_t seed = 0;
+  std::vector<int> layers;  // states to store, 0 = embedding .. L; empty = all
+  Positions positions = Positions::kAll;
+  double ridge_lambda = 0.1;
+  bool compress = false;  // shuffle + deflate
+  int batch = 256;        // prompts per write; rounded up to whole chunks
+
+  // What determines the file's contents (not batch, threads or paths), as JSON.
+  std::string ContentJson(const learners::ModelConfig& model) const;
+};
+
+struct ExtractOptions {
+  bool force = false;                    // replace an existing output or partial file
+  bool resume = false;                   // continue <out>.partial from its n_complete
+  std::int64_t stop_after_batches = -1;  // testing: stop as if interrupted after K batches
+};
+
+struct ExtractProgress {
+  std::int64_t done = 0, total = 0;
+  double megabytes_written = 0;
+};
+
+struct ExtractResult {
+  std::int64_t n_complete = 0;
+  bool finished = false;
+  int chunk_rows = 0, batch = 0;
+  std::string written;  // the final path, or the partial file when stopped early
+};
+
+// Resolves the task from the checkpoint and checks every option before any file is touched;
+// throws std::invalid_argument naming the option on bad input.
+void ValidateConfig(ExtractConfig& config, const learners::ModelConfig& model);
+
+ExtractResult Extract(ExtractConfig config, const ExtractOptions& options,
+                      const std::function<void(const ExtractProgress&)>& on_batch = {});
+
+// Rows per chunk for rows of `row_bytes`: about 1 MiB, a multiple of kComputeGroup.
+int ChunkRows(std::size_t row_bytes);
+
+}  // namespace icl::extract

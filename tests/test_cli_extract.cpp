@@ -1,0 +1,284 @@
+// End to end: `iclprobe extract` — contents, determinism, resume (also after SIGKILL), refusals.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "data/hdf5.hpp"
+#include "data/targets.hpp"
+#include "extract/activations.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+using test::CountLines;
+using test::RunIclprobe;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A tiny untrained learner (d=3, n_max=5, L=2, H=16) shared by the tests of this file.
+class CliExtract : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    const auto r = RunIclprobe(
+        "train --d 3 --n 5 --layers 2 --hidden 16 --heads 2 --init-only --seed 5 --quiet --out " +
+        (*dir_ / "tiny.h5"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string Ckpt() { return *dir_ / "tiny.h5"; }
+  static TempDir* dir_;
+};
+TempDir* CliExtract::dir_ = nullptr;
+
+const std::vector<std::string> kDatasets = {"hidden/layer_00", "hidden/layer_01", "hidden/layer_02",
+                                            "predictions",     "prompts/x",       "prompts/y",
+                                            "prompts/w",       "targets/w_ols",   "targets/w_ridge",
+                                            "targets/xty",     "targets/xtx",     "targets/w"};
+
+// Every dataset of two files, compared bit for bit (as doubles: float32 converts exactly).
+void ExpectSameDatasets(const std::string& a, const std::string& b) {
+  const h5::File fa = h5::File::Open(a), fb = h5::File::Open(b);
+  for (const auto& name : kDatasets) {
+    if (!fa.Exists(name)) continue;
+    EXPECT_EQ(fa.OpenDataset(name).ReadAll<double>(), fb.OpenDataset(name).ReadAll<double>())
+        << name;
+  }
+}
+
+}  // namespace
+
+TEST_F(CliExtract, WritesEveryLayerTargetsAndAttributesReadableByH5ls) {
+  TempDir tmp;
+  const std::string out = tmp / "acts.h5";
+  const auto r = RunIclprobe("extract -c " + Ckpt() +
+                             " --prompts 70 --seed 3 --threads 1 --quiet --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  const auto ls = test::RunShell("h5ls -r '" + out + "'");
+  ASSERT_EQ(ls.exit_code, 0);
+  for (const char* layer : {"/hidden/layer_00", "/hidden/layer_01", "/hidden/layer_02"})
+    EXPECT_TRUE(test::H5lsHasDataset(ls.out, layer, "70/Inf, 10, 16")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/predictions", "70/Inf, 5")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/prompts/x", "70/Inf, 5, 3")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/prompts/y", "70/Inf, 5")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/prompts/w", "70/Inf, 3")) << ls.out;
+  for (const char* t : {"/targets/w_ols", "/targets/w_ridge", "/targets/xty"})
+    EXPECT_TRUE(test::H5lsHasDataset(ls.out, t, "70/Inf, 5, 3")) << ls.out;
+  EXPECT_TRUE(test::H5lsHasDataset(ls.out, "/targets/xtx", "70/Inf, 5, 3, 3")) << ls.out;
+  EXPECT_NE(ls.out.find("/targets/w               Dataset, same as /prompts/w"), std::string::npos)
+      << ls.out;
+  const auto header = test::RunShell("h5dump -H '" + out + "'");
+  EXPECT_EQ(header.exit_code, 0);
+
+  const auto info = extract::ReadActivationsInfo(out);
+  EXPECT_EQ(info.prompts, 70);
+  EXPECT_EQ(info.layers, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(info.checkpoint_sha256.size(), 64u);
+  const h5::File f = h5::File::Open(out);
+  for (const char* a :
+       {"created_by", "layer_semantics", "token_layout", "model_config", "task_config"})
+    EXPECT_FALSE(f.GetString(a).empty()) << a;
+  EXPECT_EQ(f.GetInt("n_complete"), 70);
+  EXPECT_EQ(f.GetInt("seed"), 3);
+  EXPECT_DOUBLE_EQ(f.OpenDataset("targets/w_ridge").GetDouble("ridge_lambda"), 0.1);
+
+  // The stored prompts are the seeded prompts, and the targets are theirs.
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  const auto set = data::SamplePrompts(t, 3, 0, 70);
+  EXPECT_EQ(f.OpenDataset("prompts/y").ReadAll<double>(),
+            std::vector<double>(set.y.begin(), set.y.end()));
+  const auto targets = data::ComputeTargets(set, 0.1);
+  EXPECT_EQ(f.OpenDataset("targets/xtx").ReadAll<double>(),
+            std::vector<double>(targets.xtx.begin(), targets.xtx.end()));
+  EXPECT_EQ(f.OpenDataset("targets/w_ols").ReadAll<double>(),
+            std::vector<double>(targets.w_ols.begin(), targets.w_ols.end()));
+}
+
+TEST_F(CliExtract, LayerAndPositionSelection) {
+  TempDir tmp;
+  const std::string out = tmp / "y.h5";
+  const auto r =
+      RunIclprobe("extract -c " + Ckpt() +
+                  " --prompts 40 --layers 0,2 --positions y --threads 1 --quiet --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto info = extract::ReadActivationsInfo(out);
+  EXPECT_EQ(info.layers, (std::vector<int>{0, 2}));
+  EXPECT_EQ(info.positions_per_prompt, 5);
+  const h5::File f = h5::File::Open(out);
+  EXPECT_FALSE(f.Exists("hidden/layer_01"));
+  // The y-token states equal the odd positions of a full extraction.
+  const std::string full = tmp / "full.h5";
+  ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() + " --prompts 40 --threads 1 --quiet --out " + full)
+                .exit_code,
+            0);
+  const auto all = h5::File::Open(full).OpenDataset("hidden/layer_02").ReadAll<float>();
+  const auto ys = f.OpenDataset("hidden/layer_02").ReadAll<float>();
+  for (int p = 0; p < 40; ++p)
+    for (int k = 1; k <= 5; ++k)
+      for (int h = 0; h < 16; ++h)
+        ASSERT_EQ(ys[(p * 5 + k - 1) * 16 + h], all[(p * 10 + 2 * k - 1) * 16 + h]);
+}
+
+TEST_F(CliExtract, IdenticalWhateverTheBatchAndThreads) {
+  TempDir tmp;
+  const std::string a = tmp / "a.h5", b = tmp / "b.h5", c = tmp / "c.h5";
+  ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() +
+                        " --prompts 150 --batch 32 --threads 1 --quiet --out " + a)
+                .exit_code,
+            0);
+  ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() +
+                        " --prompts 150 --batch 96 --threads 2 --quiet --out " + b)
+                .exit_code,
+            0);
+  ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() +
+                        " --prompts 150 --batch 500 --threads 2 --compress --quiet --out " + c)
+                .exit_code,
+            0);
+  ExpectSameDatasets(a, b);
+  ExpectSameDatasets(a, c);
+}
+
+TEST_F(CliExtract, ResumeAfterAStopEqualsAnUninterruptedRun) {
+  TempDir tmp;
+  const std::string full = tmp / "full.h5", split = tmp / "split.h5";
+  const std::string common = "extract -c " + Ckpt() + " --prompts 200 --threads 1 --quiet ";
+  ASSERT_EQ(RunIclprobe(common + "--batch 32 --out " + full).exit_code, 0);
+  auto r = RunIclprobe(common + "--batch 32 --stop-after-batches 3 --out " + split);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(split));
+  ASSERT_TRUE(fs::exists(split + ".partial"));
+  EXPECT_EQ(h5::File::Open(split + ".partial").GetInt("n_complete"), 96);
+  EXPECT_THROW(extract::ReadActivationsInfo(split + ".partial"),
+               std::invalid_argument);  // incomplete
+
+  // Without --resume the partial file is not silently replaced.
+  r = RunIclprobe(common + "--batch 32 --out " + split);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pass --resume"), std::string::npos) << r.err;
+  // Other settings or another checkpoint are refused, naming the difference.
+  r = RunIclprobe(common + "--batch 32 --seed 8 --resume --out " + split);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("seed 7 in the file vs 8 now"), std::string::npos) << r.err;
+  const std::string other = tmp / "other.h5";
+  ASSERT_EQ(
+      RunIclprobe(
+          "train --d 3 --n 5 --layers 2 --hidden 16 --heads 2 --init-only --seed 6 --quiet --out " +
+          other)
+          .exit_code,
+      0);
+  r = RunIclprobe("extract -c " + other +
+                  " --prompts 200 --batch 32 --threads 1 --quiet --resume --out " + split);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("SHA-256"), std::string::npos) << r.err;
+
+  r = RunIclprobe(common + "--batch 64 --resume --out " + split);  // another batch size is fine
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(split + ".partial"));
+  ExpectSameDatasets(full, split);
+}
+
+TEST_F(CliExtract, ResumeAfterSigkillEqualsAnUninterruptedRun) {
+  TempDir tmp;
+  const std::string full = tmp / "full.h5", killed = tmp / "killed.h5";
+  const std::string args =
+      "extract -c " + Ckpt() + " --prompts 30000 --batch 32 --threads 1 --quiet ";
+  ASSERT_EQ(RunIclprobe(args + "--out " + full).exit_code, 0);
+
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd =
+        "exec '" + test::IclprobeBin() + "' " + args + "--out " + killed + " >/dev/null 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Kill it mid-run: once the partial file has grown past a few batches.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::error_code ec;
+    if (fs::file_size(killed + ".partial", ec) > (1u << 20) && !ec) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run finished before it could be killed";
+  EXPECT_FALSE(fs::exists(killed));
+  ASSERT_TRUE(fs::exists(killed + ".partial"));
+
+  const auto r = RunIclprobe(args + "--resume --out " + killed);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSameDatasets(full, killed);
+}
+
+TEST_F(CliExtract, RefusesToOverwriteWithoutForce) {
+  TempDir tmp;
+  const std::string out = tmp / "a.h5";
+  const std::string args =
+      "extract -c " + Ckpt() + " --prompts 10 --threads 1 --quiet --out " + out;
+  ASSERT_EQ(RunIclprobe(args).exit_code, 0);
+  const auto r = RunIclprobe(args + " --seed 9");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pass --force"), std::string::npos) << r.err;
+  EXPECT_EQ(h5::File::Open(out).GetInt("seed"), 7);  // untouched
+  ASSERT_EQ(RunIclprobe(args + " --seed 9 --force").exit_code, 0);
+  EXPECT_EQ(h5::File::Open(out).GetInt("seed"), 9);
+}
+
+TEST_F(CliExtract, BadInputIsOneLineExitTwoAndNoFinishedFile) {
+  TempDir tmp;
+  const std::string out = tmp / "acts.h5";
+  { std::ofstream(tmp / "notes.txt") << "hello"; }
+  const std::string plain = tmp / "plain.h5";
+  { h5::File::Create(plain); }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-c " + (tmp / "missing.h5"), "no such file"},
+      {"-c " + (tmp / "notes.txt"), "not an HDF5 file"},
+      {"-c " + plain, "no 'format' attribute"},
+      {"-c " + Ckpt() + " --n 9", "--n: the checkpoint"},
+      {"-c " + Ckpt() + " --prompts 0", "--prompts: must be positive"},
+      {"-c " + Ckpt() + " --prompts -5", "--prompts: must be positive"},
+      {"-c " + Ckpt() + " --layers 0,3",
+       "--layers: layer 3 does not exist; the model has states 0..2"},
+      {"-c " + Ckpt() + " --layers 1,x", "--layers: expected comma-separated"},
+      {"-c " + Ckpt() + " --positions x", "--positions: expected all or y"},
+      {"--prompts 5", "--checkpoint: required"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = RunIclprobe("extract --quiet " + args + " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(out + ".partial")) << args;
+  }
+  // Output paths that cannot be written.
+  for (const std::string& bad : {tmp / "none/acts.h5", std::string("/proc/acts.h5")}) {
+    const auto r = RunIclprobe("extract --quiet -c " + Ckpt() + " --prompts 5 --out " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  }
+}
+
+TEST_F(CliExtract, DiskFullIsOneLineExitTwoAndNoFinishedFile) {
+  TempDir tmp;
+  const std::string out = tmp / "acts.h5";
+  // A 2 MiB file-size limit stands in for a full disk: writes past it fail with EFBIG.
+  const auto r = test::RunShell("ulimit -f 2048; trap '' XFSZ; '" + test::IclprobeBin() +
+                                "' extract --quiet -c " + Ckpt() +
+                                " --prompts 20000 --threads 1 --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("disk full"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}

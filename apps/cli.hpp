@@ -38,5 +38,6 @@ int RunBaselines(int argc, char** argv);
 int RunTrain(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunExtract(int argc, char** argv);
+int RunProbe(int argc, char** argv);
 
 }  // namespace icl::cli

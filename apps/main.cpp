@@ -22,6 +22,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunTrain},
     {"extract", "stream every layer's hidden states and the regression targets to HDF5",
      icl::cli::RunExtract},
+    {"probe", "fit ridge / linear / MLP readouts of regression quantities per layer, with controls",
+     icl::cli::RunProbe},
     {"inspect", "describe a checkpoint; export a copy without its training state",
      icl::cli::RunInspect},
 };

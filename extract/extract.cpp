@@ -253,6 +253,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     make("targets/xtx", {hn, hd, hd}, false,
          "[N, n, d, d] moment matrix X_k^T X_k after k = 1..n examples");
     ds.rest[5].SetAttr("ridge_lambda", cfg.ridge_lambda);
+    ds.rest[7].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
     // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
     f.HardLink("prompts/w", "targets/w");
     ds.rest[3].SetAttr("per_k", 0);

@@ -1,0 +1,182 @@
+// iclprobe probe: layer-wise ridge, linear and MLP readouts of regression quantities from an
+// activations file, with controls; writes probes.h5 and a tidy CSV.
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "apps/cli.hpp"
+#include "apps/progress.hpp"
+#include "data/output.hpp"
+#include "probes/runner.hpp"
+
+namespace icl::cli {
+
+namespace {
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> ParseInts(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : SplitList(text)) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size()) throw std::invalid_argument(option + ": expected comma-separated integers, got '" + text + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::array<double, 3> ParseSplit(const std::string& text) {
+  const auto parts = SplitList(text);
+  std::array<double, 3> f{};
+  bool ok = parts.size() == 3;
+  for (std::size_t i = 0; ok && i < 3; ++i) {
+    std::size_t used = 0;
+    try {
+      f[i] = std::stod(parts[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ok = used == parts[i].size() && f[i] >= 0;
+  }
+  if (!ok) throw std::invalid_argument("--split: expected three non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, got '" + text + "'");
+  return f;
+}
+
+}  // namespace
+
+int RunProbe(int argc, char** argv) {
+  probes::ProbeRequest req;
+  std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20", split = "0.8,0.1,0.1",
+                        pooling = "attention", layers, ks;
+  po::options_description opts("Options");
+  // clang-format off
+  opts.add_options()
+      ("activations,a", po::value(&req.activations), "activations file from iclprobe extract (required)")
+      ("control", po::value(&req.controls)->composing(), "control activations file, probed the same way "
+       "(repeatable): the random-init twin, the fixed-w control model")
+      ("targets,t", po::value(&targets)->default_value(targets), "comma-separated datasets under /targets "
+       "(w_ols, w_ridge, xty, xtx, w); xtx is probed as its upper triangle")
+      ("probes,p", po::value(&families)->default_value(families), "comma-separated probe families: ridge, linear, mlp")
+      ("seeds", po::value(&req.seeds)->default_value(req.seeds), "seeds (prompt splits and probe "
+       "initialisations); metrics get a 95% interval over them")
+      ("seed", po::value(&req.seed)->default_value(req.seed), "base seed")
+      ("shuffle-control", "add a probe fit on targets permuted across training prompts (source 'shuffled')")
+      ("lambdas", po::value(&lambdas)->default_value(lambdas), "ridge penalties: LO:HI:COUNT log-spaced, or a "
+       "comma list; chosen by exact leave-one-out on the training split (features standardised)")
+      ("split", po::value(&split)->default_value(split), "train,validation,test fractions (by prompt)")
+      ("pooling", po::value(&pooling)->default_value(pooling), "linear/mlp input: attention (learned softmax "
+       "weights over the states up to the one after k examples) or position (that state alone)")
+      ("mlp-hidden", po::value(&req.gradient.mlp_hidden)->default_value(req.gradient.mlp_hidden), "MLP probe width")
+      ("lr", po::value(&req.gradient.lr)->default_value(req.gradient.lr), "Adam learning rate of linear/mlp probes")
+      ("epochs", po::value(&req.gradient.max_epochs)->default_value(req.gradient.max_epochs), "max epochs of "
+       "linear/mlp probes (early stopping on the validation split)")
+      ("patience", po::value(&req.gradient.patience)->default_value(req.gradient.patience), "epochs without "
+       "validation improvement before stopping")
+      ("batch", po::value(&req.gradient.batch)->default_value(req.gradient.batch), "minibatch of linear/mlp probes")
+      ("layers", po::value(&layers), "only these layers (default: every stored layer)")
+      ("k", po::value(&ks), "only these numbers of examples k (default: 1..n)")
+      ("threads", po::value(&req.threads)->default_value(req.threads), "threads (0 = all cores)")
+      ("out,o", po::value(&out), "probes.h5 to write (required)")
+      ("csv", po::value(&csv), "also write the tidy CSV (target,probe,source,layer,k,seed,mse,nmse,r2)")
+      ("force", "overwrite existing outputs")
+      ("quiet,q", "no progress bar");
+  // clang-format on
+  po::variables_map vm;
+  if (!Parse(argc, argv, opts, vm,
+             "Usage: iclprobe probe --activations FILE --out FILE [options]\n\n"
+             "Fits readouts of regression quantities (targets) from the hidden state after k examples\n"
+             "at every layer, on held-out prompts, and reports MSE, nMSE (1 = predicting the mean)\n"
+             "and R2 per (target, probe, source, layer, k, seed), with controls.",
+             "iclprobe probe --activations acts.h5 --control acts_init.h5 --control acts_fixedw.h5 "
+             "--targets w_ols,xty,xtx --probes ridge,linear,mlp --seeds 3 --out probes.h5 --csv probes.csv"))
+    return 0;
+  if (req.activations.empty()) throw std::invalid_argument("--activations: required (a file from iclprobe extract)");
+  if (out.empty()) throw std::invalid_argument("--out: required (the probes.h5 file to write)");
+  req.targets = SplitList(targets);
+  if (req.targets.empty()) throw std::invalid_argument("--targets: empty list");
+  req.families = probes::ParseFamilies(families);
+  req.lambdas = probes::ParseLambdas(lambdas);
+  req.split = ParseSplit(split);
+  if (pooling != "attention" && pooling != "position")
+    throw std::invalid_argument("--pooling: expected attention or position, got '" + pooling + "'");
+  req.pooled = pooling == "attention";
+  if (vm.count("layers")) req.layers = ParseInts("--layers", layers);
+  if (vm.count("k")) req.ks = ParseInts("--k", ks);
+  req.shuffle_control = vm.count("shuffle-control") > 0;
+  RequirePositive("mlp-hidden", req.gradient.mlp_hidden);
+  RequirePositive("lr", req.gradient.lr);
+  RequirePositive("epochs", req.gradient.max_epochs);
+  RequirePositive("patience", req.gradient.patience);
+  RequirePositive("batch", req.gradient.batch);
+  if (req.threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
+  const bool force = vm.count("force") > 0;
+  data::AtomicOutput h5out(out, force, "--out");
+  std::unique_ptr<data::AtomicOutput> csvout;
+  if (vm.count("csv")) csvout = std::make_unique<data::AtomicOutput>(csv, force, "--csv");
+  probes::ValidateRequest(req);
+
+  const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() * req.ks.size() *
+                          req.families.size();
+  Progress progress("probe", units, vm.count("quiet") > 0, "(layer,k) fits");
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto result = probes::RunProbes(
+      req, [&](double done, double) { progress.Update(static_cast<long long>(done + 1e-9)); });
+  progress.Finish();
+  probes::WriteProbesFile(h5out.temp_path(), req, result);
+  if (csvout) {
+    std::ofstream f(csvout->temp_path());
+    probes::WriteProbesCsv(f, result);
+    f.close();
+    if (!f) throw std::runtime_error("--csv: cannot write '" + csvout->temp_path() + "'");
+  }
+  h5out.Commit();
+  if (csvout) csvout->Commit();
+
+  // Summary: best layer per target, probe and source at the largest k probed (mean over seeds).
+  const int k = result.ks.back();
+  std::map<std::tuple<std::string, std::string, std::string, int>, std::pair<double, int>> mean;  // sum, count
+  for (const auto& r : result.records)
+    if (r.k == k) {
+      auto& m = mean[{r.target, r.probe, r.source, r.layer}];
+      m.first += r.r2;
+      m.second += 1;
+    }
+  std::cout << fmt::format("probe: best layer by test R2 at k={} (mean over {} seed(s)):\n", k, result.seeds);
+  for (const auto& t : req.targets)
+    for (auto fam : req.families)
+      for (const auto& s : result.sources) {
+        double best = -1e300;
+        int best_layer = -1;
+        for (int l : result.layers) {
+          const auto it = mean.find({t, probes::FamilyName(fam), s, l});
+          if (it == mean.end()) continue;
+          const double v = it->second.first / it->second.second;
+          if (v > best) best = v, best_layer = l;
+        }
+        std::cout << fmt::format("  {:<8} {:<7} {:<22} layer {:>2}  R2 {:+.3f}\n", t, probes::FamilyName(fam), s,
+                                 best_layer, best);
+      }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format("wrote {}{} ({} records) in {}\n", out, csvout ? " and " + csv : "", result.records.size(),
+                           FormatDuration(secs));
+  return 0;
+}
+
+}  // namespace icl::cli

@@ -1,0 +1,55 @@
+// What probes read from an activations file: prompt splits, targets per k, blocks of hidden
+// states. Targets are small and held in memory; hidden states are streamed in blocks of rows.
+#pragma once
+
+#include <armadillo>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/hdf5.hpp"
+#include "extract/activations.hpp"
+
+namespace icl::probes {
+
+enum class Role : std::uint8_t { kTrain = 0, kVal = 1, kTest = 2 };
+
+// A seeded split of prompts 0..N-1 into train / validation / test by the given fractions
+// (normalised). Throws std::invalid_argument when any part would be empty.
+std::vector<Role> SplitPrompts(std::int64_t prompts, const std::array<double, 3>& fractions, std::uint64_t seed);
+
+// Indices of the prompts with a given role.
+arma::uvec RoleIndices(const std::vector<Role>& roles, Role role);
+
+// One target, per k: values[k-1] is m x N (column i = prompt i). A symmetric matrix target
+// (attribute symmetric = 1, like xtx) is kept as its d(d+1)/2 upper-triangle entries; a
+// k-independent target (per_k = 0, like w) has the same matrix for every k.
+struct Target {
+  std::string name;
+  arma::uword dims = 0;  // m
+  std::vector<arma::mat> values;
+};
+
+// Loads /targets/<name>; throws naming the file and the entry when a value is not finite.
+Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name);
+
+// Reads rows [start, start + count) of /hidden/<layer> as a (T * H) x count matrix of doubles
+// (column = prompt, entry t * H + h); throws naming the prompt and position of a non-finite value.
+class HiddenReader {
+ public:
+  HiddenReader(const extract::ActivationsInfo& info, int layer);
+  arma::mat Read(std::int64_t start, std::int64_t count) const;
+  int positions() const { return t_; }
+  int hidden() const { return h_; }
+
+ private:
+  std::string path_;
+  h5::File file_;
+  h5::Dataset ds_;
+  int layer_, t_, h_;
+};
+
+// Hidden-state row of the state after k examples inside the (T * H) block layout.
+int AfterKPosition(const extract::ActivationsInfo& info, int k);
+
+}  // namespace icl::probes

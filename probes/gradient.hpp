@@ -1,0 +1,49 @@
+// Gradient-trained probes in the paper's form (PAPER.md "Probing"): attention pooling over
+// positions with a learned, input-independent score vector s (alpha = softmax(s)), a learned
+// projection W_v, then FF = linear or a 2-layer GELU MLP. With pooling off the probe reads the
+// single state after k examples. Trained with Adam on standardised features and targets, with
+// early stopping on the validation split.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <armadillo>
+
+#include "probes/ridge.hpp"
+
+namespace icl::probes {
+
+struct GradientProbeOptions {
+  bool mlp = true;          // false: FF is linear
+  bool pooled = true;       // false: the single y-token state
+  int mlp_hidden = 256;
+  double lr = 1e-3;
+  int batch = 256;
+  int max_epochs = 30;
+  int patience = 3;         // epochs without validation improvement before stopping
+  std::uint64_t seed = 0;
+};
+
+struct PooledProbeImpl : torch::nn::Module {
+  PooledProbeImpl(int positions, int hidden, int outputs, const GradientProbeOptions& options);
+  // x: [B, T, H] when pooled, [B, H] otherwise -> [B, m]
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor Alpha() const;  // softmax(s), [T]; empty when not pooled
+
+  bool pooled, mlp;
+  torch::Tensor scores;
+  torch::nn::Linear proj{nullptr}, fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(PooledProbe);
+
+// Features are float32 [N, T, H] (pooled) or [N, H]; targets are m x N doubles (Armadillo,
+// column = prompt). Index vectors pick the train / validation / test prompts.
+struct GradientFit {
+  Errors test;
+  arma::vec alpha;  // learned pooling weights (pooled probes)
+  int epochs = 0;
+};
+GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets, const arma::uvec& train,
+                             const arma::uvec& val, const arma::uvec& test, const GradientProbeOptions& options);
+
+}  // namespace icl::probes

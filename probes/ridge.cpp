@@ -1,0 +1,187 @@
+// Ridge probe: sufficient statistics, eigendecomposition, exact leave-one-out.
+#include "probes/ridge.hpp"
+
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace icl::probes {
+
+void FeatureStats::Init(arma::uword p) {
+  count = 0;
+  sx.zeros(p);
+  sxx.zeros(p, p);
+}
+
+void FeatureStats::Add(const arma::mat& x) {
+  count += x.n_cols;
+  sx += arma::sum(x, 1);
+  sxx += x * x.t();
+}
+
+void FeatureStats::Merge(const FeatureStats& o) {
+  count += o.count;
+  sx += o.sx;
+  sxx += o.sxx;
+}
+
+void TargetStats::Init(arma::uword p, arma::uword m) {
+  count = 0;
+  sy.zeros(m);
+  sxy.zeros(p, m);
+  syy = 0;
+}
+
+void TargetStats::Add(const arma::mat& x, const arma::mat& y) {
+  count += x.n_cols;
+  sy += arma::sum(y, 1);
+  sxy += x * y.t();
+  syy += arma::accu(arma::square(y));
+}
+
+void TargetStats::Merge(const TargetStats& o) {
+  count += o.count;
+  sy += o.sy;
+  sxy += o.sxy;
+  syy += o.syy;
+}
+
+RidgeProbe::RidgeProbe(arma::vec lambdas, bool standardize)
+    : lambdas_(std::move(lambdas)), standardize_(standardize) {
+  if (lambdas_.is_empty()) throw std::invalid_argument("ridge: empty lambda grid");
+  for (double l : lambdas_)
+    if (!(l >= 0) || !std::isfinite(l)) throw std::invalid_argument("ridge: lambdas must be finite and >= 0");
+}
+
+void RidgeProbe::Prepare(const FeatureStats& train) {
+  n_ = train.count;
+  const arma::uword p = train.sx.n_elem;
+  if (n_ < 2) throw std::invalid_argument("ridge: fewer than 2 training rows");
+  mu_ = train.sx / double(n_);
+  arma::mat c = train.sxx - double(n_) * mu_ * mu_.t();  // centred X^T X
+  sigma_.ones(p);
+  if (standardize_) {
+    const arma::vec var = arma::clamp(c.diag() / double(n_), 0.0, arma::datum::inf);
+    const double scale = std::max(var.max(), 1e-300);
+    for (arma::uword j = 0; j < p; ++j) sigma_(j) = var(j) > 1e-12 * scale ? std::sqrt(var(j)) : 1.0;
+    c.each_col() /= sigma_;
+    c.each_row() /= sigma_.t();
+  }
+  c = arma::symmatu(c);
+  if (!arma::eig_sym(eigval_, eigvec_, c)) throw std::runtime_error("ridge: eigendecomposition failed");
+  eigval_ = arma::clamp(eigval_, 0.0, arma::datum::inf);
+  if (lambdas_.min() == 0 && (n_ <= static_cast<std::int64_t>(p) || eigval_.min() <= 1e-10 * eigval_.max()))
+    throw std::invalid_argument("ridge: " + std::to_string(n_) + " training prompts for " + std::to_string(p) +
+                                " features and lambda = 0 in the grid: the fit is not unique; use lambdas > 0");
+}
+
+void RidgeProbe::Begin(const TargetStats& train) {
+  ybar_ = train.sy / double(n_);
+  // Z^T (Y - ybar) = D^{-1} (S_xy - N mu ybar^T)
+  arma::mat zty = train.sxy - double(n_) * mu_ * ybar_.t();
+  zty.each_col() /= sigma_;
+  beta_ = eigvec_.t() * zty;
+  loo_sum_.zeros(lambdas_.n_elem);
+  heldout_sse_.zeros(lambdas_.n_elem);
+  loo_rows_ = 0;
+}
+
+void RidgeProbe::AccumulateHeldOut(const arma::mat& x, const arma::mat& y) {
+  arma::mat z = x;
+  z.each_col() -= mu_;
+  z.each_col() /= sigma_;
+  const arma::mat q = eigvec_.t() * z;
+  arma::mat yc = y;
+  yc.each_col() -= ybar_;
+  for (arma::uword l = 0; l < lambdas_.n_elem; ++l) {
+    arma::mat bg = beta_;
+    bg.each_col() /= (eigval_ + lambdas_(l));
+    heldout_sse_(l) += arma::accu(arma::square(yc - bg.t() * q));
+  }
+}
+
+void RidgeProbe::AccumulateLoo(const arma::mat& x, const arma::mat& y) {
+  arma::mat z = x;
+  z.each_col() -= mu_;
+  z.each_col() /= sigma_;
+  const arma::mat q = eigvec_.t() * z;  // p x b
+  const arma::mat q2 = arma::square(q);
+  arma::mat yc = y;
+  yc.each_col() -= ybar_;
+  for (arma::uword l = 0; l < lambdas_.n_elem; ++l) {
+    const arma::vec g = 1.0 / (eigval_ + lambdas_(l));
+    const arma::rowvec h = 1.0 / double(n_) + g.t() * q2;  // leverage of each row
+    arma::mat bg = beta_;
+    bg.each_col() %= g;
+    const arma::mat resid = yc - bg.t() * q;  // m x b
+    const arma::rowvec r2 = arma::sum(arma::square(resid), 0);
+    loo_sum_(l) += arma::accu(r2 / arma::square(1.0 - h));
+  }
+  loo_rows_ += x.n_cols;
+}
+
+void RidgeProbe::Select() {
+  if (loo_rows_ != n_)
+    throw std::logic_error("ridge: leave-one-out pass saw " + std::to_string(loo_rows_) + " rows, expected " +
+                           std::to_string(n_));
+  loo_ = loo_sum_ / (double(n_) * beta_.n_cols);
+  best_ = loo_.index_min();
+  lambda_ = lambdas_(best_);
+  arma::mat wz = beta_;
+  wz.each_col() /= (eigval_ + lambda_);
+  w_ = eigvec_ * wz;  // on standardised features
+  w_.each_col() /= sigma_;
+  b_ = ybar_ - w_.t() * mu_;
+}
+
+arma::mat RidgeProbe::Predict(const arma::mat& x) const {
+  arma::mat out = w_.t() * x;
+  out.each_col() += b_;
+  return out;
+}
+
+void RidgeProbe::AccumulateErrors(const arma::mat& x, const arma::mat& y, const arma::vec& center, Errors& e) const {
+  e.sse += arma::accu(arma::square(y - Predict(x)));
+  arma::mat yc = y;
+  yc.each_col() -= center;
+  e.sst += arma::accu(arma::square(yc));
+  e.rows += x.n_cols;
+  e.dims = y.n_rows;
+}
+
+arma::vec ParseLambdas(const std::string& text) {
+  auto number = [&](const std::string& s) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (s.empty() || used != s.size() || !std::isfinite(v) || v < 0)
+      throw std::invalid_argument("--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
+                                  text + "'");
+    return v;
+  };
+  if (text.find(':') != std::string::npos) {
+    std::stringstream ss(text);
+    std::string a, b, c;
+    std::getline(ss, a, ':');
+    std::getline(ss, b, ':');
+    std::getline(ss, c, ':');
+    const double lo = number(a), hi = number(b), count = number(c);
+    if (!(lo > 0) || !(hi >= lo) || count < 1 || count != std::floor(count))
+      throw std::invalid_argument("--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT >= 1, got '" + text + "'");
+    if (count == 1) return arma::vec{lo};
+    return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
+  }
+  std::vector<double> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) v.push_back(number(item));
+  if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
+  return arma::vec(v);
+}
+
+}  // namespace icl::probes

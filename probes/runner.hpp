@@ -1,0 +1,88 @@
+// A probing run: every requested probe family, for every target, layer, number of examples k
+// and seed, on the main activations file and on each control (other files, and targets
+// shuffled across training prompts). Produces tidy records plus fitted weights and pooling
+// weights; writes probes.h5 and the CSV.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "extract/activations.hpp"
+#include "probes/gradient.hpp"
+#include "probes/ridge.hpp"
+
+namespace icl::probes {
+
+inline constexpr const char* kProbesFormat = "iclprobe-probes";
+
+enum class Family { kRidge, kLinear, kMlp };
+std::string FamilyName(Family f);
+std::vector<Family> ParseFamilies(const std::string& text);
+
+struct ProbeRequest {
+  std::string activations;
+  std::vector<std::string> controls;
+  std::vector<std::string> targets = {"w_ols", "xty"};
+  std::vector<Family> families = {Family::kRidge};
+  int seeds = 1;
+  bool shuffle_control = false;
+  arma::vec lambdas = arma::logspace(-3, 5, 20);
+  std::array<double, 3> split = {0.8, 0.1, 0.1};
+  std::uint64_t seed = 0;
+  bool pooled = true;              // gradient probes: attention pooling (false: the single state)
+  GradientProbeOptions gradient;   // mlp / pooled / seed are set per probe
+  std::vector<int> layers;         // empty: every stored layer
+  std::vector<int> ks;             // empty: 1..n
+  int threads = 0;                 // 0: all cores
+  int block_rows = 2048;           // rows per read
+
+  std::string ToJson() const;
+};
+
+struct ProbeRecord {
+  std::string target, probe, source;
+  int layer = 0, k = 0, seed = 0;
+  double mse = 0, nmse = 0, r2 = 0;
+  double lambda = -1;  // ridge only
+  int epochs = 0;      // gradient probes only
+};
+
+struct ProbeOutput {
+  std::vector<ProbeRecord> records;
+  std::vector<std::string> sources;  // "model", control stems, "shuffled"
+  std::vector<int> layers, ks;
+  int seeds = 1;
+  struct Ridge {
+    std::string target, source;
+    int layer, k, seed;
+    double lambda;
+    arma::mat weights;  // p x m on raw features
+    arma::vec intercept;
+    arma::vec loo_mse;
+  };
+  std::vector<Ridge> ridge;
+  struct Alpha {
+    std::string target, probe, source;
+    int layer, k, seed;
+    arma::vec alpha;
+  };
+  std::vector<Alpha> alphas;
+};
+
+// Checks every file and option against each other before any work (throws
+// std::invalid_argument with the file or option at fault); returns the files' descriptions.
+std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& request);
+
+ProbeOutput RunProbes(ProbeRequest request,
+                      const std::function<void(double done, double total)>& progress = {});
+
+void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);
+void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out);
+
+// The stem naming a control source: "acts_init" for "runs/acts_init.h5".
+std::string SourceName(const std::string& path);
+
+}  // namespace icl::probes

@@ -1,8 +1,8 @@
 // iclprobe probe: layer-wise ridge, linear and MLP readouts of regression quantities from an
 // activations file, with controls; writes probes.h5 and a tidy CSV.
+#include <fmt/format.h>
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -36,7 +36,9 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size()) throw std::invalid_argument(option + ": expected comma-separated integers, got '" + text + "'");
+    if (used != item.size())
+      throw std::invalid_argument(option + ": expected comma-separated integers, got '" + text +
+                                  "'");
     out.push_back(v);
   }
   return out;
@@ -55,7 +57,10 @@ std::array<double, 3> ParseSplit(const std::string& text) {
     }
     ok = used == parts[i].size() && f[i] >= 0;
   }
-  if (!ok) throw std::invalid_argument("--split: expected three non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, got '" + text + "'");
+  if (!ok)
+    throw std::invalid_argument(
+        "--split: expected three non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, got '" +
+        text + "'");
   return f;
 }
 
@@ -63,8 +68,8 @@ std::array<double, 3> ParseSplit(const std::string& text) {
 
 int RunProbe(int argc, char** argv) {
   probes::ProbeRequest req;
-  std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20", split = "0.8,0.1,0.1",
-                        pooling = "attention", layers, ks;
+  std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20",
+                        split = "0.8,0.1,0.1", pooling = "attention", layers, ks;
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
@@ -99,15 +104,19 @@ int RunProbe(int argc, char** argv) {
       ("quiet,q", "no progress bar");
   // clang-format on
   po::variables_map vm;
-  if (!Parse(argc, argv, opts, vm,
-             "Usage: iclprobe probe --activations FILE --out FILE [options]\n\n"
-             "Fits readouts of regression quantities (targets) from the hidden state after k examples\n"
-             "at every layer, on held-out prompts, and reports MSE, nMSE (1 = predicting the mean)\n"
-             "and R2 per (target, probe, source, layer, k, seed), with controls.",
-             "iclprobe probe --activations acts.h5 --control acts_init.h5 --control acts_fixedw.h5 "
-             "--targets w_ols,xty,xtx --probes ridge,linear,mlp --seeds 3 --out probes.h5 --csv probes.csv"))
+  if (!Parse(
+          argc, argv, opts, vm,
+          "Usage: iclprobe probe --activations FILE --out FILE [options]\n\n"
+          "Fits readouts of regression quantities (targets) from the hidden state after k "
+          "examples\n"
+          "at every layer, on held-out prompts, and reports MSE, nMSE (1 = predicting the mean)\n"
+          "and R2 per (target, probe, source, layer, k, seed), with controls.",
+          "iclprobe probe --activations acts.h5 --control acts_init.h5 --control acts_fixedw.h5 "
+          "--targets w_ols,xty,xtx --probes ridge,linear,mlp --seeds 3 --out probes.h5 --csv "
+          "probes.csv"))
     return 0;
-  if (req.activations.empty()) throw std::invalid_argument("--activations: required (a file from iclprobe extract)");
+  if (req.activations.empty())
+    throw std::invalid_argument("--activations: required (a file from iclprobe extract)");
   if (out.empty()) throw std::invalid_argument("--out: required (the probes.h5 file to write)");
   req.targets = SplitList(targets);
   if (req.targets.empty()) throw std::invalid_argument("--targets: empty list");
@@ -132,8 +141,8 @@ int RunProbe(int argc, char** argv) {
   if (vm.count("csv")) csvout = std::make_unique<data::AtomicOutput>(csv, force, "--csv");
   probes::ValidateRequest(req);
 
-  const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() * req.ks.size() *
-                          req.families.size();
+  const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() *
+                          req.ks.size() * req.families.size();
   Progress progress("probe", units, vm.count("quiet") > 0, "(layer,k) fits");
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = probes::RunProbes(
@@ -151,14 +160,16 @@ int RunProbe(int argc, char** argv) {
 
   // Summary: best layer per target, probe and source at the largest k probed (mean over seeds).
   const int k = result.ks.back();
-  std::map<std::tuple<std::string, std::string, std::string, int>, std::pair<double, int>> mean;  // sum, count
+  std::map<std::tuple<std::string, std::string, std::string, int>, std::pair<double, int>>
+      mean;  // sum, count
   for (const auto& r : result.records)
     if (r.k == k) {
       auto& m = mean[{r.target, r.probe, r.source, r.layer}];
       m.first += r.r2;
       m.second += 1;
     }
-  std::cout << fmt::format("probe: best layer by test R2 at k={} (mean over {} seed(s)):\n", k, result.seeds);
+  std::cout << fmt::format("probe: best layer by test R2 at k={} (mean over {} seed(s)):\n", k,
+                           result.seeds);
   for (const auto& t : req.targets)
     for (auto fam : req.families)
       for (const auto& s : result.sources) {
@@ -170,12 +181,12 @@ int RunProbe(int argc, char** argv) {
           const double v = it->second.first / it->second.second;
           if (v > best) best = v, best_layer = l;
         }
-        std::cout << fmt::format("  {:<8} {:<7} {:<22} layer {:>2}  R2 {:+.3f}\n", t, probes::FamilyName(fam), s,
-                                 best_layer, best);
+        std::cout << fmt::format("  {:<8} {:<7} {:<22} layer {:>2}  R2 {:+.3f}\n", t,
+                                 probes::FamilyName(fam), s, best_layer, best);
       }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("wrote {}{} ({} records) in {}\n", out, csvout ? " and " + csv : "", result.records.size(),
-                           FormatDuration(secs));
+  std::cout << fmt::format("wrote {}{} ({} records) in {}\n", out, csvout ? " and " + csv : "",
+                           result.records.size(), FormatDuration(secs));
   return 0;
 }
 

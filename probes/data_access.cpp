@@ -13,17 +13,20 @@ std::vector<Role> SplitPrompts(std::int64_t n, const std::array<double, 3>& f, s
     if (!(v >= 0)) throw std::invalid_argument("--split: fractions must be non-negative");
   const double total = f[0] + f[1] + f[2];
   if (!(total > 0)) throw std::invalid_argument("--split: fractions sum to 0");
-  const std::int64_t n_train = std::llround(n * f[0] / total), n_val = std::llround(n * f[1] / total);
+  const std::int64_t n_train = std::llround(n * f[0] / total),
+                     n_val = std::llround(n * f[1] / total);
   const std::int64_t n_test = n - n_train - n_val;
   if (n_train < 2 || n_val < 1 || n_test < 1)
-    throw std::invalid_argument("--split: " + std::to_string(n) + " prompts give " + std::to_string(n_train) +
-                                " train / " + std::to_string(n_val) + " validation / " + std::to_string(n_test) +
+    throw std::invalid_argument("--split: " + std::to_string(n) + " prompts give " +
+                                std::to_string(n_train) + " train / " + std::to_string(n_val) +
+                                " validation / " + std::to_string(n_test) +
                                 " test prompts; every part needs prompts (train at least 2)");
   // Fisher-Yates with the project's portable generator.
   std::vector<std::int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   data::Rng rng(seed, /*stream=*/0x5b11);
-  for (std::int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.NextU64() % std::uint64_t(i + 1)]);
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(order[i], order[rng.NextU64() % std::uint64_t(i + 1)]);
   std::vector<Role> roles(n);
   for (std::int64_t j = 0; j < n; ++j)
     roles[order[j]] = j < n_train ? Role::kTrain : (j < n_train + n_val ? Role::kVal : Role::kTest);
@@ -41,8 +44,10 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
   const auto it = std::find(info.targets.begin(), info.targets.end(), name);
   if (it == info.targets.end()) {
     std::string have;
-    for (const auto& t : info.targets) have += (have.empty() ? "" : ", ") + t;
-    throw std::invalid_argument("--targets: '" + name + "' is not in '" + info.path + "' (it has " + have + ")");
+    for (const auto& t : info.targets)
+      have += (have.empty() ? "" : ", ") + t;
+    throw std::invalid_argument("--targets: '" + name + "' is not in '" + info.path + "' (it has " +
+                                have + ")");
   }
   const bool per_k = info.target_per_k[it - info.targets.begin()];
   const h5::File f = h5::File::Open(info.path);
@@ -51,13 +56,15 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
   const std::vector<double> raw = ds.ReadAll<double>();
   const std::int64_t N = info.prompts;
   const int n = info.task.n;
-  const arma::uword row = ds.RowSize();                   // per prompt
-  const arma::uword per = per_k ? row / n : row;          // per prompt and k
+  const arma::uword row = ds.RowSize();           // per prompt
+  const arma::uword per = per_k ? row / n : row;  // per prompt and k
   const bool symmetric = ds.HasAttr("symmetric") && ds.GetInt("symmetric") != 0;
   arma::uword side = 0;
   if (symmetric) {
     side = static_cast<arma::uword>(std::llround(std::sqrt(double(per))));
-    if (side * side != per) throw std::invalid_argument("'" + info.path + "': /targets/" + name + " is marked symmetric but is not square");
+    if (side * side != per)
+      throw std::invalid_argument("'" + info.path + "': /targets/" + name +
+                                  " is marked symmetric but is not square");
   }
   Target t;
   t.name = name;
@@ -69,14 +76,17 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
       if (symmetric) {
         arma::uword e = 0;
         for (arma::uword r = 0; r < side; ++r)
-          for (arma::uword c = r; c < side; ++c) m(e++, i) = v[r * side + c];
+          for (arma::uword c = r; c < side; ++c)
+            m(e++, i) = v[r * side + c];
       } else {
-        for (arma::uword e = 0; e < per; ++e) m(e, i) = v[e];
+        for (arma::uword e = 0; e < per; ++e)
+          m(e, i) = v[e];
       }
     }
     if (!m.is_finite()) {
       const arma::uvec bad = arma::find_nonfinite(m);
-      throw std::invalid_argument("'" + info.path + "': /targets/" + name + " has a non-finite value at prompt " +
+      throw std::invalid_argument("'" + info.path + "': /targets/" + name +
+                                  " has a non-finite value at prompt " +
                                   std::to_string(bad(0) / t.dims) + ", k=" + std::to_string(k));
     }
     t.values.push_back(std::move(m));
@@ -99,8 +109,8 @@ arma::mat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
     const arma::uvec bad = arma::find_nonfinite(buf);
     const arma::uword col = bad(0) / buf.n_rows, pos = (bad(0) % buf.n_rows) / h_;
     throw std::invalid_argument("'" + path_ + "': /hidden/" + extract::LayerName(layer_) +
-                                " has a non-finite value at prompt " + std::to_string(start + col) + ", position " +
-                                std::to_string(pos));
+                                " has a non-finite value at prompt " + std::to_string(start + col) +
+                                ", position " + std::to_string(pos));
   }
   return arma::conv_to<arma::mat>::from(buf);
 }

@@ -16,7 +16,8 @@ enum class Role : std::uint8_t { kTrain = 0, kVal = 1, kTest = 2 };
 
 // A seeded split of prompts 0..N-1 into train / validation / test by the given fractions
 // (normalised). Throws std::invalid_argument when any part would be empty.
-std::vector<Role> SplitPrompts(std::int64_t prompts, const std::array<double, 3>& fractions, std::uint64_t seed);
+std::vector<Role> SplitPrompts(std::int64_t prompts, const std::array<double, 3>& fractions,
+                               std::uint64_t seed);
 
 // Indices of the prompts with a given role.
 arma::uvec RoleIndices(const std::vector<Role>& roles, Role role);

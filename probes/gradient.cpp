@@ -5,7 +5,8 @@
 
 namespace icl::probes {
 
-PooledProbeImpl::PooledProbeImpl(int positions, int hidden, int outputs, const GradientProbeOptions& o)
+PooledProbeImpl::PooledProbeImpl(int positions, int hidden, int outputs,
+                                 const GradientProbeOptions& o)
     : pooled(o.pooled), mlp(o.mlp) {
   if (pooled) scores = register_parameter("scores", torch::zeros({positions}));
   proj = register_module("proj", torch::nn::Linear(hidden, hidden));
@@ -19,35 +20,41 @@ PooledProbeImpl::PooledProbeImpl(int positions, int hidden, int outputs, const G
 
 torch::Tensor PooledProbeImpl::forward(const torch::Tensor& x) {
   // sum_t alpha_t W_v h_t = W_v (sum_t alpha_t h_t): pool first, project once.
-  auto v = pooled ? torch::einsum("bth,t->bh", {x, torch::softmax(scores, /*dim=*/0)}) : x;
+  auto v = pooled ? torch::einsum("bth,t->bh", {x, Alpha(/*detach=*/false)}) : x;
   v = proj(v);
   if (!mlp) return fc1(v);
   return fc2(torch::gelu(fc1(v), /*approximate=*/"tanh"));
 }
 
-torch::Tensor PooledProbeImpl::Alpha() const {
-  return pooled ? torch::softmax(scores.detach(), /*dim=*/0) : torch::Tensor();
+torch::Tensor PooledProbeImpl::Alpha(bool detach) const {
+  if (!pooled) return torch::Tensor();
+  // alpha = softmax(10 s): the factor lets Adam move the pooling logits ten times faster than
+  // the weights, so that pooling concentrates within a few hundred steps.
+  return torch::softmax(kScoreScale * (detach ? scores.detach() : scores), /*dim=*/0);
 }
 
 namespace {
 
 torch::Tensor Rows(const torch::Tensor& t, const arma::uvec& idx) {
   auto i = torch::from_blob(const_cast<arma::uword*>(idx.memptr()), {static_cast<long>(idx.n_elem)},
-                            torch::kInt64).clone();
+                            torch::kInt64)
+               .clone();
   return t.index_select(0, i);
 }
 
 torch::Tensor TargetRows(const arma::mat& y, const arma::uvec& idx) {
   const arma::mat sub = y.cols(idx);  // m x b column-major == row-major [b, m]
-  return torch::from_blob(const_cast<double*>(sub.memptr()), {static_cast<long>(sub.n_cols), static_cast<long>(sub.n_rows)},
+  return torch::from_blob(const_cast<double*>(sub.memptr()),
+                          {static_cast<long>(sub.n_cols), static_cast<long>(sub.n_rows)},
                           torch::kFloat64)
       .to(torch::kFloat32);
 }
 
 }  // namespace
 
-GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets, const arma::uvec& train,
-                             const arma::uvec& val, const arma::uvec& test, const GradientProbeOptions& o) {
+GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
+                             const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
+                             const GradientProbeOptions& o) {
   torch::manual_seed(o.seed);
   const int H = features.size(-1), m = targets.n_rows;
   const int T = o.pooled ? features.size(1) : 1;
@@ -90,7 +97,8 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
       best = v;
       since_best = 0;
       best_params.clear();
-      for (const auto& p : probe->parameters()) best_params.push_back(p.detach().clone());
+      for (const auto& p : probe->parameters())
+        best_params.push_back(p.detach().clone());
     } else if (++since_best >= o.patience) {
       break;
     }
@@ -98,7 +106,8 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
   {
     torch::NoGradGuard no_grad;
     auto params = probe->parameters();
-    for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(best_params[i]);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      params[i].copy_(best_params[i]);
   }
 
   GradientFit fit;

@@ -14,13 +14,13 @@
 namespace icl::probes {
 
 struct GradientProbeOptions {
-  bool mlp = true;          // false: FF is linear
-  bool pooled = true;       // false: the single y-token state
+  bool mlp = true;     // false: FF is linear
+  bool pooled = true;  // false: the single y-token state
   int mlp_hidden = 256;
   double lr = 1e-3;
-  int batch = 256;
+  int batch = 64;
   int max_epochs = 30;
-  int patience = 3;         // epochs without validation improvement before stopping
+  int patience = 4;  // epochs without validation improvement before stopping
   std::uint64_t seed = 0;
 };
 
@@ -28,7 +28,8 @@ struct PooledProbeImpl : torch::nn::Module {
   PooledProbeImpl(int positions, int hidden, int outputs, const GradientProbeOptions& options);
   // x: [B, T, H] when pooled, [B, H] otherwise -> [B, m]
   torch::Tensor forward(const torch::Tensor& x);
-  torch::Tensor Alpha() const;  // softmax(s), [T]; empty when not pooled
+  static constexpr double kScoreScale = 10.0;
+  torch::Tensor Alpha(bool detach = true) const;  // softmax(10 s), [T]; empty when not pooled
 
   bool pooled, mlp;
   torch::Tensor scores;
@@ -43,7 +44,8 @@ struct GradientFit {
   arma::vec alpha;  // learned pooling weights (pooled probes)
   int epochs = 0;
 };
-GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets, const arma::uvec& train,
-                             const arma::uvec& val, const arma::uvec& test, const GradientProbeOptions& options);
+GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
+                             const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
+                             const GradientProbeOptions& options);
 
 }  // namespace icl::probes

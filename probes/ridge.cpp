@@ -51,7 +51,8 @@ RidgeProbe::RidgeProbe(arma::vec lambdas, bool standardize)
     : lambdas_(std::move(lambdas)), standardize_(standardize) {
   if (lambdas_.is_empty()) throw std::invalid_argument("ridge: empty lambda grid");
   for (double l : lambdas_)
-    if (!(l >= 0) || !std::isfinite(l)) throw std::invalid_argument("ridge: lambdas must be finite and >= 0");
+    if (!(l >= 0) || !std::isfinite(l))
+      throw std::invalid_argument("ridge: lambdas must be finite and >= 0");
 }
 
 void RidgeProbe::Prepare(const FeatureStats& train) {
@@ -64,16 +65,20 @@ void RidgeProbe::Prepare(const FeatureStats& train) {
   if (standardize_) {
     const arma::vec var = arma::clamp(c.diag() / double(n_), 0.0, arma::datum::inf);
     const double scale = std::max(var.max(), 1e-300);
-    for (arma::uword j = 0; j < p; ++j) sigma_(j) = var(j) > 1e-12 * scale ? std::sqrt(var(j)) : 1.0;
+    for (arma::uword j = 0; j < p; ++j)
+      sigma_(j) = var(j) > 1e-12 * scale ? std::sqrt(var(j)) : 1.0;
     c.each_col() /= sigma_;
     c.each_row() /= sigma_.t();
   }
   c = arma::symmatu(c);
-  if (!arma::eig_sym(eigval_, eigvec_, c)) throw std::runtime_error("ridge: eigendecomposition failed");
+  if (!arma::eig_sym(eigval_, eigvec_, c))
+    throw std::runtime_error("ridge: eigendecomposition failed");
   eigval_ = arma::clamp(eigval_, 0.0, arma::datum::inf);
-  if (lambdas_.min() == 0 && (n_ <= static_cast<std::int64_t>(p) || eigval_.min() <= 1e-10 * eigval_.max()))
-    throw std::invalid_argument("ridge: " + std::to_string(n_) + " training prompts for " + std::to_string(p) +
-                                " features and lambda = 0 in the grid: the fit is not unique; use lambdas > 0");
+  if (lambdas_.min() == 0 &&
+      (n_ <= static_cast<std::int64_t>(p) || eigval_.min() <= 1e-10 * eigval_.max()))
+    throw std::invalid_argument(
+        "ridge: " + std::to_string(n_) + " training prompts for " + std::to_string(p) +
+        " features and lambda = 0 in the grid: the fit is not unique; use lambdas > 0");
 }
 
 void RidgeProbe::Begin(const TargetStats& train) {
@@ -123,8 +128,8 @@ void RidgeProbe::AccumulateLoo(const arma::mat& x, const arma::mat& y) {
 
 void RidgeProbe::Select() {
   if (loo_rows_ != n_)
-    throw std::logic_error("ridge: leave-one-out pass saw " + std::to_string(loo_rows_) + " rows, expected " +
-                           std::to_string(n_));
+    throw std::logic_error("ridge: leave-one-out pass saw " + std::to_string(loo_rows_) +
+                           " rows, expected " + std::to_string(n_));
   loo_ = loo_sum_ / (double(n_) * beta_.n_cols);
   best_ = loo_.index_min();
   lambda_ = lambdas_(best_);
@@ -141,7 +146,8 @@ arma::mat RidgeProbe::Predict(const arma::mat& x) const {
   return out;
 }
 
-void RidgeProbe::AccumulateErrors(const arma::mat& x, const arma::mat& y, const arma::vec& center, Errors& e) const {
+void RidgeProbe::AccumulateErrors(const arma::mat& x, const arma::mat& y, const arma::vec& center,
+                                  Errors& e) const {
   e.sse += arma::accu(arma::square(y - Predict(x)));
   arma::mat yc = y;
   yc.each_col() -= center;
@@ -160,8 +166,9 @@ arma::vec ParseLambdas(const std::string& text) {
       used = 0;
     }
     if (s.empty() || used != s.size() || !std::isfinite(v) || v < 0)
-      throw std::invalid_argument("--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
-                                  text + "'");
+      throw std::invalid_argument(
+          "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
+          text + "'");
     return v;
   };
   if (text.find(':') != std::string::npos) {
@@ -172,14 +179,17 @@ arma::vec ParseLambdas(const std::string& text) {
     std::getline(ss, c, ':');
     const double lo = number(a), hi = number(b), count = number(c);
     if (!(lo > 0) || !(hi >= lo) || count < 1 || count != std::floor(count))
-      throw std::invalid_argument("--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT >= 1, got '" + text + "'");
+      throw std::invalid_argument(
+          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT >= 1, got '" + text +
+          "'");
     if (count == 1) return arma::vec{lo};
     return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
   }
   std::vector<double> v;
   std::stringstream ss(text);
   std::string item;
-  while (std::getline(ss, item, ',')) v.push_back(number(item));
+  while (std::getline(ss, item, ','))
+    v.push_back(number(item));
   if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
   return arma::vec(v);
 }

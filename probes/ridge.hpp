@@ -42,8 +42,8 @@ struct Errors {
 
 // Ridge with an unpenalised intercept on standardised features:
 //   W(lambda) = (Z^T Z + lambda I)^{-1} Z^T (Y - mean Y),  Z = (X - mu) / sigma (training stats).
-// Exact leave-one-out residuals e_i = (y_i - yhat_i) / (1 - h_ii), h_ii = 1/N + z_i^T (Z^T Z + lambda I)^{-1} z_i,
-// for every lambda from Z^T Z = V diag(s) V^T.
+// Exact leave-one-out residuals e_i = (y_i - yhat_i) / (1 - h_ii), h_ii = 1/N + z_i^T (Z^T Z +
+// lambda I)^{-1} z_i, for every lambda from Z^T Z = V diag(s) V^T.
 //
 // Use: Prepare(train feature stats) once per feature set; then per target:
 //   Begin(target stats); AccumulateLoo(train blocks) [second pass]; Select(); Predict / Evaluate.
@@ -53,7 +53,8 @@ class RidgeProbe {
 
   void Prepare(const FeatureStats& train);
   void Begin(const TargetStats& train);
-  // Second pass over the training rows (any blocking): adds leave-one-out squared errors per lambda.
+  // Second pass over the training rows (any blocking): adds leave-one-out squared errors per
+  // lambda.
   void AccumulateLoo(const arma::mat& x, const arma::mat& y);
   // Held-out rows (any blocking, same pass): adds their squared error for every lambda, so
   // that test errors need no third pass over the data.
@@ -63,7 +64,8 @@ class RidgeProbe {
   // Predictions for a p x b block: m x b.
   arma::mat Predict(const arma::mat& x) const;
   // Adds the squared errors of `Predict(x)` against y, and of the mean `center` (m) to `e`.
-  void AccumulateErrors(const arma::mat& x, const arma::mat& y, const arma::vec& center, Errors& e) const;
+  void AccumulateErrors(const arma::mat& x, const arma::mat& y, const arma::vec& center,
+                        Errors& e) const;
 
   const arma::vec& lambdas() const { return lambdas_; }
   const arma::vec& loo_mse() const { return loo_; }  // per lambda, mean over rows and entries
@@ -78,12 +80,12 @@ class RidgeProbe {
   arma::vec lambdas_;
   bool standardize_;
   std::int64_t n_ = 0;
-  arma::vec mu_, sigma_;    // feature standardisation
-  arma::vec eigval_;        // s
-  arma::mat eigvec_;        // V
-  arma::vec ybar_;          // training target mean
-  arma::mat beta_;          // V^T Z^T (Y - ybar): p x m
-  arma::vec loo_sum_;       // per lambda
+  arma::vec mu_, sigma_;  // feature standardisation
+  arma::vec eigval_;      // s
+  arma::mat eigvec_;      // V
+  arma::vec ybar_;        // training target mean
+  arma::mat beta_;        // V^T Z^T (Y - ybar): p x m
+  arma::vec loo_sum_;     // per lambda
   std::int64_t loo_rows_ = 0;
   arma::vec loo_;
   arma::vec heldout_sse_;

@@ -32,12 +32,12 @@ struct ProbeRequest {
   arma::vec lambdas = arma::logspace(-3, 5, 20);
   std::array<double, 3> split = {0.8, 0.1, 0.1};
   std::uint64_t seed = 0;
-  bool pooled = true;              // gradient probes: attention pooling (false: the single state)
-  GradientProbeOptions gradient;   // mlp / pooled / seed are set per probe
-  std::vector<int> layers;         // empty: every stored layer
-  std::vector<int> ks;             // empty: 1..n
-  int threads = 0;                 // 0: all cores
-  int block_rows = 2048;           // rows per read
+  bool pooled = true;             // gradient probes: attention pooling (false: the single state)
+  GradientProbeOptions gradient;  // mlp / pooled / seed are set per probe
+  std::vector<int> layers;        // empty: every stored layer
+  std::vector<int> ks;            // empty: 1..n
+  int threads = 0;                // 0: all cores
+  int block_rows = 2048;          // rows per read
 
   std::string ToJson() const;
 };

@@ -1,0 +1,199 @@
+// End to end: `iclprobe probe` on synthetic activations files with planted structure.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "data/hdf5.hpp"
+#include "data/prompt_io.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+using test::CountLines;
+using test::RunIclprobe;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kN = 2000, kn = 3, kd = 2, kH = 8, kT = 2 * kn;
+
+struct Synthetic {
+  bool planted = true;  // layer 2 encodes xty linearly at the state after k examples
+  int hidden = kH;
+  int prompts = kN;
+  bool nan_hidden = false;  // a NaN at prompt 5, position 1 of layer 1
+  bool nan_target = false;  // a NaN in w_ols of prompt 7
+  unsigned seed = 1;
+};
+
+// Writes a file with the layout iclprobe extract produces (only what probe reads).
+void WriteActivations(const std::string& path, const Synthetic& s) {
+  arma::arma_rng::set_seed(s.seed);
+  const hsize_t N = s.prompts, H = s.hidden;
+  h5::File f = h5::File::Create(path, true);
+  data::WriteFormatAttrs(f, "iclprobe-activations");
+  f.SetAttr("model_config", "{\"d\":2,\"n_max\":3,\"layers\":2,\"hidden\":" + std::to_string(H) +
+                                ",\"heads\":1,\"mlp_ratio\":4}");
+  f.SetAttr("task_config", "{\"d\":2,\"n\":3,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
+  f.SetAttr("seed", 1);
+  f.SetAttr("prompts", std::int64_t(N));
+  f.SetAttr("n_complete", std::int64_t(N));
+  f.SetAttr("checkpoint_sha256", std::string(64, '0'));
+  f.SetAttr("positions", "all");
+  f.SetAttr("layers", "[0,1,2]");
+  arma::cube xty(kd, kn, N, arma::fill::randn), wols(kd, kn, N, arma::fill::randn);
+  if (s.nan_target) wols(0, 1, 7) = arma::datum::nan;
+  arma::cube xtx(kd * kd, kn, N, arma::fill::randn);
+  for (hsize_t i = 0; i < N; ++i)
+    for (int k = 0; k < kn; ++k)
+      xtx(2, k, i) = xtx(1, k, i);  // symmetric 2x2
+  f.CreateDataset<double>("targets/xty", {N, kn, kd}).Write(xty.memptr());
+  f.CreateDataset<double>("targets/w_ols", {N, kn, kd}).Write(wols.memptr());
+  h5::Dataset dx = f.CreateDataset<double>("targets/xtx", {N, kn, kd, kd});
+  dx.Write(xtx.memptr());
+  dx.SetAttr("symmetric", 1);
+  arma::mat a(H, kd, arma::fill::randn);
+  for (int l = 0; l <= 2; ++l) {
+    arma::cube h(H, kT, N, arma::fill::randn);  // [N, T, H]
+    if (l == 2 && s.planted)
+      for (hsize_t i = 0; i < N; ++i)
+        for (int k = 1; k <= kn; ++k)
+          h.slice(i).col(2 * k - 1) = a * xty.slice(i).col(k - 1) + 0.01 * arma::randn(H);
+    if (l == 1 && s.nan_hidden) h(0, 1, 5) = arma::datum::nan;
+    const arma::fcube hf = arma::conv_to<arma::fcube>::from(h);
+    f.CreateDataset<float>("hidden/layer_0" + std::to_string(l), {N, kT, H}).Write(hf.memptr());
+  }
+  f.CreateDataset<float>("predictions", {N, kn});
+  f.CreateDataset<double>("prompts/x", {N, kn, kd});
+}
+
+// (target, probe, source, layer, k, seed) -> r2
+std::map<std::string, double> ReadR2(const std::string& csv) {
+  std::map<std::string, double> out;
+  std::istringstream in(test::ReadFile(csv));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "target,probe,source,layer,k,seed,mse,nmse,r2");
+  while (std::getline(in, line)) {
+    const auto last = line.rfind(',');
+    auto key = line.substr(0, last);
+    for (int i = 0; i < 2; ++i)
+      key = key.substr(0, key.rfind(','));  // drop mse, nmse
+    out[key] = std::stod(line.substr(last + 1));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(CliProbe, RidgeFindsThePlantedLayerAndControlsDoNot) {
+  TempDir tmp;
+  WriteActivations(tmp / "acts.h5", {});
+  Synthetic control;
+  control.planted = false;
+  control.seed = 2;
+  WriteActivations(tmp / "acts_init.h5", control);
+  const auto r =
+      RunIclprobe("probe -a " + (tmp / "acts.h5") + " --control " + (tmp / "acts_init.h5") +
+                  " --targets xty,w_ols,xtx --probes ridge --shuffle-control --seeds 2 --threads 2 "
+                  "--quiet --out " +
+                  (tmp / "probes.h5") + " --csv " + (tmp / "probes.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto r2 = ReadR2(tmp / "probes.csv");
+  EXPECT_EQ(r2.size(), 3u * 3 * 3 * 3 * 2);  // targets x sources x layers x k x seeds
+  for (int k = 1; k <= 3; ++k)
+    for (int s = 0; s < 2; ++s) {
+      const std::string ks = "," + std::to_string(k) + "," + std::to_string(s);
+      EXPECT_GT(r2["xty,ridge,model,2" + ks], 0.999) << k;
+      // Where nothing is encoded, test R2 is 0 up to the sampling error of 200 test prompts.
+      EXPECT_LT(std::abs(r2["xty,ridge,model,0" + ks]), 0.1) << k;
+      EXPECT_LT(std::abs(r2["xty,ridge,acts_init,2" + ks]), 0.1) << k;
+      EXPECT_LT(std::abs(r2["xty,ridge,shuffled,2" + ks]), 0.1) << k;
+      EXPECT_LT(std::abs(r2["w_ols,ridge,model,2" + ks]), 0.1) << k;  // not encoded
+    }
+  const h5::File f = h5::File::Open(tmp / "probes.h5");
+  EXPECT_EQ(f.GetString("format"), "iclprobe-probes");
+  EXPECT_EQ(f.OpenDataset("metrics/xty/ridge/model/r2").dims(), (h5::Dims{3, 3, 2}));
+  EXPECT_EQ(f.OpenDataset("ridge/xtx/model/weights").dims(),
+            (h5::Dims{3, 3, 2, 8, 3}));  // upper triangle of 2x2
+  const auto sel = f.OpenDataset("selectivity/xty/ridge/acts_init").ReadAll<double>();
+  EXPECT_GT(sel[(2 * 3 + 2) * 2 + 0], 0.95);  // layer index 2, k index 2, seed 0
+  EXPECT_TRUE(f.Exists("selectivity/xty/ridge/shuffled"));
+  EXPECT_EQ(f.OpenDataset("ridge/xty/model/lambda").dims(), (h5::Dims{3, 3, 2}));
+}
+
+TEST(CliProbe, GradientProbesRunAndSaveTheirPoolingWeights) {
+  TempDir tmp;
+  WriteActivations(tmp / "acts.h5", {});
+  const auto r = RunIclprobe("probe -a " + (tmp / "acts.h5") +
+                             " --targets xty --probes linear,mlp --layers 2 "
+                             "--epochs 40 --mlp-hidden 32 --threads 2 --quiet --out " +
+                             (tmp / "p.h5") + " --csv " + (tmp / "p.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto r2 = ReadR2(tmp / "p.csv");
+  EXPECT_GT(r2["xty,linear,model,2,3,0"], 0.95);
+  EXPECT_GT(r2["xty,mlp,model,2,3,0"], 0.8);
+  const h5::File f = h5::File::Open(tmp / "p.h5");
+  const auto alpha = f.OpenDataset("alpha/xty/linear/model").ReadAll<double>();  // [1, 3, 1, 6]
+  ASSERT_EQ(alpha.size(), 18u);
+  // k = 3: weights over positions 0..5 sum to 1 and peak at the state after 3 examples (5).
+  double sum = 0;
+  for (int t = 0; t < 6; ++t)
+    sum += alpha[12 + t];
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  EXPECT_EQ(std::max_element(alpha.begin() + 12, alpha.begin() + 18) - (alpha.begin() + 12), 5);
+  EXPECT_EQ(alpha[6 + 4], 0.0);  // k = 2 sees positions 0..3 only
+}
+
+TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
+  TempDir tmp;
+  WriteActivations(tmp / "acts.h5", {});
+  Synthetic wide;
+  wide.hidden = 12;
+  WriteActivations(tmp / "wide.h5", wide);
+  Synthetic nan_h;
+  nan_h.nan_hidden = true;
+  WriteActivations(tmp / "nan_h.h5", nan_h);
+  Synthetic nan_t;
+  nan_t.nan_target = true;
+  WriteActivations(tmp / "nan_t.h5", nan_t);
+  Synthetic few;
+  few.prompts = 10;
+  WriteActivations(tmp / "few.h5", few);
+  const std::string out = tmp / "probes.h5";
+  const std::string a = " -a " + (tmp / "acts.h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {a + " --targets xty,moments", "--targets: 'moments' is not in"},
+      {a + " --control " + (tmp / "wide.h5"), "has hidden 12 but"},
+      {" -a " + (tmp / "nan_h.h5") + " --layers 1", "non-finite value at prompt 5, position 1"},
+      {" -a " + (tmp / "nan_t.h5") + " --targets w_ols",
+       "/targets/w_ols has a non-finite value at prompt 7"},
+      {a + " --split 1,0,0", "--split"},
+      {a + " --split 0.8,0.1", "--split: expected three"},
+      {" -a " + (tmp / "few.h5") + " --lambdas 0,1", "--lambdas: 0 is in the grid"},
+      {a + " --probes ridge,forest", "--probes: unknown probe 'forest'"},
+      {a + " --lambdas 1:0.5:3", "--lambdas"},
+      {a + " --layers 7", "--layers: layer 7 is not stored"},
+      {a + " --k 4", "--k: 4 is outside 1..3"},
+      {" -a " + (tmp / "none.h5"), "no such file"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = RunIclprobe("probe --quiet --threads 1" + args + " --out " + out + " --csv " +
+                               (tmp / "p.csv"));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+    EXPECT_FALSE(fs::exists(out + ".partial")) << args;
+    EXPECT_FALSE(fs::exists(tmp / "p.csv")) << args;
+  }
+  ASSERT_EQ(RunIclprobe("probe --quiet" + a + " --out " + out).exit_code, 0);
+  const auto again = RunIclprobe("probe --quiet" + a + " --out " + out);
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--force"), std::string::npos);
+  // A probes file is not an activations file.
+  const auto wrong = RunIclprobe("probe --quiet -a " + out + " --out " + (tmp / "x.h5"));
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("expected 'iclprobe-activations'"), std::string::npos) << wrong.err;
+}

@@ -39,5 +39,6 @@ int RunTrain(int argc, char** argv);
 int RunInspect(int argc, char** argv);
 int RunExtract(int argc, char** argv);
 int RunProbe(int argc, char** argv);
+int RunCompare(int argc, char** argv);
 
 }  // namespace icl::cli

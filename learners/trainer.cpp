@@ -31,22 +31,64 @@ void CheckCompatible(const ModelConfig& model, const data::TaskConfig& task) {
 
 }  // namespace
 
-arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch) {
+arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set, int batch) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  const int n = set.task.n, d = set.task.d;
-  arma::mat err(n, set.size());
+  const int n = set.task.n;
+  arma::mat out(n, set.size());
   for (std::size_t b = 0; b < set.size(); b += batch) {
     const std::size_t count = std::min<std::size_t>(batch, set.size() - b);
     const auto pred =
         model->forward(data::TokenTensor(set, b, count)).to(torch::kFloat64).contiguous();
     // pred [count, n] row-major == n x count column-major.
-    const arma::mat p(pred.data_ptr<double>(), n, count, /*copy_aux_mem=*/false, /*strict=*/true);
-    err.cols(b, b + count - 1) = arma::square(p - set.y.cols(b, b + count - 1)) / d;
+    out.cols(b, b + count - 1) = arma::mat(pred.data_ptr<double>(), n, count);
   }
   model->train(was_training);
-  return err;
+  return out;
+}
+
+arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch) {
+  return arma::square(TransformerPredictions(model, set, batch) - set.y) / set.task.d;
+}
+
+arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t prompt,
+                               const arma::cube& queries) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const int d = set.task.d, n = set.task.n;
+  const long q = queries.n_cols;
+  // Row (k, j): the prompt's tokens with x_{k+1} replaced by query j; later tokens are ignored.
+  auto tokens = data::TokenTensor(set, prompt, 1).expand({n * q, 2L * n, d + 1L}).clone();
+  const arma::fcube qf = arma::conv_to<arma::fcube>::from(queries);  // d x Q x n == [n, Q, d]
+  const auto qt = torch::from_blob(const_cast<float*>(qf.memptr()), {n, q, static_cast<long>(d)});
+  auto view = tokens.view({n, q, 2L * n, d + 1L});
+  for (int k = 0; k < n; ++k) view[k].select(1, 2 * k).slice(1, 1, d + 1).copy_(qt[k]);
+  const auto pred = model->forward(tokens).view({n, q, n});  // [k, j, x-token index]
+  auto out = torch::empty({n, q}, torch::kFloat64);
+  for (int k = 0; k < n; ++k) out[k].copy_(pred[k].select(1, k));
+  model->train(was_training);
+  return arma::mat(out.data_ptr<double>(), q, n);  // [n, Q] row-major == Q x n
+}
+
+arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::size_t prompt,
+                           int k, const arma::mat& queries) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const int d = set.task.d;
+  const long q = queries.n_cols;
+  auto tokens = torch::zeros({q, 2L * k + 1, d + 1L});
+  if (k > 0)
+    tokens.slice(1, 0, 2 * k).copy_(data::TokenTensor(set, prompt, 1, k).expand({q, 2L * k, d + 1L}));
+  const arma::fmat qf = arma::conv_to<arma::fmat>::from(queries);  // d x Q == [Q, d] row-major
+  tokens.select(1, 2 * k).slice(1, 1, d + 1).copy_(
+      torch::from_blob(const_cast<float*>(qf.memptr()), {q, static_cast<long>(d)}));
+  // Read at the query position 2k: prediction index k.
+  const auto pred = model->forward(tokens).select(1, k).to(torch::kFloat64).contiguous();
+  model->train(was_training);
+  return arma::vec(pred.data_ptr<double>(), q);
 }
 
 void WriteInitCheckpoint(const ModelConfig& model_config, const TrainConfig& train,

@@ -255,3 +255,27 @@ TEST(Trainer, ErrorsMatchAHandComputation) {
     for (int k = 0; k < 5; ++k)
       EXPECT_NEAR(err(k, i), std::pow(pred[i][k].item<double>() - set.y(k, i), 2) / 3, 1e-9);
 }
+
+TEST(Transformer, BatchedQueriesEqualOneAtATimeForwardPasses) {
+  torch::manual_seed(6);
+  Transformer m(Tiny(2));
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  const auto set = data::SamplePrompts(t, 8, 0, 2);
+  arma::arma_rng::set_seed(3);
+  arma::cube q(3, 4, 5, arma::fill::randn);
+  const arma::mat all = learners::QueryPredictionsAllK(m, set, 1, q);  // 4 x 5
+  for (int k = 0; k < 5; ++k) {
+    const arma::vec per_k = learners::QueryPredictions(m, set, 1, k, q.slice(k));
+    for (int j = 0; j < 4; ++j) {
+      // One query, one sequence: the context's 2k tokens, then [0, x'].
+      auto tokens = torch::zeros({1, 2L * k + 1, 4});
+      if (k > 0) tokens.slice(1, 0, 2 * k).copy_(data::TokenTensor(set, 1, 1, k));
+      for (int c = 0; c < 3; ++c) tokens[0][2 * k][1 + c] = q(c, j, k);
+      const double single = m->forward(tokens)[0][k].item<double>();
+      EXPECT_NEAR(all(j, k), single, 1e-5) << "k=" << k;
+      EXPECT_NEAR(per_k(j), single, 1e-5) << "k=" << k;
+    }
+  }
+}

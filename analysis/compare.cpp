@@ -7,11 +7,13 @@
 namespace icl::analysis {
 
 Curve Spd(const arma::mat& a, const arma::mat& b, int d) {
-  if (a.n_rows != b.n_rows || a.n_cols != b.n_cols) throw std::invalid_argument("spd: prediction shapes differ");
+  if (a.n_rows != b.n_rows || a.n_cols != b.n_cols)
+    throw std::invalid_argument("spd: prediction shapes differ");
   const arma::mat sq = arma::square(a - b) / d;
   Curve c;
   c.mean = arma::mean(sq, 1);
-  const arma::vec sd = sq.n_cols > 1 ? arma::vec(arma::stddev(sq, 0, 1)) : arma::vec(sq.n_rows, arma::fill::zeros);
+  const arma::vec sd =
+      sq.n_cols > 1 ? arma::vec(arma::stddev(sq, 0, 1)) : arma::vec(sq.n_rows, arma::fill::zeros);
   const arma::vec half = 1.96 * sd / std::sqrt(double(sq.n_cols));
   c.lo = c.mean - half;
   c.hi = c.mean + half;
@@ -28,7 +30,8 @@ ImplicitFit FitImplicitWeights(const arma::mat& queries, const arma::vec& yhat) 
   f.w = coef.tail(d);
   const double sst = arma::accu(arma::square(yhat - arma::mean(yhat)));
   const double sse = arma::accu(arma::square(yhat - design * coef));
-  f.r2 = sst > 1e-12 * std::max(1.0, arma::accu(arma::square(yhat))) ? 1.0 - sse / sst : arma::datum::nan;
+  f.r2 = sst > 1e-12 * std::max(1.0, arma::accu(arma::square(yhat))) ? 1.0 - sse / sst
+                                                                     : arma::datum::nan;
   return f;
 }
 
@@ -36,14 +39,16 @@ arma::vec Ilwd(const arma::cube& wa, const arma::cube& wb) {
   if (arma::size(wa) != arma::size(wb)) throw std::invalid_argument("ilwd: weight shapes differ");
   const double d = wa.n_rows;
   arma::vec out(wa.n_cols, arma::fill::zeros);
-  for (arma::uword p = 0; p < wa.n_slices; ++p) out += arma::sum(arma::square(wa.slice(p) - wb.slice(p)), 0).t();
+  for (arma::uword p = 0; p < wa.n_slices; ++p)
+    out += arma::sum(arma::square(wa.slice(p) - wb.slice(p)), 0).t();
   return out / (double(wa.n_slices) * d);
 }
 
 arma::mat QueryPoints(int d, int count, std::uint64_t seed, std::uint64_t prompt) {
   data::Rng rng(seed ^ 0x9e3779b97f4a7c15ULL, prompt);
   arma::mat q(d, count);
-  for (double& v : q) v = rng.Normal();
+  for (double& v : q)
+    v = rng.Normal();
   return q;
 }
 

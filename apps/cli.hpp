@@ -40,5 +40,6 @@ int RunInspect(int argc, char** argv);
 int RunExtract(int argc, char** argv);
 int RunProbe(int argc, char** argv);
 int RunCompare(int argc, char** argv);
+int RunReport(int argc, char** argv);
 
 }  // namespace icl::cli

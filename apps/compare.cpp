@@ -1,9 +1,9 @@
 // iclprobe compare: which learning algorithm does a trained transformer match? SPD and ILWD per
 // k against classical learners, the implicit-fit R2 (how linear it is), and the matrix of the
 // paper's noisy-regime table when several checkpoints are given.
+#include <fmt/format.h>
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 
@@ -39,7 +39,8 @@ std::string Cell(double v, bool best) {
 
 int RunCompare(int argc, char** argv) {
   std::vector<std::string> checkpoints;
-  std::string learner_specs = "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3", csv;
+  std::string learner_specs = "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3",
+              csv;
   int prompts = 2000, queries = 0, ilwd_prompts = 200, threads = 0, n = 0;
   std::uint64_t seed = 3;
   double noise = -1, w_scale = -1;
@@ -67,19 +68,23 @@ int RunCompare(int argc, char** argv) {
       ("quiet,q", "no progress bar");
   // clang-format on
   po::variables_map vm;
-  if (!Parse(argc, argv, opts, vm,
-             "Usage: iclprobe compare --checkpoint FILE [--checkpoint FILE ...] [options]\n\n"
-             "Compares trained learners with classical ones on the same seeded prompts: squared\n"
-             "prediction difference (SPD / d) and implicit linear weight difference (ILWD / d) per\n"
-             "number of examples k, and how linear each trained learner is (implicit-fit R2).",
-             "iclprobe compare --checkpoint checkpoints/d4_l8_h64.h5 --learners "
-             "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3 --prompts 2000 --seed 3 --csv cmp.csv"))
+  if (!Parse(
+          argc, argv, opts, vm,
+          "Usage: iclprobe compare --checkpoint FILE [--checkpoint FILE ...] [options]\n\n"
+          "Compares trained learners with classical ones on the same seeded prompts: squared\n"
+          "prediction difference (SPD / d) and implicit linear weight difference (ILWD / d) per\n"
+          "number of examples k, and how linear each trained learner is (implicit-fit R2).",
+          "iclprobe compare --checkpoint checkpoints/d4_l8_h64.h5 --learners "
+          "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3 --prompts 2000 --seed 3 "
+          "--csv cmp.csv"))
     return 0;
-  if (checkpoints.empty()) throw std::invalid_argument("--checkpoint: required (a trained learner)");
+  if (checkpoints.empty())
+    throw std::invalid_argument("--checkpoint: required (a trained learner)");
   RequirePositive("prompts", prompts);
   RequirePositive("ilwd-prompts", ilwd_prompts);
   std::vector<learners::CheckpointInfo> infos;
-  for (const auto& c : checkpoints) infos.push_back(learners::ReadCheckpointInfo(c));
+  for (const auto& c : checkpoints)
+    infos.push_back(learners::ReadCheckpointInfo(c));
   data::TaskConfig task = infos[0].train.task;
   task.fixed_w = false;
   if (vm.count("n")) task.n = n;
@@ -88,18 +93,21 @@ int RunCompare(int argc, char** argv) {
   task.Validate();
   for (const auto& info : infos) {
     if (info.model.d != task.d)
-      throw std::invalid_argument("--checkpoint: '" + info.path + "' has d=" + std::to_string(info.model.d) +
+      throw std::invalid_argument("--checkpoint: '" + info.path +
+                                  "' has d=" + std::to_string(info.model.d) +
                                   " but the prompts have d=" + std::to_string(task.d));
     if (task.n > info.model.n_max)
-      throw std::invalid_argument("--checkpoint: '" + info.path + "' reads at most n=" + std::to_string(info.model.n_max) +
+      throw std::invalid_argument("--checkpoint: '" + info.path +
+                                  "' reads at most n=" + std::to_string(info.model.n_max) +
                                   " examples but the prompts have n=" + std::to_string(task.n));
   }
-  const auto refs = learners::MakeLearners(learner_specs, task);
+  learners::MakeLearners(learner_specs, task);  // checks the specs before any work
   const int d = task.d;
   if (queries == 0) queries = 2 * (d + 1);
   if (queries < d + 1)
-    throw std::invalid_argument("--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(d + 1) +
-                                " query points, got " + std::to_string(queries));
+    throw std::invalid_argument(
+        "--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(d + 1) +
+        " query points, got " + std::to_string(queries));
   if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
   const bool force = vm.count("force") > 0;
   std::unique_ptr<data::AtomicOutput> out, lin_out;
@@ -111,28 +119,49 @@ int RunCompare(int argc, char** argv) {
   }
   SetThreads(threads);
 
-  const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   const int N = prompts, P = std::min(ilwd_prompts, prompts);
-  // Reference learners: predictions n x N and weights d x n x P.
-  std::vector<arma::mat> ref_pred;
-  std::vector<arma::cube> ref_w;
-  for (const auto& l : refs) {
-    arma::mat pred(task.n, N);
-    arma::cube w(d, task.n, l->is_linear() ? P : 0);
-    learners::LearnerRun run;
-    for (int i = 0; i < N; ++i) {
-      l->Run(set.x.slice(i), set.y.col(i), run);
-      pred.col(i) = run.predictions;
-      if (l->is_linear() && i < P) w.slice(i) = run.weights;
+  // Reference learners on a task: predictions n x N and weights d x n x P.
+  struct References {
+    data::PromptSet set;
+    std::vector<std::unique_ptr<learners::ClassicalLearner>> learners;
+    std::vector<arma::mat> pred;
+    std::vector<arma::cube> w;
+  };
+  auto references = [&](const data::TaskConfig& t) {
+    References r;
+    r.set = data::SamplePrompts(t, seed, 0, prompts);
+    r.learners = learners::MakeLearners(learner_specs, t);
+    for (const auto& l : r.learners) {
+      arma::mat pred(t.n, N);
+      arma::cube w(d, t.n, l->is_linear() ? P : 0);
+      learners::LearnerRun run;
+      for (int i = 0; i < N; ++i) {
+        l->Run(r.set.x.slice(i), r.set.y.col(i), run);
+        pred.col(i) = run.predictions;
+        if (l->is_linear() && i < P) w.slice(i) = run.weights;
+      }
+      r.pred.push_back(std::move(pred));
+      r.w.push_back(std::move(w));
     }
-    ref_pred.push_back(std::move(pred));
-    ref_w.push_back(std::move(w));
-  }
+    return r;
+  };
 
   std::vector<Entry> entries;
   std::vector<arma::mat> implicit_r2;  // per checkpoint: n x P
-  Progress progress("compare", static_cast<long long>(infos.size()) * P, vm.count("quiet") > 0, "contexts");
+  std::vector<data::TaskConfig> tasks;
+  Progress progress("compare", static_cast<long long>(infos.size()) * P, vm.count("quiet") > 0,
+                    "contexts");
   for (std::size_t c = 0; c < infos.size(); ++c) {
+    // Each checkpoint is compared on prompts of its own training task (noise, scale), unless
+    // options override them: the layout of the paper's noisy-regime table.
+    data::TaskConfig tc = infos[c].train.task;
+    tc.fixed_w = false;
+    tc.n = task.n;
+    if (vm.count("noise")) tc.noise = task.noise;
+    if (vm.count("w-scale")) tc.w_scale = task.w_scale;
+    tasks.push_back(tc);
+    const References ref = references(tc);
+    const data::PromptSet& set = ref.set;
     learners::Transformer model = learners::LoadCheckpoint(infos[c].path);
     const std::string name = std::filesystem::path(infos[c].path).stem().string();
     const arma::mat pred = learners::TransformerPredictions(model, set);
@@ -140,8 +169,10 @@ int RunCompare(int argc, char** argv) {
     arma::mat r2(task.n, P);
     for (int i = 0; i < P; ++i) {
       arma::cube q(d, queries, task.n);
-      for (int k = 0; k < task.n; ++k) q.slice(k) = analysis::QueryPoints(d, queries, seed, std::uint64_t(i) * task.n + k);
-      const arma::mat yhat = learners::QueryPredictionsAllK(model, set, i, q);  // one forward pass per context
+      for (int k = 0; k < task.n; ++k)
+        q.slice(k) = analysis::QueryPoints(d, queries, seed, std::uint64_t(i) * task.n + k);
+      const arma::mat yhat =
+          learners::QueryPredictionsAllK(model, set, i, q);  // one forward pass per context
       for (int k = 0; k < task.n; ++k) {
         const auto fit = analysis::FitImplicitWeights(q.slice(k), yhat.col(k));
         w.slice(i).col(k) = fit.w;
@@ -150,21 +181,27 @@ int RunCompare(int argc, char** argv) {
       progress.Update(static_cast<long long>(c) * P + i + 1);
     }
     implicit_r2.push_back(r2);
-    for (std::size_t j = 0; j < refs.size(); ++j)
-      entries.push_back({name, refs[j]->spec(), analysis::Spd(pred, ref_pred[j], d),
-                         refs[j]->is_linear() ? analysis::Ilwd(w, ref_w[j]) : arma::vec()});
+    for (std::size_t j = 0; j < ref.learners.size(); ++j)
+      entries.push_back({name, ref.learners[j]->spec(), analysis::Spd(pred, ref.pred[j], d),
+                         ref.learners[j]->is_linear() ? analysis::Ilwd(w, ref.w[j]) : arma::vec()});
   }
   progress.Finish();
-  if (vm.count("all-pairs"))
-    for (std::size_t a = 0; a < refs.size(); ++a)
-      for (std::size_t b = a + 1; b < refs.size(); ++b)
-        entries.push_back({refs[a]->spec(), refs[b]->spec(), analysis::Spd(ref_pred[a], ref_pred[b], d),
-                           refs[a]->is_linear() && refs[b]->is_linear() ? analysis::Ilwd(ref_w[a], ref_w[b]) : arma::vec()});
+  if (vm.count("all-pairs")) {
+    const References ref = references(tasks[0]);  // on the first checkpoint's task
+    const auto& L = ref.learners;
+    for (std::size_t a = 0; a < L.size(); ++a)
+      for (std::size_t b = a + 1; b < L.size(); ++b)
+        entries.push_back({L[a]->spec(), L[b]->spec(), analysis::Spd(ref.pred[a], ref.pred[b], d),
+                           L[a]->is_linear() && L[b]->is_linear()
+                               ? analysis::Ilwd(ref.w[a], ref.w[b])
+                               : arma::vec()});
+  }
 
   // Summary per checkpoint: means over the under-determined region (k < d) and over all k.
-  std::cout << fmt::format("compare: d={} n={} noise={} w_scale={}, {} prompts (seed {}), ILWD on {} contexts x {} "
-                           "queries; values are divided by d\n",
-                           d, task.n, task.noise, task.w_scale, N, seed, P, queries);
+  std::cout << fmt::format(
+      "compare: d={} n={}, {} prompts (seed {}) of each checkpoint's task, ILWD on {} contexts x "
+      "{} queries; values are divided by d\n",
+      d, task.n, N, seed, P, queries);
   std::vector<std::string> models;
   for (const auto& e : entries)
     if (std::find(models.begin(), models.end(), e.model) == models.end()) models.push_back(e.model);
@@ -185,11 +222,15 @@ int RunCompare(int argc, char** argv) {
       for (double v : cols[j])
         if (!std::isnan(v)) best[j] = std::min(best[j], v);
     }
-    std::cout << fmt::format("\n{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", models[c], "learner", "SPD k<d",
-                             "SPD all k", "ILWD k<d", "ILWD all k");
+    const std::string noise = c < tasks.size() ? fmt::format(" (noise {:g}, w_scale {:g})",
+                                                             tasks[c].noise, tasks[c].w_scale)
+                                               : "";
+    std::cout << fmt::format("\n{}{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", models[c], noise,
+                             "learner", "SPD k<d", "SPD all k", "ILWD k<d", "ILWD all k");
     for (std::size_t r = 0; r < rows.size(); ++r) {
       std::cout << fmt::format("{:<16}", rows[r]->learner);
-      for (int j = 0; j < 4; ++j) std::cout << Cell(cols[j][r], cols[j][r] == best[j]);
+      for (int j = 0; j < 4; ++j)
+        std::cout << Cell(cols[j][r], cols[j][r] == best[j]);
       std::cout << "\n";
     }
     if (c < implicit_r2.size()) {
@@ -197,18 +238,24 @@ int RunCompare(int argc, char** argv) {
       for (arma::uword k = 0; k < implicit_r2[c].n_rows; ++k) {
         const arma::rowvec row = implicit_r2[c].row(k);
         const arma::uvec ok = arma::find_finite(row);
-        std::cout << fmt::format(" {}", ok.is_empty() ? std::string("-") : fmt::format("{:.3f}", arma::mean(arma::rowvec(row.cols(ok)))));
+        std::cout << fmt::format(
+            " {}", ok.is_empty() ? std::string("-")
+                                 : fmt::format("{:.3f}", arma::mean(arma::rowvec(row.cols(ok)))));
       }
       std::cout << "\n";
     }
   }
   std::cout << "* = closest learner in that column\n";
   if (infos.size() > 1) {
-    // The paper's noisy-regime layout: rows = reference learners, columns = checkpoints, mean SPD over k.
-    std::cout << fmt::format("\nmean SPD over k (rows: learners, columns: checkpoints; * = column minimum)\n{:<16}", "");
-    for (std::size_t c = 0; c < infos.size(); ++c) std::cout << fmt::format("{:>24}", models[c].substr(0, 23));
+    // The paper's noisy-regime layout: rows = reference learners, columns = checkpoints, mean SPD
+    // over k.
+    std::cout << fmt::format(
+        "\nmean SPD over k (rows: learners, columns: checkpoints; * = column minimum)\n{:<16}", "");
+    for (std::size_t c = 0; c < infos.size(); ++c)
+      std::cout << fmt::format("{:>24}", models[c].substr(0, 23));
     std::cout << "\n";
-    for (const auto& l : refs) {
+    for (const auto& spec : learners::MakeLearners(learner_specs, task)) {
+      const auto& l = spec;
       std::cout << fmt::format("{:<16}", l->spec());
       for (std::size_t c = 0; c < infos.size(); ++c) {
         double v = 0, best = arma::datum::inf;
@@ -230,8 +277,9 @@ int RunCompare(int argc, char** argv) {
       f << "model,learner,k,spd,spd_lo,spd_hi,ilwd\n";
       for (const auto& e : entries)
         for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
-          f << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{}\n", e.model, e.learner, k, e.spd.mean(k), e.spd.lo(k),
-                           e.spd.hi(k), e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)));
+          f << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{}\n", e.model, e.learner, k,
+                           e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
+                           e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)));
       f.close();
       if (!f) throw std::runtime_error("--csv: cannot write '" + out->temp_path() + "'");
       std::ofstream g(lin_out->temp_path());
@@ -240,7 +288,10 @@ int RunCompare(int argc, char** argv) {
         for (arma::uword k = 0; k < implicit_r2[c].n_rows; ++k) {
           const arma::rowvec row = implicit_r2[c].row(k);
           const arma::uvec ok = arma::find_finite(row);
-          g << fmt::format("{},{},{},{}\n", models[c], k, ok.is_empty() ? std::string() : fmt::format("{:.9g}", arma::mean(arma::rowvec(row.cols(ok)))),
+          g << fmt::format("{},{},{},{}\n", models[c], k,
+                           ok.is_empty()
+                               ? std::string()
+                               : fmt::format("{:.9g}", arma::mean(arma::rowvec(row.cols(ok)))),
                            ok.n_elem);
         }
       g.close();

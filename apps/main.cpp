@@ -24,7 +24,9 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunExtract},
     {"probe", "fit ridge / linear / MLP readouts of regression quantities per layer, with controls",
      icl::cli::RunProbe},
-    {"compare", "which algorithm does a trained learner match? SPD, ILWD and linearity per k", icl::cli::RunCompare},
+    {"report", "probe tables by layer, decodability onset, plots", icl::cli::RunReport},
+    {"compare", "which algorithm does a trained learner match? SPD, ILWD and linearity per k",
+     icl::cli::RunCompare},
     {"inspect", "describe a checkpoint; export a copy without its training state",
      icl::cli::RunInspect},
 };

@@ -36,8 +36,10 @@ int main(int argc, char** argv) {
   const std::string big_path = (dir / "big_init.h5").string();
   learners::WriteInitCheckpoint(big, big_train, big_path);
 
-  std::printf("threads %d, %lld prompts, every layer, all positions\n", threads, static_cast<long long>(prompts));
-  std::printf("%-28s %-9s %10s %10s %10s %9s\n", "learner", "storage", "prompts/s", "MB/s", "file MB", "seconds");
+  std::printf("threads %d, %lld prompts, every layer, all positions\n", threads,
+              static_cast<long long>(prompts));
+  std::printf("%-28s %-9s %10s %10s %10s %9s\n", "learner", "storage", "prompts/s", "MB/s",
+              "file MB", "seconds");
   for (const std::string& ckpt : {shipped, big_path}) {
     if (!fs::exists(ckpt)) {
       std::printf("%-28s (missing: %s)\n", "", ckpt.c_str());

@@ -64,10 +64,12 @@ arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, s
   const arma::fcube qf = arma::conv_to<arma::fcube>::from(queries);  // d x Q x n == [n, Q, d]
   const auto qt = torch::from_blob(const_cast<float*>(qf.memptr()), {n, q, static_cast<long>(d)});
   auto view = tokens.view({n, q, 2L * n, d + 1L});
-  for (int k = 0; k < n; ++k) view[k].select(1, 2 * k).slice(1, 1, d + 1).copy_(qt[k]);
+  for (int k = 0; k < n; ++k)
+    view[k].select(1, 2 * k).slice(1, 1, d + 1).copy_(qt[k]);
   const auto pred = model->forward(tokens).view({n, q, n});  // [k, j, x-token index]
   auto out = torch::empty({n, q}, torch::kFloat64);
-  for (int k = 0; k < n; ++k) out[k].copy_(pred[k].select(1, k));
+  for (int k = 0; k < n; ++k)
+    out[k].copy_(pred[k].select(1, k));
   model->train(was_training);
   return arma::mat(out.data_ptr<double>(), q, n);  // [n, Q] row-major == Q x n
 }
@@ -81,10 +83,12 @@ arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::
   const long q = queries.n_cols;
   auto tokens = torch::zeros({q, 2L * k + 1, d + 1L});
   if (k > 0)
-    tokens.slice(1, 0, 2 * k).copy_(data::TokenTensor(set, prompt, 1, k).expand({q, 2L * k, d + 1L}));
+    tokens.slice(1, 0, 2 * k)
+        .copy_(data::TokenTensor(set, prompt, 1, k).expand({q, 2L * k, d + 1L}));
   const arma::fmat qf = arma::conv_to<arma::fmat>::from(queries);  // d x Q == [Q, d] row-major
-  tokens.select(1, 2 * k).slice(1, 1, d + 1).copy_(
-      torch::from_blob(const_cast<float*>(qf.memptr()), {q, static_cast<long>(d)}));
+  tokens.select(1, 2 * k)
+      .slice(1, 1, d + 1)
+      .copy_(torch::from_blob(const_cast<float*>(qf.memptr()), {q, static_cast<long>(d)}));
   // Read at the query position 2k: prediction index k.
   const auto pred = model->forward(tokens).select(1, k).to(torch::kFloat64).contiguous();
   model->train(was_training);

@@ -16,7 +16,8 @@ namespace icl::learners {
 // Squared error / d of the model's predictions on `set`: n x N like PerPromptErrors.
 // Prompts may be shorter than the model's n_max. Runs under NoGradGuard in batches.
 arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch = 500);
-// The model's predictions on `set`: n x N, entry (k, i) predicts y_{k+1} of prompt i from k examples.
+// The model's predictions on `set`: n x N, entry (k, i) predicts y_{k+1} of prompt i from k
+// examples.
 arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set, int batch = 500);
 // Predictions of y for `queries` (d x Q) placed one at a time at the query position after the
 // first k examples of prompt i: one forward pass over Q sequences of 2k + 1 tokens (the context
@@ -26,8 +27,8 @@ arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set,
 // at position 2k of a full-length sequence and nothing after it can influence its prediction.
 arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t prompt,
                                const arma::cube& queries);
-arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::size_t prompt, int k,
-                           const arma::mat& queries);
+arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::size_t prompt,
+                           int k, const arma::mat& queries);
 
 struct EvalRecord {
   std::int64_t step = 0;  // steps completed

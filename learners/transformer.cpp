@@ -59,8 +59,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& c)
 }
 
 torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
-  if (tokens.dim() != 3 || tokens.size(2) != config.d + 1 ||
-      tokens.size(1) > 2L * config.n_max)
+  if (tokens.dim() != 3 || tokens.size(2) != config.d + 1 || tokens.size(1) > 2L * config.n_max)
     throw std::invalid_argument(
         "transformer: tokens must be [B, T, d+1] with T <= 2 n_max, d=" + std::to_string(config.d) +
         " and n <= " + std::to_string(config.n_max));

@@ -245,6 +245,12 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       train.push_back(RoleIndices(roles[s], Role::kTrain));
       val.push_back(RoleIndices(roles[s], Role::kVal));
       test.push_back(RoleIndices(roles[s], Role::kTest));
+      if (src.name == "model") {
+        std::vector<std::uint8_t> r8(N);
+        for (std::int64_t i = 0; i < N; ++i)
+          r8[i] = static_cast<std::uint8_t>(roles[s][i]);
+        out.roles.push_back(std::move(r8));
+      }
     }
     std::vector<Target> targets;
     for (const auto& t : r.targets)
@@ -524,6 +530,16 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     f.OpenGroup("ridge").SetAttr(
         "lambdas",
         nlohmann::json(std::vector<double>(req.lambdas.begin(), req.lambdas.end())).dump());
+  // The prompt splits of the main file, so that others can reproduce the fits.
+  for (std::size_t s = 0; s < out.roles.size(); ++s) {
+    h5::Dataset d = f.CreateDataset<std::uint8_t>("splits/seed_" + std::to_string(s),
+                                                  {hsize_t(out.roles[s].size())});
+    d.Write(out.roles[s].data());
+    d.SetAttr(
+        "description",
+        std::string(
+            "role of each prompt of the main activations file: 0 train, 1 validation, 2 test"));
+  }
   // Pooling weights of gradient probes.
   std::map<std::string, std::vector<const ProbeOutput::Alpha*>> alphas;
   for (const auto& a : out.alphas)

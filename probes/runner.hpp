@@ -55,6 +55,8 @@ struct ProbeOutput {
   std::vector<std::string> sources;  // "model", control stems, "shuffled"
   std::vector<int> layers, ks;
   int seeds = 1;
+  std::vector<std::vector<std::uint8_t>>
+      roles;  // main file, per seed: 0 train, 1 validation, 2 test
   struct Ridge {
     std::string target, source;
     int layer, k, seed;

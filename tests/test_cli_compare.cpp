@@ -13,14 +13,18 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
   TempDir tmp;
   const std::string a = tmp / "a.h5", b = tmp / "b.h5", csv = tmp / "cmp.csv";
   for (const auto& [path, seed] : {std::pair{a, 1}, std::pair{b, 2}})
-    ASSERT_EQ(RunIclprobe("train --d 3 --n 5 --layers 1 --hidden 16 --heads 2 --init-only --quiet --seed " +
-                          std::to_string(seed) + " --out " + path)
+    ASSERT_EQ(RunIclprobe(
+                  "train --d 3 --n 5 --layers 1 --hidden 16 --heads 2 --init-only --quiet --seed " +
+                  std::to_string(seed) + " --out " + path)
                   .exit_code,
               0);
-  const auto r = RunIclprobe("compare -c " + a + " -c " + b + " --learners ols,knn:3 --prompts 40 --ilwd-prompts 5 "
-                             "--all-pairs --threads 1 --quiet --csv " + csv);
+  const auto r = RunIclprobe("compare -c " + a + " -c " + b +
+                             " --learners ols,knn:3 --prompts 40 --ilwd-prompts 5 "
+                             "--all-pairs --threads 1 --quiet --csv " +
+                             csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("mean SPD over k (rows: learners, columns: checkpoints"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mean SPD over k (rows: learners, columns: checkpoints"), std::string::npos)
+      << r.out;
   const std::string table = icl::test::ReadFile(csv);
   EXPECT_EQ(table.substr(0, table.find('\n')), "model,learner,k,spd,spd_lo,spd_hi,ilwd");
   EXPECT_EQ(CountLines(table), 1 + (2 * 2 + 1) * 5);  // (2 checkpoints x 2 learners + 1 pair) x 5 k
@@ -34,7 +38,10 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
 TEST(CliCompare, BadInputIsOneLineExitTwo) {
   TempDir tmp;
   const std::string a = tmp / "a.h5";
-  ASSERT_EQ(RunIclprobe("train --d 3 --n 5 --layers 1 --hidden 16 --heads 2 --init-only --quiet --out " + a).exit_code, 0);
+  ASSERT_EQ(RunIclprobe(
+                "train --d 3 --n 5 --layers 1 --hidden 16 --heads 2 --init-only --quiet --out " + a)
+                .exit_code,
+            0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"-c " + a + " --n 8", "reads at most n=5"},
       {"-c " + a + " --learners ols,magic", "unknown learner spec 'magic'"},

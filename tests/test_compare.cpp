@@ -39,8 +39,10 @@ TEST(Spd, OfALearnerWithItselfIsZero) {
 TEST(Spd, BetweenOlsAndRidgeVanishesAsLambdaShrinks) {
   const auto s = Prompts(3, 10, 200, 0.1);
   const arma::mat ols = Predictions(s, *learners::MakeLearner("ols", s.task));
-  const auto far = analysis::Spd(ols, Predictions(s, *learners::MakeLearner("ridge:0.5", s.task)), 3);
-  const auto near = analysis::Spd(ols, Predictions(s, *learners::MakeLearner("ridge:1e-12", s.task)), 3);
+  const auto far =
+      analysis::Spd(ols, Predictions(s, *learners::MakeLearner("ridge:0.5", s.task)), 3);
+  const auto near =
+      analysis::Spd(ols, Predictions(s, *learners::MakeLearner("ridge:1e-12", s.task)), 3);
   EXPECT_GT(far.mean.max(), 1e-3);
   EXPECT_LT(near.mean.max(), 1e-8);
   EXPECT_EQ(near.mean(0), 0.0);  // no examples: both predict 0
@@ -72,14 +74,16 @@ TEST(ImplicitWeights, OfALinearLearnerAreItsWeights) {
       }
     }
   }
-  EXPECT_THROW(analysis::FitImplicitWeights(arma::randn(4, 4), arma::randn(4)), std::invalid_argument);
+  EXPECT_THROW(analysis::FitImplicitWeights(arma::randn(4, 4), arma::randn(4)),
+               std::invalid_argument);
 }
 
 TEST(Ilwd, HandMadeNumbers) {
-  arma::cube a(2, 2, 2, arma::fill::zeros), b(2, 2, 2, arma::fill::zeros);  // d = 2, n = 2, 2 contexts
-  a(0, 1, 0) = 1;  // context 0, k = 1: |(1, 0) - 0|^2 = 1
-  a(1, 1, 1) = 3;  // context 1, k = 1: 9
-  b(0, 0, 1) = 2;  // context 1, k = 0: 4
+  arma::cube a(2, 2, 2, arma::fill::zeros),
+      b(2, 2, 2, arma::fill::zeros);  // d = 2, n = 2, 2 contexts
+  a(0, 1, 0) = 1;                     // context 0, k = 1: |(1, 0) - 0|^2 = 1
+  a(1, 1, 1) = 3;                     // context 1, k = 1: 9
+  b(0, 0, 1) = 2;                     // context 1, k = 0: 4
   const arma::vec ilwd = analysis::Ilwd(a, b);
   EXPECT_DOUBLE_EQ(ilwd(0), (0 + 4) / 2.0 / 2);
   EXPECT_DOUBLE_EQ(ilwd(1), (1 + 9) / 2.0 / 2);

@@ -272,7 +272,8 @@ TEST(Transformer, BatchedQueriesEqualOneAtATimeForwardPasses) {
       // One query, one sequence: the context's 2k tokens, then [0, x'].
       auto tokens = torch::zeros({1, 2L * k + 1, 4});
       if (k > 0) tokens.slice(1, 0, 2 * k).copy_(data::TokenTensor(set, 1, 1, k));
-      for (int c = 0; c < 3; ++c) tokens[0][2 * k][1 + c] = q(c, j, k);
+      for (int c = 0; c < 3; ++c)
+        tokens[0][2 * k][1 + c] = q(c, j, k);
       const double single = m->forward(tokens)[0][k].item<double>();
       EXPECT_NEAR(all(j, k), single, 1e-5) << "k=" << k;
       EXPECT_NEAR(per_k(j), single, 1e-5) << "k=" << k;

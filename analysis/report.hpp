@@ -1,0 +1,64 @@
+// Probe results as a researcher reads them: error tables by layer, the layer where each
+// quantity becomes decodable (onset), and plots through gnuplot.
+#pragma once
+
+#include <armadillo>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace icl::analysis {
+
+// The metrics of a probes.h5 file: [target][probe][source] -> cube (seed, k index, layer index).
+struct ProbeResults {
+  std::string path;
+  int d = 0, n = 0, seeds = 1;
+  std::vector<int> layers, ks;
+  std::vector<std::string> targets, probes, sources;  // in file order; sources[0] == "model"
+  std::map<std::string, arma::cube> metric;           // key "target/probe/source/metric"
+  std::map<std::string, arma::mat>
+      alpha;  // key "target/probe/source": positions x (layer*K + k) mean over seeds
+  const arma::cube* Find(const std::string& target, const std::string& probe,
+                         const std::string& source, const std::string& metric) const;
+};
+
+// Reads and checks a probes file (format iclprobe-probes); throws std::invalid_argument.
+ProbeResults ReadProbeResults(const std::string& path);
+
+// Mean over seeds with a 95% Student-t interval (half-width 0 for one seed).
+struct Summary {
+  double mean = 0, half = 0;
+};
+Summary OverSeeds(const arma::cube& c, arma::uword k_index, arma::uword layer_index);
+
+struct OnsetRule {
+  double threshold = -1;  // absolute R2 threshold; < 0: relative to the best layer
+  double relative = 0.9;  // fraction of the best layer's R2 when relative
+  double margin = 0.1;    // required selectivity over every control
+};
+
+struct Onset {
+  std::string target, probe;
+  int k = 0;
+  int layer = -1;        // -1: never
+  double threshold = 0;  // the R2 that had to be reached
+  double best_r2 = 0;
+  int best_layer = 0;
+  std::vector<std::pair<std::string, int>>
+      controls;  // control -> first layer reaching the threshold (-1 never)
+};
+std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule);
+void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const OnsetRule& rule);
+
+enum class TableFormat { kMarkdown, kCsv, kLatex };
+// Per target: rows = layers, columns = (k, probe, source); cells = metric mean (+- 95% interval).
+void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& metric,
+                 const std::vector<int>& ks, TableFormat format);
+
+// Writes PNG and SVG plots (and their data and gnuplot scripts) into `dir`. Returns false,
+// having written nothing but the data files, when `gnuplot` cannot be run.
+bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const std::string& dir,
+                const std::string& gnuplot);
+
+}  // namespace icl::analysis

@@ -1,0 +1,139 @@
+// iclprobe report: probe error tables (Markdown, LaTeX, CSV), decodability onset and plots.
+#include <fmt/format.h>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "analysis/report.hpp"
+#include "apps/cli.hpp"
+#include "data/output.hpp"
+
+namespace icl::cli {
+
+namespace {
+
+// gnuplot on PATH (or $ICLPROBE_GNUPLOT), or "" when there is none.
+std::string FindGnuplot() {
+  if (const char* env = std::getenv("ICLPROBE_GNUPLOT"))
+    return std::filesystem::exists(env) ? env : "";
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const auto candidate = std::filesystem::path(dir) / "gnuplot";
+    if (std::filesystem::exists(candidate)) return candidate.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+int RunReport(int argc, char** argv) {
+  std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out;
+  analysis::OnsetRule rule;
+  po::options_description opts("Options");
+  // clang-format off
+  opts.add_options()
+      ("probes,p", po::value(&probes), "probes.h5 from iclprobe probe (required)")
+      ("format,f", po::value(&format)->default_value(format), "md (GitHub Markdown), tex (booktabs), csv (tidy)")
+      ("metric,m", po::value(&metric)->default_value(metric), "r2, nmse or mse")
+      ("k", po::value(&k_option)->default_value(k_option), "numbers of examples to tabulate: d, n, all, or a "
+       "comma list (d and n stand for those values); the onset uses the last one")
+      ("threshold", po::value(&rule.threshold), "absolute R2 an onset layer must reach (default: relative, 0.9 x "
+       "the best layer's R2 of that target and probe)")
+      ("relative", po::value(&rule.relative)->default_value(rule.relative), "the fraction of the best R2 of "
+       "the relative rule")
+      ("margin", po::value(&rule.margin)->default_value(rule.margin), "selectivity (R2 model - R2 control) "
+       "an onset layer needs over every control")
+      ("plot-dir", po::value(&plot_dir), "write PNG and SVG plots (and their data) here")
+      ("out,o", po::value(&out), "write the tables to this file instead of stdout")
+      ("force", "overwrite an existing --out file");
+  // clang-format on
+  po::variables_map vm;
+  if (!Parse(argc, argv, opts, vm,
+             "Usage: iclprobe report --probes FILE [options]\n\n"
+             "Turns probe results into tables by layer, says where each target becomes decodable\n"
+             "(onset) and plots R2 by layer, R2 over (layer, k) and the pooling weights.",
+             "iclprobe report --probes probes.h5 --format md --metric r2 --k d,n --plot-dir figs/"))
+    return 0;
+  if (probes.empty())
+    throw std::invalid_argument("--probes: required (a probes.h5 file from iclprobe probe)");
+  analysis::TableFormat tf;
+  if (format == "md")
+    tf = analysis::TableFormat::kMarkdown;
+  else if (format == "tex")
+    tf = analysis::TableFormat::kLatex;
+  else if (format == "csv")
+    tf = analysis::TableFormat::kCsv;
+  else
+    throw std::invalid_argument("--format: expected md, tex or csv, got '" + format + "'");
+  if (metric != "r2" && metric != "nmse" && metric != "mse")
+    throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + metric + "'");
+  if (vm.count("threshold") && !(rule.threshold >= 0 && rule.threshold <= 1))
+    throw std::invalid_argument("--threshold: expected an R2 in [0, 1]");
+  std::unique_ptr<data::AtomicOutput> file;
+  if (vm.count("out"))
+    file = std::make_unique<data::AtomicOutput>(out, vm.count("force") > 0, "--out");
+
+  const analysis::ProbeResults r = analysis::ReadProbeResults(probes);
+  std::vector<int> ks;
+  std::stringstream ss(k_option);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "all") {
+      ks.insert(ks.end(), r.ks.begin(), r.ks.end());
+      continue;
+    }
+    int k = 0;
+    if (item == "d")
+      k = r.d;
+    else if (item == "n")
+      k = r.n;
+    else {
+      std::size_t used = 0;
+      try {
+        k = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || item.empty())
+        throw std::invalid_argument("--k: expected d, n, all or numbers, got '" + k_option + "'");
+    }
+    if (std::find(r.ks.begin(), r.ks.end(), k) == r.ks.end())
+      throw std::invalid_argument("--k: k=" + std::to_string(k) + " was not probed in '" + probes +
+                                  "'");
+    if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+  }
+  if (ks.empty()) throw std::invalid_argument("--k: empty list");
+
+  const auto onsets = analysis::FindOnsets(r, ks.back(), rule);
+  std::ostringstream tables;
+  analysis::WriteTables(tables, r, metric, ks, tf);
+  if (file) {
+    std::ofstream f(file->temp_path());
+    f << tables.str();
+    f.close();
+    if (!f) throw std::runtime_error("--out: cannot write '" + file->temp_path() + "'");
+    file->Commit();
+  }
+  analysis::PrintOnsets(std::cout, onsets, rule);
+  if (!file)
+    std::cout << tables.str();
+  else
+    std::cout << "wrote " << out << "\n";
+  if (vm.count("plot-dir")) {
+    const std::string gnuplot = FindGnuplot();
+    if (gnuplot.empty()) {
+      std::cerr
+          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
+    } else if (!analysis::WritePlots(r, onsets, plot_dir, gnuplot)) {
+      std::cerr << "report: gnuplot failed; the data and plots.gp are in " << plot_dir << "\n";
+    } else {
+      std::cout << "plots in " << plot_dir << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace icl::cli

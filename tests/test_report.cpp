@@ -1,0 +1,166 @@
+// iclprobe report on a small hand-made probes.h5: onset at the planted layer, rules honoured,
+// each format equal to its stored expected file, a missing plot tool, a refused file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "analysis/report.hpp"
+#include "data/hdf5.hpp"
+#include "data/prompt_io.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+using test::RunIclprobe;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Layers 0..4, k in {2, 4} (d = 2, n = 4), two seeds; sources model, acts_init, shuffled.
+// xty is decodable from layer 3 (R2 0.9+), ridge and mlp; the control stays at 0.2; w_ols
+// reaches only 0.5 at layer 4, and the control follows it closely (no selectivity).
+void WriteProbes(const std::string& path) {
+  h5::File f = h5::File::Create(path, true);
+  data::WriteFormatAttrs(f, "iclprobe-probes");
+  f.SetAttr("task_config", "{\"d\":2,\"n\":4,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
+  f.SetAttr("layers", "[0,1,2,3,4]");
+  f.SetAttr("ks", "[2,4]");
+  f.SetAttr("seeds", 2);
+  f.SetAttr("sources", "[\"model\",\"acts_init\",\"shuffled\"]");
+  const double xty_model[5] = {0.05, 0.2, 0.6, 0.92, 0.95};
+  const double wols_model[5] = {0.0, 0.1, 0.2, 0.3, 0.5};
+  for (const char* probe : {"ridge", "mlp"}) {
+    for (const char* source : {"model", "acts_init", "shuffled"}) {
+      for (const char* target : {"xty", "w_ols"}) {
+        std::vector<double> r2(5 * 2 * 2);
+        for (int l = 0; l < 5; ++l)
+          for (int k = 0; k < 2; ++k)
+            for (int s = 0; s < 2; ++s) {
+              double v = std::string(target) == "xty" ? xty_model[l] : wols_model[l];
+              if (std::string(source) == "acts_init")
+                v = std::string(target) == "xty" ? 0.2 : v - 0.05;
+              if (std::string(source) == "shuffled") v = 0.0;
+              if (std::string(probe) == "mlp") v += 0.01;
+              v += (k == 0 ? -0.1 : 0.0) + (s == 0 ? -0.01 : 0.01);
+              r2[(l * 2 + k) * 2 + s] = v;
+            }
+        std::vector<double> nmse(r2.size()), mse(r2.size());
+        for (std::size_t i = 0; i < r2.size(); ++i)
+          nmse[i] = 1 - r2[i], mse[i] = 2 * nmse[i];
+        const std::string base =
+            std::string("metrics/") + target + "/" + probe + "/" + source + "/";
+        f.CreateDataset<double>(base + "r2", {5, 2, 2}).Write(r2.data());
+        f.CreateDataset<double>(base + "nmse", {5, 2, 2}).Write(nmse.data());
+        f.CreateDataset<double>(base + "mse", {5, 2, 2}).Write(mse.data());
+      }
+    }
+  }
+  // Pooling weights of the mlp probe, peaked at the state after k examples.
+  std::vector<double> alpha(5 * 2 * 2 * 8, 0.0);
+  for (int cell = 0; cell < 5 * 2 * 2; ++cell) {
+    const int k = (cell / 2) % 2 == 0 ? 2 : 4;
+    for (int t = 0; t < 2 * k; ++t)
+      alpha[cell * 8 + t] = t == 2 * k - 1 ? 0.65 : 0.35 / (2 * k - 1);
+  }
+  f.CreateDataset<double>("alpha/xty/mlp/model", {5, 2, 2, 8}).Write(alpha.data());
+}
+
+std::string Fixture(const std::string& name) {
+  return std::string(ICL_FIXTURES) + "/report/" + name;
+}
+
+}  // namespace
+
+TEST(Report, OnsetIsThePlantedLayer) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");
+  const auto r = analysis::ReadProbeResults(tmp / "p.h5");
+  analysis::OnsetRule rule;  // relative 0.9, margin 0.1
+  const auto onsets = analysis::FindOnsets(r, 4, rule);
+  ASSERT_EQ(onsets.size(), 4u);  // {xty, w_ols} x {ridge, mlp}... in target order of the file
+  for (const auto& o : onsets) {
+    if (o.target == "xty") {
+      EXPECT_EQ(o.layer, 3) << o.probe;  // 0.92 >= 0.9 * 0.95, selectivity 0.72
+      EXPECT_EQ(o.best_layer, 4);
+      for (const auto& [c, l] : o.controls)
+        EXPECT_EQ(l, -1) << c;  // never in the controls
+    } else {
+      EXPECT_EQ(o.layer, -1) << o.probe;  // selectivity over acts_init is only 0.05 <= margin
+    }
+  }
+  // An absolute threshold of 0.95 moves the onset to layer 4 (ridge reaches 0.95, mlp 0.96).
+  rule.threshold = 0.95;
+  for (const auto& o : analysis::FindOnsets(r, 4, rule))
+    if (o.target == "xty") {
+      EXPECT_EQ(o.layer, 4) << o.probe;
+    }
+  // A margin of 0.04 lets w_ols through at layer 4 (selectivity 0.05).
+  analysis::OnsetRule loose;
+  loose.margin = 0.04;
+  for (const auto& o : analysis::FindOnsets(r, 4, loose))
+    if (o.target == "w_ols") {
+      EXPECT_EQ(o.layer, 4) << o.probe;
+    }
+}
+
+TEST(Report, EachFormatMatchesItsExpectedFile) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");
+  for (const auto& [format, expected] :
+       {std::pair{"md", "expected.md"}, std::pair{"tex", "expected.tex"},
+        std::pair{"csv", "expected.csv"}}) {
+    const std::string out = tmp / (std::string("t.") + format);
+    const auto r = RunIclprobe("report --probes " + (tmp / "p.h5") + " --format " + format +
+                               " --k d,n --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // ICL_UPDATE_FIXTURES=1 rewrites the expected files (read them before committing).
+    if (std::getenv("ICL_UPDATE_FIXTURES"))
+      fs::copy_file(out, Fixture(expected), fs::copy_options::overwrite_existing);
+    EXPECT_EQ(test::ReadFile(out), test::ReadFile(Fixture(expected)))
+        << format << " differs from " << expected;
+  }
+  const auto r = RunIclprobe("report --probes " + (tmp / "p.h5"));
+  EXPECT_NE(r.out.find("xty: decodable from layer 3 (ridge)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("never in acts_init"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.9 x the best layer's R2"), std::string::npos) << r.out;
+}
+
+TEST(Report, PlotsAreWrittenAndAMissingGnuplotIsHandled) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");
+  const auto r = RunIclprobe("report --probes " + (tmp / "p.h5") + " --plot-dir " + (tmp / "figs"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f :
+       {"xty_r2_by_layer.png", "xty_r2_by_layer.svg", "xty_ridge_heatmap.png", "xty_mlp_alpha.svg"})
+    EXPECT_TRUE(fs::exists(tmp / ("figs/" + std::string(f)))) << f;
+  const auto none = test::RunShell("ICLPROBE_GNUPLOT=/nonexistent/gnuplot '" + test::IclprobeBin() +
+                                   "' report --probes '" + (tmp / "p.h5") + "' --plot-dir '" +
+                                   (tmp / "figs2") + "'");
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(test::CountLines(none.err), 1);
+  EXPECT_NE(none.err.find("gnuplot not found"), std::string::npos) << none.err;
+  EXPECT_NE(none.out.find("| layer |"), std::string::npos);  // the tables are still written
+}
+
+TEST(Report, RefusesOtherFilesAndBadOptions) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");
+  {
+    h5::File f = h5::File::Create(tmp / "acts.h5");
+    data::WriteFormatAttrs(f, "iclprobe-activations");
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--probes " + (tmp / "acts.h5"), "expected 'iclprobe-probes'"},
+      {"--probes " + (tmp / "p.h5") + " --format html", "--format: expected md, tex or csv"},
+      {"--probes " + (tmp / "p.h5") + " --metric acc", "--metric"},
+      {"--probes " + (tmp / "p.h5") + " --k 3", "--k: k=3 was not probed"},
+      {"--probes " + (tmp / "p.h5") + " --threshold 2", "--threshold"},
+      {"", "--probes: required"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = RunIclprobe("report " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(test::CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+}

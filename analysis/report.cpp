@@ -146,23 +146,32 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
   for (const auto& o : onsets)
     targets.insert(o.target);
   for (const auto& t : std::vector<std::string>(targets.begin(), targets.end())) {
-    std::string parts, never;
-    std::map<std::string, std::vector<std::string>> control_never;
+    std::vector<std::string> found, missing;
+    std::map<std::string, std::vector<std::string>> control;
     for (const auto& o : onsets) {
       if (o.target != t) continue;
-      parts += (parts.empty() ? "" : "; ") +
-               (o.layer >= 0 ? fmt::format("layer {} ({})", o.layer, o.probe)
-                             : fmt::format("never ({})", o.probe)) +
-               fmt::format(" [best R2 {:.3f} at layer {}]", o.best_r2, o.best_layer);
+      const std::string best = fmt::format("best R2 {:.3f} at layer {}", o.best_r2, o.best_layer);
+      if (o.layer >= 0)
+        found.push_back(fmt::format("layer {} ({}, {})", o.layer, o.probe, best));
+      else
+        missing.push_back(fmt::format("{} ({})", o.probe, best));
       for (const auto& [c, l] : o.controls)
-        control_never[c].push_back(l < 0 ? "never" : fmt::format("from layer {}", l));
+        control[c].push_back(l < 0 ? "" : fmt::format("{} from layer {}", o.probe, l));
     }
-    os << fmt::format("  {}: decodable from {}", t, parts);
-    for (const auto& [c, ls] : control_never) {
-      const bool all_never =
-          std::all_of(ls.begin(), ls.end(), [](const std::string& s) { return s == "never"; });
-      os << (all_never ? fmt::format("; never in {}", c)
-                       : fmt::format("; in {}: {}", c, fmt::join(ls, ", ")));
+    os << "  " << t << ": ";
+    if (!found.empty()) os << "decodable from " << fmt::format("{}", fmt::join(found, ", "));
+    if (!missing.empty())
+      os << (found.empty() ? "" : "; ") << "not decodable by "
+         << fmt::format("{}", fmt::join(missing, ", "));
+    for (const auto& [c, ls] : control) {
+      std::vector<std::string> reached;
+      for (const auto& l : ls)
+        if (!l.empty()) reached.push_back(l);
+      if (reached.empty())
+        os << "; never in " << c;
+      else
+        os << "; " << c << " reaches the threshold too ("
+           << fmt::format("{}", fmt::join(reached, ", ")) << ")";
     }
     os << "\n";
   }

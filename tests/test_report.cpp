@@ -120,7 +120,13 @@ TEST(Report, EachFormatMatchesItsExpectedFile) {
         << format << " differs from " << expected;
   }
   const auto r = RunIclprobe("report --probes " + (tmp / "p.h5"));
-  EXPECT_NE(r.out.find("xty: decodable from layer 3 (ridge)"), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("xty: decodable from layer 3 (ridge, best R2 0.950 at layer 4), layer 3 (mlp"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("w_ols: not decodable by ridge (best R2 0.500 at layer 4)"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("never in acts_init"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0.9 x the best layer's R2"), std::string::npos) << r.out;
 }

@@ -2,6 +2,7 @@
 // activations file, with controls; writes probes.h5 and a tidy CSV.
 #include <fmt/format.h>
 #include <chrono>
+#include <future>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "data/output.hpp"
+#include "data/sha256.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::cli {
@@ -145,10 +147,17 @@ int RunProbe(int argc, char** argv) {
                           req.ks.size() * req.families.size();
   Progress progress("probe", units, vm.count("quiet") > 0, "(layer,k) fits");
   const auto t0 = std::chrono::steady_clock::now();
+  // Hash the inputs on another thread while the probes run (a 1 GB file takes seconds).
+  auto hashes = std::async(std::launch::async, [&req] {
+    std::map<std::string, std::string> h;
+    h[req.activations] = data::Sha256File(req.activations);
+    for (const auto& c : req.controls) h[c] = data::Sha256File(c);
+    return h;
+  });
   const auto result = probes::RunProbes(
       req, [&](double done, double) { progress.Update(static_cast<long long>(done + 1e-9)); });
   progress.Finish();
-  probes::WriteProbesFile(h5out.temp_path(), req, result);
+  probes::WriteProbesFile(h5out.temp_path(), req, result, hashes.get());
   if (csvout) {
     std::ofstream f(csvout->temp_path());
     probes::WriteProbesCsv(f, result);

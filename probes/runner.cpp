@@ -450,12 +450,17 @@ void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
                       r.layer, r.k, r.seed, r.mse, r.nmse, r.r2);
 }
 
-void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out) {
+void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
+                     const std::map<std::string, std::string>& sha256) {
   const auto info = extract::ReadActivationsInfo(req.activations);
+  auto sha = [&](const std::string& p) {
+    const auto it = sha256.find(p);
+    return it != sha256.end() ? it->second : data::Sha256File(p);
+  };
   h5::File f = h5::File::Create(path, /*truncate=*/true);
   data::WriteFormatAttrs(f, kProbesFormat);
   f.SetAttr("activations", req.activations);
-  f.SetAttr("activations_sha256", data::Sha256File(req.activations));
+  f.SetAttr("activations_sha256", sha(req.activations));
   f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
   f.SetAttr("model_config", info.model.ToJson());
   f.SetAttr("task_config", info.task.ToJson());
@@ -463,7 +468,7 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
   f.SetAttr("sources", nlohmann::json(out.sources).dump());
   nlohmann::json controls = nlohmann::json::object();
   for (const auto& c : req.controls)
-    controls[SourceName(c)] = {{"path", c}, {"sha256", data::Sha256File(c)}};
+    controls[SourceName(c)] = {{"path", c}, {"sha256", sha(c)}};
   f.SetAttr("controls", controls.dump());
   f.SetAttr("layers", nlohmann::json(out.layers).dump());
   f.SetAttr("ks", nlohmann::json(out.ks).dump());

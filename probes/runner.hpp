@@ -6,6 +6,7 @@
 
 #include <array>
 #include <functional>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -82,7 +83,10 @@ ProbeOutput RunProbes(ProbeRequest request,
                       const std::function<void(double done, double total)>& progress = {});
 
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);
-void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out);
+// `sha256` maps each input path (activations and controls) to its SHA-256; missing ones are
+// computed here (the CLI computes them on another thread while the probes run).
+void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
+                     const std::map<std::string, std::string>& sha256 = {});
 
 // The stem naming a control source: "acts_init" for "runs/acts_init.h5".
 std::string SourceName(const std::string& path);

@@ -65,16 +65,8 @@ int RunBaselines(int argc, char** argv) {
     if (vm["noise"].defaulted()) task.noise = trained.noise;
     if (vm["w-scale"].defaulted()) task.w_scale = trained.w_scale;
     if (!vm["fixed-w"].as<bool>()) task.fixed_w = trained.fixed_w;
-    for (const auto& info : infos) {
-      if (info.model.d != task.d)
-        throw std::invalid_argument("--checkpoint: '" + info.path +
-                                    "' has d=" + std::to_string(info.model.d) +
-                                    " but the prompts have d=" + std::to_string(task.d));
-      if (task.n > info.model.n_max)
-        throw std::invalid_argument("--checkpoint: '" + info.path +
-                                    "' reads at most n=" + std::to_string(info.model.n_max) +
-                                    " examples but --n is " + std::to_string(task.n));
-    }
+    for (const auto& info : infos)
+      learners::CheckReadsTask(info, task);
   }
 
   // Everything is checked before any work or output starts.

@@ -91,16 +91,8 @@ int RunCompare(int argc, char** argv) {
   if (vm.count("noise")) RequireNonNegative("noise", noise), task.noise = noise;
   if (vm.count("w-scale")) RequirePositive("w-scale", w_scale), task.w_scale = w_scale;
   task.Validate();
-  for (const auto& info : infos) {
-    if (info.model.d != task.d)
-      throw std::invalid_argument("--checkpoint: '" + info.path +
-                                  "' has d=" + std::to_string(info.model.d) +
-                                  " but the prompts have d=" + std::to_string(task.d));
-    if (task.n > info.model.n_max)
-      throw std::invalid_argument("--checkpoint: '" + info.path +
-                                  "' reads at most n=" + std::to_string(info.model.n_max) +
-                                  " examples but the prompts have n=" + std::to_string(task.n));
-  }
+  for (const auto& info : infos)
+    learners::CheckReadsTask(info, task);
   learners::MakeLearners(learner_specs, task);  // checks the specs before any work
   const int d = task.d;
   if (queries == 0) queries = 2 * (d + 1);

@@ -2,9 +2,9 @@
 // activations file, with controls; writes probes.h5 and a tidy CSV.
 #include <fmt/format.h>
 #include <chrono>
-#include <future>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -151,7 +151,8 @@ int RunProbe(int argc, char** argv) {
   auto hashes = std::async(std::launch::async, [&req] {
     std::map<std::string, std::string> h;
     h[req.activations] = data::Sha256File(req.activations);
-    for (const auto& c : req.controls) h[c] = data::Sha256File(c);
+    for (const auto& c : req.controls)
+      h[c] = data::Sha256File(c);
     return h;
   });
   const auto result = probes::RunProbes(

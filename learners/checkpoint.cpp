@@ -73,6 +73,17 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
   return info;
 }
 
+void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
+  if (info.model.d != task.d)
+    throw std::invalid_argument("--checkpoint: '" + info.path +
+                                "' has d=" + std::to_string(info.model.d) +
+                                " but the prompts have d=" + std::to_string(task.d));
+  if (task.n > info.model.n_max)
+    throw std::invalid_argument("--checkpoint: '" + info.path +
+                                "' reads at most n=" + std::to_string(info.model.n_max) +
+                                " examples but the prompts have n=" + std::to_string(task.n));
+}
+
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
                     std::int64_t step, torch::optim::AdamW* optimizer) {
   data::AtomicOutput out(path, /*force=*/true, "checkpoint");

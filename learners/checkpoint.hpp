@@ -25,6 +25,10 @@ struct CheckpointInfo {
 // Reads and checks the root attributes only (format, version, configs).
 CheckpointInfo ReadCheckpointInfo(const std::string& path);
 
+// Throws std::invalid_argument ("--checkpoint: ...") unless the learner reads prompts of `task`
+// (the same d, at most n_max examples).
+void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
+
 // Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary
 // file renamed into place, so an interrupted save never leaves a half-written checkpoint.
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,

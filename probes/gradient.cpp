@@ -1,7 +1,10 @@
 // Pooled linear / MLP probes trained with LibTorch.
 #include "probes/gradient.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <limits>
+#include <mutex>
 
 namespace icl::probes {
 
@@ -55,7 +58,6 @@ torch::Tensor TargetRows(const arma::mat& y, const arma::uvec& idx) {
 GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
                              const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
                              const GradientProbeOptions& o) {
-  torch::manual_seed(o.seed);
   const int H = features.size(-1), m = targets.n_rows;
   const int T = o.pooled ? features.size(1) : 1;
 
@@ -74,14 +76,23 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
   yz.each_col() /= ysd;
   const auto ytr = TargetRows(yz, train), yva = TargetRows(yz, val);
 
-  PooledProbe probe(T, H, m, o);
+  // Probes are fit on several threads at once: initialise under a lock from the seed, and
+  // shuffle with a generator of our own, so that every fit is reproducible whatever runs beside it.
+  PooledProbe probe{nullptr};
+  {
+    static std::mutex init_mutex;
+    std::lock_guard<std::mutex> lock(init_mutex);
+    torch::manual_seed(o.seed);
+    probe = PooledProbe(T, H, m, o);
+  }
+  at::Generator shuffle = at::detail::createCPUGenerator(o.seed ^ 0x5bd1e995ULL);
   torch::optim::Adam opt(probe->parameters(), torch::optim::AdamOptions(o.lr));
   const long n = xtr.size(0);
   double best = std::numeric_limits<double>::infinity();
   std::vector<torch::Tensor> best_params;
   int since_best = 0, epoch = 0;
   for (epoch = 1; epoch <= o.max_epochs; ++epoch) {
-    const auto perm = torch::randperm(n, torch::kInt64);
+    const auto perm = torch::randperm(n, shuffle, torch::kInt64);
     probe->train();
     for (long b = 0; b < n; b += o.batch) {
       const auto idx = perm.slice(0, b, std::min(n, b + o.batch));

@@ -202,9 +202,11 @@ TEST(CliProbe, GradientProbesDoNotDependOnTheThreadCount) {
   TempDir tmp;
   WriteActivations(tmp / "acts.h5", {});
   for (const char* t : {"1", "2"}) {
-    const auto r = RunIclprobe("probe -a " + (tmp / "acts.h5") + " --targets xty,w_ols --probes linear,mlp --layers 1,2 "
-                               "--epochs 3 --mlp-hidden 16 --quiet --threads " + std::string(t) + " --out " +
-                               (tmp / ("p" + std::string(t) + ".h5")) + " --csv " + (tmp / ("p" + std::string(t) + ".csv")));
+    const auto r = RunIclprobe("probe -a " + (tmp / "acts.h5") +
+                               " --targets xty,w_ols --probes linear,mlp --layers 1,2 "
+                               "--epochs 3 --mlp-hidden 16 --quiet --threads " +
+                               std::string(t) + " --out " + (tmp / ("p" + std::string(t) + ".h5")) +
+                               " --csv " + (tmp / ("p" + std::string(t) + ".csv")));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));

@@ -1,6 +1,8 @@
 // SPD, implicit weights and ILWD.
 #include "analysis/compare.hpp"
 
+#include "analysis/learner_errors.hpp"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -9,15 +11,9 @@ namespace icl::analysis {
 Curve Spd(const arma::mat& a, const arma::mat& b, int d) {
   if (a.n_rows != b.n_rows || a.n_cols != b.n_cols)
     throw std::invalid_argument("spd: prediction shapes differ");
-  const arma::mat sq = arma::square(a - b) / d;
-  Curve c;
-  c.mean = arma::mean(sq, 1);
-  const arma::vec sd =
-      sq.n_cols > 1 ? arma::vec(arma::stddev(sq, 0, 1)) : arma::vec(sq.n_rows, arma::fill::zeros);
-  const arma::vec half = 1.96 * sd / std::sqrt(double(sq.n_cols));
-  c.lo = c.mean - half;
-  c.hi = c.mean + half;
-  return c;
+  // The same per-k mean and normal 95% interval over prompts as the error curves.
+  const ErrorCurve e = Summarize("", arma::square(a - b) / d);
+  return Curve{e.mean, e.lo, e.hi};
 }
 
 ImplicitFit FitImplicitWeights(const arma::mat& queries, const arma::vec& yhat) {

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from train_step_pytorch import Transformer  # noqa: E402
+from train_step_pytorch import Transformer, sample, tokens_of  # noqa: E402
 
 
 def load(path):
@@ -70,13 +70,8 @@ def extract(ckpt, prompts, out, compress, batch=320):
         with torch.no_grad():
             while done < prompts:
                 b = min(batch, prompts - done)
-                w = rng.standard_normal((b, d))
-                x = rng.standard_normal((b, n, d))
-                y = np.einsum("bnd,bd->bn", x, w)
-                tokens = np.zeros((b, 2 * n, d + 1), dtype=np.float32)
-                tokens[:, 0::2, 1:] = x
-                tokens[:, 1::2, 0] = y
-                states, pred = forward_all(model, torch.from_numpy(tokens))
+                x, y, w = sample(rng, b, n, d)
+                states, pred = forward_all(model, torch.from_numpy(tokens_of(x, y)))
                 values = dict(zip(["targets/w_ols", "targets/w_ridge", "targets/xty", "targets/xtx"],
                                   targets(x, y, 0.1)))
                 values.update({"predictions": pred.numpy(), "prompts/x": x, "prompts/y": y, "prompts/w": w})
@@ -96,12 +91,8 @@ def check(ckpt, acts):
         x, y = f["prompts/x"][:256], f["prompts/y"][:256]
         ours = f["predictions"][:256]
         layer = f["hidden/layer_03"][:256] if "hidden/layer_03" in f else None
-    n, d = x.shape[1], x.shape[2]
-    tokens = np.zeros((len(x), 2 * n, d + 1), dtype=np.float32)
-    tokens[:, 0::2, 1:] = x
-    tokens[:, 1::2, 0] = y
     with torch.no_grad():
-        states, pred = forward_all(model, torch.from_numpy(tokens))
+        states, pred = forward_all(model, torch.from_numpy(tokens_of(x, y)))
     print("max |prediction difference| C++ vs PyTorch:", float(np.abs(pred.numpy() - ours).max()))
     if layer is not None:
         print("max |layer 3 difference|:", float(np.abs(states[3].numpy() - layer).max()))

@@ -63,14 +63,25 @@ class Transformer(nn.Module):
         return self.readout(self.final_ln(h[:, 0::2])).squeeze(-1)
 
 
-def batch(rng, b, n, d):
-    w = rng.standard_normal((b, d))
-    x = rng.standard_normal((b, n, d))
-    y = np.einsum("bnd,bd->bn", x, w)
+def tokens_of(x, y):
+    """Interleaved x-tokens [0, x_j] and y-tokens [y_j, 0_d]: [B, 2n, d+1] float32."""
+    b, n, d = x.shape
     tokens = np.zeros((b, 2 * n, d + 1), dtype=np.float32)
     tokens[:, 0::2, 1:] = x
     tokens[:, 1::2, 0] = y
-    return torch.from_numpy(tokens), torch.from_numpy(y.astype(np.float32))
+    return tokens
+
+
+def sample(rng, b, n, d):
+    """b noiseless prompts: x [b, n, d], y [b, n], w [b, d]."""
+    w = rng.standard_normal((b, d))
+    x = rng.standard_normal((b, n, d))
+    return x, np.einsum("bnd,bd->bn", x, w), w
+
+
+def batch(rng, b, n, d):
+    x, y, _ = sample(rng, b, n, d)
+    return torch.from_numpy(tokens_of(x, y)), torch.from_numpy(y.astype(np.float32))
 
 
 def time_training(d, n, layers, hidden, heads, b, steps):

@@ -2,6 +2,7 @@
 #include "apps/cli.hpp"
 
 #include <iostream>
+#include <sstream>
 
 namespace icl::cli {
 
@@ -15,6 +16,27 @@ bool Parse(int argc, char** argv, po::options_description& options, po::variable
   }
   po::notify(vm);
   return true;
+}
+
+std::vector<int> ParseInts(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size())
+      throw std::invalid_argument(option + ": expected comma-separated integers like 0,4,8, got '" +
+                                  text + "'");
+    out.push_back(v);
+  }
+  if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  return out;
 }
 
 }  // namespace icl::cli

@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace icl::cli {
 
@@ -29,6 +30,10 @@ void RequireNonNegative(const std::string& name, T value) {
     throw std::invalid_argument("--" + name + ": must be non-negative, got " +
                                 std::to_string(value));
 }
+
+// "0,4,8" -> {0, 4, 8}; throws std::invalid_argument naming `option` on an empty or
+// non-integer entry.
+std::vector<int> ParseInts(const std::string& option, const std::string& text);
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);

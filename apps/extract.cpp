@@ -13,30 +13,6 @@
 
 namespace icl::cli {
 
-namespace {
-
-std::vector<int> ParseLayers(const std::string& text) {
-  std::vector<int> layers;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    int v = -1;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
-      throw std::invalid_argument(
-          "--layers: expected comma-separated layer indices like 0,4,8, got '" + text + "'");
-    layers.push_back(v);
-  }
-  return layers;
-}
-
-}  // namespace
-
 int RunExtract(int argc, char** argv) {
   extract::ExtractConfig cfg;
   cfg.prompts = 2000;
@@ -93,7 +69,7 @@ int RunExtract(int argc, char** argv) {
   if (positions != "all" && positions != "y")
     throw std::invalid_argument("--positions: expected all or y, got '" + positions + "'");
   cfg.positions = positions == "all" ? extract::Positions::kAll : extract::Positions::kY;
-  if (layers != "all") cfg.layers = ParseLayers(layers);
+  if (layers != "all") cfg.layers = ParseInts("--layers", layers);
   cfg.compress = vm.count("compress") > 0;
   if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
 

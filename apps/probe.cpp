@@ -28,24 +28,6 @@ std::vector<std::string> SplitList(const std::string& text) {
   return out;
 }
 
-std::vector<int> ParseInts(const std::string& option, const std::string& text) {
-  std::vector<int> out;
-  for (const auto& item : SplitList(text)) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size())
-      throw std::invalid_argument(option + ": expected comma-separated integers, got '" + text +
-                                  "'");
-    out.push_back(v);
-  }
-  return out;
-}
-
 std::array<double, 3> ParseSplit(const std::string& text) {
   const auto parts = SplitList(text);
   std::array<double, 3> f{};

@@ -300,18 +300,27 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
           for (int v = 0; v < V; ++v)
             tstats[i * V + v].Init(H, variants[v].values->dims);
         }
-        auto local = [&](int s, std::int64_t r0, std::int64_t cnt, Role role) {
-          std::vector<arma::uword> loc, glob;
-          for (std::int64_t j = 0; j < cnt; ++j)
-            if (roles[s][r0 + j] == role) loc.push_back(j), glob.push_back(r0 + j);
-          return std::make_pair(arma::uvec(loc), arma::uvec(glob));
+        // Per seed, the block's rows of a role: positions in the block and prompt indices.
+        struct Rows {
+          arma::uvec loc, glob;
+        };
+        auto split_block = [&](std::int64_t r0, std::int64_t cnt, Role role) {
+          std::vector<Rows> out(S);
+          for (int s = 0; s < S; ++s) {
+            std::vector<arma::uword> loc, glob;
+            for (std::int64_t j = 0; j < cnt; ++j)
+              if (roles[s][r0 + j] == role) loc.push_back(j), glob.push_back(r0 + j);
+            out[s] = {arma::uvec(loc), arma::uvec(glob)};
+          }
+          return out;
         };
         for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
           const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
           const arma::mat block = reader.Read(r0, cnt);
+          const auto train_rows = split_block(r0, cnt, Role::kTrain);
           pool.For(K * S, [&](int i) {
             const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-            const auto [loc, glob] = local(s, r0, cnt, Role::kTrain);
+            const auto& [loc, glob] = train_rows[s];
             if (loc.is_empty()) return;
             const arma::mat x = block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all)
                                     .eval()
@@ -337,12 +346,14 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
         for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
           const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
           const arma::mat block = reader.Read(r0, cnt);
+          const auto train_rows = split_block(r0, cnt, Role::kTrain);
+          const auto test_rows = split_block(r0, cnt, Role::kTest);
           pool.For(K * S, [&](int i) {
             const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
             const arma::mat xk =
                 block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all);
-            const auto [tl, tg] = local(s, r0, cnt, Role::kTrain);
-            const auto [hl, hg] = local(s, r0, cnt, Role::kTest);
+            const auto& [tl, tg] = train_rows[s];
+            const auto& [hl, hg] = test_rows[s];
             for (int v = 0; v < V; ++v) {
               const arma::mat& y = variants[v].Y(s, k);
               if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));

@@ -2,16 +2,29 @@
 #include "analysis/report.hpp"
 
 #include <fmt/format.h>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "data/hdf5.hpp"
+#include "data/json.hpp"
+#include "data/names.hpp"
+#include "data/output.hpp"
 #include "data/prompt_io.hpp"
+#include "data/task.hpp"
+#include "learners/model_config.hpp"
 
 namespace icl::analysis {
 
@@ -23,34 +36,76 @@ const arma::cube* ProbeResults::Find(const std::string& t, const std::string& p,
   return it == metric.end() ? nullptr : &it->second;
 }
 
+namespace {
+
+// Names read from the file end up in file names and plot scripts: they must be plain.
+const std::string& CheckName(const std::string& name, const std::string& path,
+                             const std::string& where) {
+  if (!data::IsPlainName(name))
+    throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
+                                "' is not a plain name (1-64 letters, digits, _ . -)");
+  return name;
+}
+
+}  // namespace
+
 ProbeResults ReadProbeResults(const std::string& path) {
   const h5::File f = h5::File::Open(path);
   data::CheckFormat(f, "iclprobe-probes");
   ProbeResults r;
   r.path = path;
-  const auto task = nlohmann::json::parse(f.GetString("task_config"));
-  r.d = task.at("d").get<int>();
-  r.n = task.at("n").get<int>();
-  r.layers = nlohmann::json::parse(f.GetString("layers")).get<std::vector<int>>();
-  r.ks = nlohmann::json::parse(f.GetString("ks")).get<std::vector<int>>();
-  r.seeds = static_cast<int>(f.GetInt("seeds"));
-  r.sources = nlohmann::json::parse(f.GetString("sources")).get<std::vector<std::string>>();
+  const std::string where = "'" + path + "'";
+  const auto task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
+  r.d = task.d;
+  r.n = task.n;
+  r.layers = data::json::IntList(f.GetString("layers"), where + " attribute 'layers'", 0,
+                                 learners::kMaxLayers);
+  r.ks = data::json::IntList(f.GetString("ks"), where + " attribute 'ks'", 1, r.n);
+  const std::int64_t seeds = f.GetInt("seeds");
+  if (seeds < 1 || seeds > 100000)
+    throw std::invalid_argument(where + ": attribute 'seeds' is " + std::to_string(seeds) +
+                                ", expected 1..100000");
+  r.seeds = static_cast<int>(seeds);
+  r.sources = data::json::StringList(f.GetString("sources"), where + " attribute 'sources'");
+  if (r.layers.empty() || r.ks.empty() || r.sources.empty() || r.sources[0] != "model")
+    throw std::invalid_argument(where +
+                                ": expected non-empty layers, ks and sources starting "
+                                "with 'model'");
+  for (const auto* list : {&r.layers, &r.ks})
+    if (std::set<int>(list->begin(), list->end()).size() != list->size())
+      throw std::invalid_argument(where + ": a layer or k is listed twice");
+  for (const auto& s : r.sources)
+    CheckName(s, path, "source");
   const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
-  if (!f.Exists("metrics")) throw std::invalid_argument("'" + path + "': no /metrics group");
+  if (!f.Exists("metrics")) throw std::invalid_argument(where + ": no /metrics group");
   for (const auto& t : f.OpenGroup("metrics").Members()) {
-    r.targets.push_back(t);
+    r.targets.push_back(CheckName(t, path, "target"));
     for (const auto& p : f.OpenGroup("metrics/" + t).Members()) {
+      if (p != "ridge" && p != "linear" && p != "mlp")
+        throw std::invalid_argument(where + ": unknown probe family '" + p.substr(0, 80) +
+                                    "' under /metrics/" + t + " (expected ridge, linear, mlp)");
       if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end()) r.probes.push_back(p);
-      for (const auto& s : f.OpenGroup("metrics/" + t + "/" + p).Members())
+      for (const auto& s : f.OpenGroup("metrics/" + t + "/" + p).Members()) {
+        if (std::find(r.sources.begin(), r.sources.end(), s) == r.sources.end())
+          throw std::invalid_argument(where + ": /metrics/" + t + "/" + p + " has source '" +
+                                      s.substr(0, 80) + "' that is not in the 'sources' attribute");
         for (const char* m : {"mse", "nmse", "r2"}) {
-          const h5::Dataset ds = f.OpenDataset("metrics/" + t + "/" + p + "/" + s + "/" + m);
+          const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
+          const h5::Dataset ds = f.OpenDataset(name);
           ds.ExpectDims({L, K, S});
           arma::cube c(S, K, L);  // column-major (seed, k, layer) == row-major [L, K, S]
           ds.Read(c.memptr());
+          // A NaN would silently fail or pass every comparison of the onset rule.
+          if (!c.is_finite())
+            throw std::invalid_argument(where + ": /" + name +
+                                        " holds NaN or infinite values; every probe score must "
+                                        "be a number");
           r.metric[t + "/" + p + "/" + s + "/" + m] = std::move(c);
         }
+      }
     }
   }
+  if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
   // Canonical probe order.
   std::vector<std::string> order;
   for (const char* p : {"ridge", "linear", "mlp"})
@@ -60,15 +115,25 @@ ProbeResults ReadProbeResults(const std::string& path) {
     for (const auto& t : f.OpenGroup("alpha").Members())
       for (const auto& p : f.OpenGroup("alpha/" + t).Members())
         for (const auto& s : f.OpenGroup("alpha/" + t + "/" + p).Members()) {
-          const h5::Dataset ds = f.OpenDataset("alpha/" + t + "/" + p + "/" + s);
+          const std::string name = "alpha/" + t + "/" + p + "/" + s;
+          CheckName(t, path, "target");
+          CheckName(p, path, "probe");
+          CheckName(s, path, "source");
+          const h5::Dataset ds = f.OpenDataset(name);
           const auto dims = ds.dims();  // [L, K, S, T]
+          if (dims.size() != 4 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
+              dims[3] > hsize_t(2 * r.n))
+            throw std::invalid_argument(where + ": /" + name + " should have shape [" +
+                                        std::to_string(L) + ", " + std::to_string(K) + ", " +
+                                        std::to_string(S) + ", T] with T in 1.." +
+                                        std::to_string(2 * r.n));
           const std::vector<double> raw = ds.ReadAll<double>();
-          const hsize_t T = dims.at(3);
+          const hsize_t T = dims[3];
           arma::mat a(T, L * K, arma::fill::zeros);
           for (hsize_t cell = 0; cell < L * K; ++cell)
-            for (hsize_t s = 0; s < S; ++s)
-              for (hsize_t t = 0; t < T; ++t)
-                a(t, cell) += raw[(cell * S + s) * T + t] / double(S);
+            for (hsize_t s2 = 0; s2 < S; ++s2)
+              for (hsize_t t2 = 0; t2 < T; ++t2)
+                a(t2, cell) += raw[(cell * S + s2) * T + t2] / double(S);
           r.alpha[t + "/" + p + "/" + s] = std::move(a);
         }
   return r;
@@ -177,6 +242,55 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
   }
 }
 
+std::string GnuplotQuote(const std::string& text) {
+  // In a single-quoted gnuplot string nothing is special but the quote itself, written twice.
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\n' || c == '\r') continue;
+    out += c;
+    if (c == '\'') out += '\'';
+  }
+  return out + "'";
+}
+
+int RunProgram(const std::string& program, const std::vector<std::string>& args,
+               const std::string& workdir, std::string* output) {
+  // fork/exec: no shell between us and the program, so no argument or folder name is parsed
+  // as a command. Its stdout and stderr go to a file we read back for the message.
+  const std::string log_path = workdir + "/.program-output";
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("cannot start '" + program + "': " + std::strerror(errno));
+  if (pid == 0) {
+    if (::chdir(workdir.c_str()) != 0) ::_exit(126);
+    const int fd = ::open(".program-output", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::close(fd);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& a : args)
+      argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(program.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) throw std::runtime_error("cannot wait for '" + program + "'");
+  if (output) {
+    std::ifstream in(log_path);
+    std::string line;
+    while (std::getline(in, line) && output->size() < 300)
+      *output += (output->empty() ? "" : " ") + line;
+  }
+  std::error_code ec;
+  fs::remove(log_path, ec);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
 namespace {
 
 std::string Escape(const std::string& s, TableFormat f) {
@@ -270,18 +384,20 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
   }
 }
 
-bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const std::string& dir,
-                const std::string& gnuplot) {
-  fs::create_directories(dir);
+PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {
+  PlotFiles files;
   const int k = onsets.empty() ? r.ks.back() : onsets[0].k;
   const arma::uword ki = std::find(r.ks.begin(), r.ks.end(), k) - r.ks.begin();
-  std::ofstream gp(dir + "/plots.gp");
+  std::ostringstream gp;
+  // Every name that reaches the script was checked to be a plain identifier on read
+  // (CheckName); it is quoted anyway, so that the script stays data whatever it holds.
+  const auto q = GnuplotQuote;
   gp << "# gnuplot script written by iclprobe report; rerun with: gnuplot plots.gp\n";
   gp << "set datafile separator ','\nset key outside right top\nset grid\n";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
   for (const auto& t : r.targets) {
     // R2 against layer: a line per probe family, controls dashed.
-    std::ofstream dat(dir + "/" + t + "_r2_by_layer.csv");
+    std::ostringstream dat;
     dat << "layer";
     std::vector<std::pair<std::string, std::string>> series;
     for (const auto& p : r.probes)
@@ -294,26 +410,27 @@ bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const s
         dat << fmt::format(",{:.6g}", OverSeeds(*r.Find(t, p, s, "r2"), ki, li).mean);
       dat << "\n";
     }
+    files.data[t + "_r2_by_layer.csv"] = dat.str();
     for (const char* term : {"pngcairo size 900,560", "svg size 900,560"}) {
       const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
-      gp << fmt::format("set terminal {}\nset output '{}_r2_by_layer.{}'\n", term, t, ext);
+      files.images.push_back(t + "_r2_by_layer." + ext);
+      gp << fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
       gp << fmt::format(
-          "set title '{}: test R^2 by layer (k = {})' noenhanced\nset xlabel 'layer (0 = "
+          "set title {} noenhanced\nset xlabel 'layer (0 = "
           "embedding)'\n"
           "set ylabel 'R^2'\nset yrange [*:1.05]\nset xtics 1\n",
-          t, k);
+          q(fmt::format("{}: test R^2 by layer (k = {})", t, k)));
       gp << "plot ";
       for (std::size_t i = 0; i < series.size(); ++i) {
         const auto& [p, s] = series[i];
         const std::size_t pi = std::find(r.probes.begin(), r.probes.end(), p) - r.probes.begin();
         gp << fmt::format(
-            "{}'{}_r2_by_layer.csv' using 1:{} with linespoints lw 2 dt {} lc rgb '{}' title '{} "
-            "{}' noenhanced",
-            i ? ", " : "", t, i + 2,
+            "{}{} using 1:{} with linespoints lw 2 dt {} lc rgb '{}' title {} noenhanced",
+            i ? ", " : "", q(t + "_r2_by_layer.csv"), i + 2,
             s == "model"
                 ? 1
                 : 2 + int(std::find(r.sources.begin(), r.sources.end(), s) - r.sources.begin()) % 4,
-            colors[pi % 5], p, s);
+            colors[pi % 5], q(p + " " + s));
       }
       gp << "\n";
     }
@@ -321,23 +438,25 @@ bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const s
     for (const auto& p : r.probes) {
       const arma::cube* c = r.Find(t, p, "model", "r2");
       if (!c) continue;
-      std::ofstream hm(dir + "/" + t + "_" + p + "_heatmap.dat");
+      std::ostringstream hm;
       for (std::size_t kk = 0; kk < r.ks.size(); ++kk) {
         for (arma::uword li = 0; li < r.layers.size(); ++li)
           hm << r.layers[li] << " " << r.ks[kk] << " " << OverSeeds(*c, kk, li).mean << "\n";
         hm << "\n";
       }
+      files.data[t + "_" + p + "_heatmap.dat"] = hm.str();
       for (const char* term : {"pngcairo size 800,560", "svg size 800,560"}) {
         const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
+        files.images.push_back(t + "_" + p + "_heatmap." + ext);
+        gp << fmt::format("set terminal {}\nset output {}\nset datafile separator whitespace\n",
+                          term, q(files.images.back()));
         gp << fmt::format(
-            "set terminal {}\nset output '{}_{}_heatmap.{}'\nset datafile separator whitespace\n",
-            term, t, p, ext);
-        gp << fmt::format(
-            "set title '{} ({}): test R^2 over layer and k' noenhanced\nset xlabel 'layer'\nset "
+            "set title {} noenhanced\nset xlabel 'layer'\nset "
             "ylabel 'k (examples)'\n"
             "set yrange [*:*]\nset cbrange [0:1]\nset palette rgb 33,13,10\nset view map\n"
-            "plot '{}_{}_heatmap.dat' using 1:2:3 with image notitle\nset datafile separator ','\n",
-            t, p, t, p);
+            "plot {} using 1:2:3 with image notitle\nset datafile separator ','\n",
+            q(fmt::format("{} ({}): test R^2 over layer and k", t, p)),
+            q(t + "_" + p + "_heatmap.dat"));
       }
     }
   }
@@ -348,24 +467,84 @@ bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const s
     const arma::uword li = std::find(r.layers.begin(), r.layers.end(), o.layer) - r.layers.begin();
     const arma::vec a = it->second.col(li * r.ks.size() + ki);
     const std::string stem = o.target + "_" + o.probe + "_alpha";
-    std::ofstream dat(dir + "/" + stem + ".csv");
+    std::ostringstream dat;
     dat << "position,alpha\n";
     for (arma::uword t = 0; t < a.n_elem; ++t)
       dat << t << "," << a(t) << "\n";
+    files.data[stem + ".csv"] = dat.str();
     for (const char* term : {"pngcairo size 800,480", "svg size 800,480"}) {
       const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
+      files.images.push_back(stem + "." + ext);
       gp << fmt::format(
-          "set terminal {}\nset output '{}.{}'\nset title '{} ({}): pooling weights at layer {}, k "
-          "= {}' noenhanced\n"
+          "set terminal {}\nset output {}\nset title {} noenhanced\n"
           "set xlabel 'position (state after k examples = 2k-1)'\nset ylabel 'alpha'\nset yrange "
           "[0:*]\nset style fill solid\n"
-          "plot '{}.csv' using 1:2 with boxes lc rgb '#1f77b4' notitle\n",
-          term, stem, ext, o.target, o.probe, o.layer, o.k, stem);
+          "plot {} using 1:2 with boxes lc rgb '#1f77b4' notitle\n",
+          term, q(files.images.back()),
+          q(fmt::format("{} ({}): pooling weights at layer {}, k = {}", o.target, o.probe, o.layer,
+                        o.k)),
+          q(stem + ".csv"));
     }
   }
-  gp.close();
-  const std::string cmd = "cd '" + dir + "' && '" + gnuplot + "' plots.gp >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  files.data["plots.gp"] = gp.str();
+  return files;
+}
+
+std::vector<std::string> PlotFiles::All() const {
+  std::vector<std::string> all;
+  for (const auto& [name, content] : data)
+    all.push_back(name);
+  all.insert(all.end(), images.begin(), images.end());
+  return all;
+}
+
+void WritePlots(const PlotFiles& files, const std::string& dir, const std::string& gnuplot) {
+  // Everything goes to a fresh folder inside `dir` first; only when gnuplot succeeded and every
+  // image is complete do the files move into `dir`. A full disk leaves no empty image behind.
+  std::string pattern = (fs::path(dir) / ".iclprobe-plots-XXXXXX").string();
+  if (!::mkdtemp(pattern.data()))
+    throw std::runtime_error("report: cannot create a folder in '" + dir +
+                             "': " + std::strerror(errno));
+  const std::string tmp = pattern;
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } cleanup{tmp};
+  for (const auto& [name, content] : files.data)
+    data::WriteFileChecked(tmp + "/" + name, content);
+  std::string log;
+  const int status = RunProgram(gnuplot, {"plots.gp"}, tmp, &log);
+  if (status != 0)
+    throw std::runtime_error("report: gnuplot '" + gnuplot + "' failed (exit status " +
+                             std::to_string(status) + ")" + (log.empty() ? "" : ": " + log));
+  for (const auto& image : files.images) {
+    const std::string path = tmp + "/" + image;
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec || size == 0)
+      throw std::runtime_error("report: gnuplot wrote no '" + image + "' (disk full?)" +
+                               (log.empty() ? "" : ": " + log));
+    std::ifstream in(path, std::ios::binary);
+    std::string head(8, '\0');
+    in.read(head.data(), 8);
+    const bool png = image.size() > 4 && image.substr(image.size() - 4) == ".png";
+    if (png ? head.compare(1, 3, "PNG") != 0 : head.compare(0, 5, "<?xml") != 0) {
+      throw std::runtime_error("report: '" + image + "' written by gnuplot is not a complete " +
+                               (png ? "PNG" : "SVG") + " image (disk full?)");
+    }
+    data::SyncPath(path);
+  }
+  for (const auto& name : files.All()) {
+    std::error_code ec;
+    fs::rename(tmp + "/" + name, fs::path(dir) / name, ec);
+    if (ec)
+      throw std::runtime_error("report: cannot move '" + name + "' into '" + dir +
+                               "': " + ec.message());
+  }
+  data::SyncPath(dir);
 }
 
 }  // namespace icl::analysis

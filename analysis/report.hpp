@@ -56,9 +56,25 @@ enum class TableFormat { kMarkdown, kCsv, kLatex };
 void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& metric,
                  const std::vector<int>& ks, TableFormat format);
 
-// Writes PNG and SVG plots (and their data and gnuplot scripts) into `dir`. Returns false,
-// having written nothing but the data files, when `gnuplot` cannot be run.
-bool WritePlots(const ProbeResults& r, const std::vector<Onset>& onsets, const std::string& dir,
-                const std::string& gnuplot);
+// The files of a report's figures: data files and the gnuplot script (name -> content), and
+// the images gnuplot makes from them (PNG and SVG).
+struct PlotFiles {
+  std::map<std::string, std::string> data;
+  std::vector<std::string> images;
+  std::vector<std::string> All() const;  // every file name, data first
+};
+PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets);
+
+// Runs `gnuplot` (a path; no shell) over the planned files in a fresh folder inside `dir`, checks
+// that every image is complete, then moves every file into `dir`. Throws std::runtime_error
+// (nothing moved into `dir`) when gnuplot fails or an image is missing or empty.
+void WritePlots(const PlotFiles& files, const std::string& dir, const std::string& gnuplot);
+
+// `text` as a single-quoted gnuplot string (quotes doubled, newlines dropped).
+std::string GnuplotQuote(const std::string& text);
+// Runs `program` with `args` in `workdir` (fork/exec, no shell); returns its exit status and
+// puts the start of what it printed in `output`.
+int RunProgram(const std::string& program, const std::vector<std::string>& args,
+               const std::string& workdir, std::string* output);
 
 }  // namespace icl::analysis

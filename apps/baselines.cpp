@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "analysis/learner_errors.hpp"
 #include "apps/cli.hpp"
@@ -56,8 +57,10 @@ int RunBaselines(int argc, char** argv) {
 
   // A checkpoint supplies the task unless an option overrides it.
   std::vector<learners::CheckpointInfo> infos;
-  for (const auto& path : checkpoints)
+  for (const auto& path : checkpoints) {
+    data::RequireRegularInput(path, "--checkpoint");
     infos.push_back(learners::ReadCheckpointInfo(path));
+  }
   if (!infos.empty()) {
     const data::TaskConfig& trained = infos[0].train.task;
     if (vm["d"].defaulted()) task.d = trained.d;
@@ -77,9 +80,11 @@ int RunBaselines(int argc, char** argv) {
   RequirePositive("w-scale", task.w_scale);
   task.Validate();
   const auto learners = learners::MakeLearners(learner_specs, task);
+  CheckThreads(threads);
   std::unique_ptr<data::AtomicOutput> out;
   if (vm.count("csv"))
-    out = std::make_unique<data::AtomicOutput>(csv, vm.count("force") > 0, "--csv");
+    out = std::make_unique<data::AtomicOutput>(
+        csv, "--csv", data::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   std::vector<analysis::ErrorCurve> curves;
@@ -98,13 +103,9 @@ int RunBaselines(int argc, char** argv) {
   analysis::PrintErrorTable(std::cout, curves);
 
   if (out) {
-    {
-      std::ofstream f(out->temp_path());
-      analysis::WriteErrorCsv(f, curves);
-      f.close();
-      if (!f) throw std::runtime_error("--csv: cannot write '" + out->temp_path() + "'");
-    }
-    out->Commit();
+    std::ostringstream f;
+    analysis::WriteErrorCsv(f, curves);
+    out->CommitText(f.str());
     std::cout << "wrote " << csv << "\n";
   }
   return 0;

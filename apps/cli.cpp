@@ -9,7 +9,9 @@ namespace icl::cli {
 bool Parse(int argc, char** argv, po::options_description& options, po::variables_map& vm,
            const std::string& usage, const std::string& example) {
   options.add_options()("help,h", "show this help and exit");
-  po::store(po::command_line_parser(argc, argv).options(options).run(), vm);
+  // No positional arguments: a stray word (a forgotten option name) is an error, not ignored.
+  po::positional_options_description none;
+  po::store(po::command_line_parser(argc, argv).options(options).positional(none).run(), vm);
   if (vm.count("help")) {
     std::cout << usage << "\n\n" << options << "\nExample:\n  " << example << "\n";
     return false;

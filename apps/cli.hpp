@@ -37,6 +37,9 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text);
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
+// Throws std::invalid_argument("--threads: ...") unless 0 <= threads <= kMaxThreads.
+inline constexpr int kMaxThreads = 256;
+void CheckThreads(int threads);
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "analysis/compare.hpp"
 #include "apps/cli.hpp"
@@ -83,8 +84,22 @@ int RunCompare(int argc, char** argv) {
   RequirePositive("prompts", prompts);
   RequirePositive("ilwd-prompts", ilwd_prompts);
   std::vector<learners::CheckpointInfo> infos;
-  for (const auto& c : checkpoints)
-    infos.push_back(learners::ReadCheckpointInfo(c));
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    data::RequireRegularInput(checkpoints[i], "--checkpoint");
+    for (std::size_t j = 0; j < i; ++j)
+      if (data::IdOf(checkpoints[i]) == data::IdOf(checkpoints[j]))
+        throw std::invalid_argument("--checkpoint: '" + checkpoints[i] + "' is given twice");
+    infos.push_back(learners::ReadCheckpointInfo(checkpoints[i]));
+  }
+  // Each checkpoint's name in the tables: its file stem, or its path where stems collide.
+  std::vector<std::string> names;
+  for (const auto& c : checkpoints) {
+    const std::string stem = std::filesystem::path(c).stem().string();
+    int same = 0;
+    for (const auto& o : checkpoints)
+      same += std::filesystem::path(o).stem().string() == stem;
+    names.push_back(same > 1 ? c : stem);
+  }
   data::TaskConfig task = infos[0].train.task;
   task.fixed_w = false;
   if (vm.count("n")) task.n = n;
@@ -100,14 +115,18 @@ int RunCompare(int argc, char** argv) {
     throw std::invalid_argument(
         "--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(d + 1) +
         " query points, got " + std::to_string(queries));
-  if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
+  CheckThreads(threads);
   const bool force = vm.count("force") > 0;
   std::unique_ptr<data::AtomicOutput> out, lin_out;
   if (vm.count("csv")) {
-    out = std::make_unique<data::AtomicOutput>(csv, force, "--csv");
     std::filesystem::path lp(csv);
     lp.replace_extension("");
-    lin_out = std::make_unique<data::AtomicOutput>(lp.string() + ".linearity.csv", force, "--csv");
+    const std::string lin = lp.string() + ".linearity.csv";
+    data::RequireDistinctOutputs({{"--csv", csv}, {"--csv (linearity file)", lin}});
+    out = std::make_unique<data::AtomicOutput>(
+        csv, "--csv", data::OutputOptions{force, checkpoints, false, true});
+    lin_out = std::make_unique<data::AtomicOutput>(
+        lin, "--csv", data::OutputOptions{force, checkpoints, false, true});
   }
   SetThreads(threads);
 
@@ -155,7 +174,7 @@ int RunCompare(int argc, char** argv) {
     const References ref = references(tc);
     const data::PromptSet& set = ref.set;
     learners::Transformer model = learners::LoadCheckpoint(infos[c].path);
-    const std::string name = std::filesystem::path(infos[c].path).stem().string();
+    const std::string& name = names[c];
     const arma::mat pred = learners::TransformerPredictions(model, set);
     arma::cube w(d, task.n, P);
     arma::mat r2(task.n, P);
@@ -265,16 +284,15 @@ int RunCompare(int argc, char** argv) {
 
   if (out) {
     {
-      std::ofstream f(out->temp_path());
+      std::ostringstream f;
       f << "model,learner,k,spd,spd_lo,spd_hi,ilwd\n";
       for (const auto& e : entries)
         for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
           f << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{}\n", e.model, e.learner, k,
                            e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
                            e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)));
-      f.close();
-      if (!f) throw std::runtime_error("--csv: cannot write '" + out->temp_path() + "'");
-      std::ofstream g(lin_out->temp_path());
+      out->CommitText(f.str());
+      std::ostringstream g;
       g << "model,k,r2,contexts\n";
       for (std::size_t c = 0; c < implicit_r2.size(); ++c)
         for (arma::uword k = 0; k < implicit_r2[c].n_rows; ++k) {
@@ -286,11 +304,8 @@ int RunCompare(int argc, char** argv) {
                                : fmt::format("{:.9g}", arma::mean(arma::rowvec(row.cols(ok)))),
                            ok.n_elem);
         }
-      g.close();
-      if (!g) throw std::runtime_error("--csv: cannot write '" + lin_out->temp_path() + "'");
+      lin_out->CommitText(g.str());
     }
-    out->Commit();
-    lin_out->Commit();
     std::cout << "wrote " << out->path() << " and " << lin_out->path() << "\n";
   }
   return 0;

@@ -6,6 +6,7 @@
 
 #include "apps/cli.hpp"
 #include "data/hdf5.hpp"
+#include "data/output.hpp"
 #include "learners/checkpoint.hpp"
 
 namespace icl::cli {
@@ -34,9 +35,15 @@ int RunInspect(int argc, char** argv) {
   po::notify(vm);
   if (checkpoint.empty())
     throw std::invalid_argument("inspect: give a checkpoint file (see --help)");
-  if (!export_path.empty() && std::filesystem::exists(export_path) && !vm.count("force"))
-    throw std::invalid_argument("--export: '" + export_path +
-                                "' exists; pass --force to overwrite it");
+  data::RequireRegularInput(checkpoint, "inspect");
+  learners::SaveOptions so;
+  so.force = vm.count("force") > 0;
+  so.inputs = {checkpoint};  // --force never replaces the file being exported
+  so.label = "--export";
+  std::unique_ptr<data::AtomicOutput> check;
+  if (!export_path.empty())  // every check on the export path before any work; released below
+    check = std::make_unique<data::AtomicOutput>(
+        export_path, "--export", data::OutputOptions{so.force, so.inputs, false, false});
 
   learners::CheckpointInfo info;
   learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);
@@ -48,7 +55,7 @@ int RunInspect(int argc, char** argv) {
       learners::CountParameters(*model), info.model.ToJson(), info.train.task.ToJson(),
       info.train.ToJson(), info.has_train_state ? "yes (/train_state present)" : "no");
   if (!export_path.empty()) {
-    learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr);
+    learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr, so);
     std::cout << "exported " << export_path << " (without /train_state)\n";
   }
   return 0;

@@ -1,4 +1,5 @@
 // iclprobe: one program, a subcommand per stage (DESIGN.md).
+#include <csignal>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -50,6 +51,9 @@ std::string OneLine(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then fails a write with EFBIG, reported like a full disk,
+  // instead of killing the process in the middle of a file.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     PrintUsage(std::cerr);
     return icl::cli::kExitBadInput;

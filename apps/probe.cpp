@@ -118,11 +118,20 @@ int RunProbe(int argc, char** argv) {
   RequirePositive("epochs", req.gradient.max_epochs);
   RequirePositive("patience", req.gradient.patience);
   RequirePositive("batch", req.gradient.batch);
-  if (req.threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
+  CheckThreads(req.threads);
   const bool force = vm.count("force") > 0;
-  data::AtomicOutput h5out(out, force, "--out");
+  data::RequireRegularInput(req.activations, "--activations");
+  std::vector<std::string> inputs = {req.activations};
+  for (const auto& c : req.controls) {
+    data::RequireRegularInput(c, "--control");
+    inputs.push_back(c);
+  }
+  data::RequireDistinctOutputs({{"--out", out}, {"--csv", csv}});
+  data::AtomicOutput h5out(out, "--out", {force, inputs, false, true});
   std::unique_ptr<data::AtomicOutput> csvout;
-  if (vm.count("csv")) csvout = std::make_unique<data::AtomicOutput>(csv, force, "--csv");
+  if (vm.count("csv"))
+    csvout = std::make_unique<data::AtomicOutput>(csv, "--csv",
+                                                  data::OutputOptions{force, inputs, false, true});
   probes::ValidateRequest(req);
 
   const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() *
@@ -141,14 +150,14 @@ int RunProbe(int argc, char** argv) {
       req, [&](double done, double) { progress.Update(static_cast<long long>(done + 1e-9)); });
   progress.Finish();
   probes::WriteProbesFile(h5out.temp_path(), req, result, hashes.get());
+  std::string csv_text;
   if (csvout) {
-    std::ofstream f(csvout->temp_path());
+    std::ostringstream f;
     probes::WriteProbesCsv(f, result);
-    f.close();
-    if (!f) throw std::runtime_error("--csv: cannot write '" + csvout->temp_path() + "'");
+    csv_text = f.str();
   }
   h5out.Commit();
-  if (csvout) csvout->Commit();
+  if (csvout) csvout->CommitText(csv_text);
 
   // Summary: best layer per target, probe and source at the largest k probed (mean over seeds).
   const int k = result.ks.back();

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "analysis/report.hpp"
 #include "apps/cli.hpp"
 #include "data/output.hpp"
@@ -16,13 +18,14 @@ namespace {
 // gnuplot on PATH (or $ICLPROBE_GNUPLOT), or "" when there is none.
 std::string FindGnuplot() {
   if (const char* env = std::getenv("ICLPROBE_GNUPLOT"))
-    return std::filesystem::exists(env) ? env : "";
+    return std::filesystem::exists(env) ? std::filesystem::absolute(env).string() : "";
   const char* path = std::getenv("PATH");
   std::stringstream ss(path ? path : "");
   std::string dir;
   while (std::getline(ss, dir, ':')) {
     const auto candidate = std::filesystem::path(dir) / "gnuplot";
-    if (std::filesystem::exists(candidate)) return candidate.string();
+    if (std::filesystem::is_regular_file(candidate) && ::access(candidate.c_str(), X_OK) == 0)
+      return std::filesystem::absolute(candidate).string();
   }
   return "";
 }
@@ -72,9 +75,25 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + metric + "'");
   if (vm.count("threshold") && !(rule.threshold >= 0 && rule.threshold <= 1))
     throw std::invalid_argument("--threshold: expected an R2 in [0, 1]");
+  if (!(rule.relative > 0 && rule.relative <= 1))
+    throw std::invalid_argument("--relative: expected a fraction in (0, 1], got " +
+                                std::to_string(rule.relative));
+  if (!(rule.margin >= 0 && rule.margin <= 1))
+    throw std::invalid_argument("--margin: expected an R2 difference in [0, 1], got " +
+                                std::to_string(rule.margin));
+  const bool force = vm.count("force") > 0;
+  data::RequireRegularInput(probes, "--probes");
   std::unique_ptr<data::AtomicOutput> file;
   if (vm.count("out"))
-    file = std::make_unique<data::AtomicOutput>(out, vm.count("force") > 0, "--out");
+    file = std::make_unique<data::AtomicOutput>(out, "--out",
+                                                data::OutputOptions{force, {probes}, false, true});
+  std::string gnuplot;
+  if (vm.count("plot-dir")) {
+    if (plot_dir.empty()) throw std::invalid_argument("--plot-dir: empty path");
+    gnuplot = FindGnuplot();
+    if (std::filesystem::exists(plot_dir) && !std::filesystem::is_directory(plot_dir))
+      throw std::invalid_argument("--plot-dir: '" + plot_dir + "' exists and is not a folder");
+  }
 
   const analysis::ProbeResults r = analysis::ReadProbeResults(probes);
   std::vector<int> ks;
@@ -110,26 +129,37 @@ int RunReport(int argc, char** argv) {
   const auto onsets = analysis::FindOnsets(r, ks.back(), rule);
   std::ostringstream tables;
   analysis::WriteTables(tables, r, metric, ks, tf);
-  if (file) {
-    std::ofstream f(file->temp_path());
-    f << tables.str();
-    f.close();
-    if (!f) throw std::runtime_error("--out: cannot write '" + file->temp_path() + "'");
-    file->Commit();
+  // Plots are planned, and their paths checked, before anything is written.
+  analysis::PlotFiles plots;
+  if (vm.count("plot-dir") && !gnuplot.empty()) {
+    plots = analysis::PlanPlots(r, onsets);
+    std::error_code ec;
+    std::filesystem::create_directories(plot_dir, ec);
+    if (ec)
+      throw std::invalid_argument("--plot-dir: cannot create '" + plot_dir + "': " + ec.message());
+    const auto probes_id = data::IdOf(probes);
+    for (const auto& name : plots.All()) {
+      const std::string p = (std::filesystem::path(plot_dir) / name).string();
+      if (data::IdOf(p) == probes_id)
+        throw std::invalid_argument("--plot-dir: '" + p + "' is the input --probes file");
+      if (std::filesystem::exists(p) && (!force || !std::filesystem::is_regular_file(p)))
+        throw std::invalid_argument(
+            "--plot-dir: '" + p +
+            (force ? "' is not a regular file" : "' exists; pass --force to overwrite the plots"));
+    }
   }
+  if (file) file->CommitText(tables.str());
   analysis::PrintOnsets(std::cout, onsets, rule);
   if (!file)
     std::cout << tables.str();
   else
     std::cout << "wrote " << out << "\n";
   if (vm.count("plot-dir")) {
-    const std::string gnuplot = FindGnuplot();
     if (gnuplot.empty()) {
       std::cerr
           << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
-    } else if (!analysis::WritePlots(r, onsets, plot_dir, gnuplot)) {
-      std::cerr << "report: gnuplot failed; the data and plots.gp are in " << plot_dir << "\n";
     } else {
+      analysis::WritePlots(plots, plot_dir, gnuplot);
       std::cout << "plots in " << plot_dir << "\n";
     }
   }

@@ -11,6 +11,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "data/output.hpp"
 #include "learners/trainer.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -28,27 +29,52 @@ std::string CsvPathFor(const std::string& checkpoint) {
 }
 
 // Keeps the header and the rows of steps <= `step` (rows written after the last checkpoint
-// of an interrupted run are evaluated again on resume).
+// of an interrupted run are evaluated again on resume). The log is rewritten atomically.
 void TruncateLog(const std::string& path, std::int64_t step) {
+  if (!fs::exists(path)) return;
+  data::RequireRegularInput(path, "training log");
   std::ifstream in(path);
-  if (!in) return;
-  std::stringstream kept;
-  std::string line;
-  bool header = true;
+  if (!in) throw std::runtime_error("training log '" + path + "': cannot read it");
+  std::string kept, line;
+  std::size_t line_no = 0;
   while (std::getline(in, line)) {
-    if (header || std::stoll(line.substr(0, line.find(','))) <= step) kept << line << "\n";
-    header = false;
+    ++line_no;
+    if (line_no == 1) {
+      kept += line + "\n";
+      continue;
+    }
+    if (line.empty()) continue;
+    const std::string field = line.substr(0, line.find(','));
+    std::size_t used = 0;
+    long long s = -1;
+    try {
+      s = std::stoll(field, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != field.size() || s < 0)
+      throw std::invalid_argument("training log '" + path + "' line " + std::to_string(line_no) +
+                                  ": expected a step number in the first column, got '" +
+                                  field.substr(0, 40) + "'");
+    if (s <= step) kept += line + "\n";
   }
-  in.close();
-  std::ofstream(path, std::ios::trunc) << kept.str();
+  data::AtomicOutput out(path, "training log", {/*force=*/true, {}, false, /*lock=*/false});
+  out.CommitText(kept);
 }
 
 }  // namespace
 
 void SetThreads(int threads) {
+  CheckThreads(threads);
   const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   torch::set_num_threads(n);
   openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
+}
+
+void CheckThreads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("--threads: expected 0 (all cores) or 1.." +
+                                std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
 }
 
 int RunTrain(int argc, char** argv) {
@@ -144,13 +170,11 @@ int RunTrain(int argc, char** argv) {
           "--fixed-w: --resume takes the configuration from the checkpoint");
     if (!fs::exists(out))
       throw std::invalid_argument("--resume: no checkpoint '" + out + "' to continue");
+    data::RequireRegularInput(out, "--out");
   } else {
     if (fs::exists(out) && !force)
       throw std::invalid_argument(
           "--out: '" + out + "' exists; pass --force to overwrite it or --resume to continue it");
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty() && !fs::is_directory(parent))
-      throw std::invalid_argument("--out: folder '" + parent.string() + "' does not exist");
     model.d = train.task.d;
     model.n_max = train.task.n;
     RequirePositive("d", train.task.d);
@@ -169,17 +193,29 @@ int RunTrain(int argc, char** argv) {
     model.Validate();
     train.Validate();
   }
-  if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
-  SetThreads(threads);
+  CheckThreads(threads);
+  const std::string csv = CsvPathFor(out);
 
   if (init_only) {
-    learners::WriteInitCheckpoint(model, train, out);
+    learners::SaveOptions so;
+    so.force = force;
+    so.label = "--out";
+    learners::WriteInitCheckpoint(model, train, out, so);
     std::cout << "wrote untrained checkpoint " << out << " (" << model.ToJson() << ", seed "
               << train.seed << ")\n";
     return 0;
   }
 
-  const std::string csv = CsvPathFor(out);
+  // Checks on the checkpoint path (a regular file or absent, its folder writable), and the lock
+  // that keeps a second run off this output, held until the run ends; the log goes with it.
+  data::AtomicOutput guard(out, "--out", {/*force=*/force || resume, {}, false, /*lock=*/true});
+  if (!resume && fs::exists(csv) && !force)
+    throw std::invalid_argument("--out: the evaluation log '" + csv +
+                                "' exists; pass --force to overwrite it or --resume to continue "
+                                "its run");
+  if (fs::exists(csv) && !fs::is_regular_file(csv))
+    throw std::invalid_argument("--out: the evaluation log '" + csv + "' is not a regular file");
+  SetThreads(threads);
   std::int64_t start_step = 0;
   if (resume) {
     const auto info = learners::ReadCheckpointInfo(out);
@@ -188,7 +224,8 @@ int RunTrain(int argc, char** argv) {
     model = info.model;
     TruncateLog(csv, start_step);
   } else {
-    std::ofstream(csv, std::ios::trunc) << "step,lr,train_loss,eval_loss,k,model_error,ols_error\n";
+    data::AtomicOutput log(csv, "--out", {/*force=*/true, {}, false, /*lock=*/false});
+    log.CommitText("step,lr,train_loss,eval_loss,k,model_error,ols_error\n");
   }
   {
     torch::manual_seed(train.seed);
@@ -227,9 +264,13 @@ int RunTrain(int argc, char** argv) {
     for (int k = 0; k < n; ++k)
       f << fmt::format("{},{:.6g},{:.9g},{:.9g},{},{:.9g},{:.9g}\n", r.step, r.lr, r.train_loss,
                        r.eval_loss, k, r.model_error(k), r.ols_error(k));
+    f.close();
+    if (!f)
+      throw std::runtime_error("cannot append to the evaluation log '" + csv +
+                               "' (disk full?); the last checkpoint is kept at '" + out + "'");
   };
 
-  learners::TrainRequest req{model, train, out, resume, stop_after};
+  learners::TrainRequest req{model, train, out, resume, stop_after, /*lock=*/false};
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = learners::Train(req, cb);
   progress.Finish();

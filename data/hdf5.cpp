@@ -1,17 +1,35 @@
 // RAII wrappers over the HDF5 C API; every error becomes an exception naming file and object.
 #include "data/hdf5.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
+#include <type_traits>
 
 namespace icl::h5 {
 
 namespace {
 
+// The innermost description HDF5 left on its error stack ("truncated file: eof = ...",
+// "No space left on device"), or "" when there is none.
+std::string StackDetail() {
+  std::string detail;
+  auto walk = [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+    auto* s = static_cast<std::string*>(out);
+    if (e && e->desc && *e->desc) *s = e->desc;  // the last frame walked is the innermost cause
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk, &detail);
+  H5Eclear2(H5E_DEFAULT);
+  return detail;
+}
+
 [[noreturn]] void Fail(const std::string& what) {
-  throw std::runtime_error("hdf5: " + what);
+  const std::string detail = StackDetail();
+  throw std::runtime_error("hdf5: " + what + (detail.empty() ? "" : " [" + detail + "]"));
 }
 
 std::string DimsStr(const Dims& d) {
@@ -137,7 +155,19 @@ T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
   Handle a = OpenAttr(obj, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id());
-  if (cls != H5T_INTEGER && cls != H5T_FLOAT) Fail(obj.Where(attr) + ": expected " + kind);
+  // An integer is never read from a float attribute: 4.7 must not become 4.
+  const bool ok =
+      std::is_integral_v<T> ? cls == H5T_INTEGER : (cls == H5T_INTEGER || cls == H5T_FLOAT);
+  if (!ok) Fail(obj.Where(attr) + ": expected " + kind);
+  if constexpr (std::is_integral_v<T>) {
+    // Unsigned 64-bit values above INT64_MAX would wrap.
+    if (H5Tget_sign(type.id()) == H5T_SGN_NONE && H5Tget_size(type.id()) >= sizeof(T)) {
+      std::uint64_t u = 0;
+      if (H5Aread(a.id(), H5T_NATIVE_UINT64, &u) < 0) Fail(obj.Where(attr) + ": cannot read");
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        Fail(obj.Where(attr) + ": value " + std::to_string(u) + " is out of range");
+    }
+  }
   Handle space(H5Aget_space(a.id()), H5Sclose);
   if (H5Sget_simple_extent_npoints(space.id()) != 1) Fail(obj.Where(attr) + ": expected a scalar");
   T v{};
@@ -349,14 +379,24 @@ std::vector<std::string> Group::Members() const {
 
 File File::Open(const std::string& path, Mode mode) {
   EnsureSilenced();
-  if (!std::filesystem::exists(path)) Fail("'" + path + "': no such file");
-  if (H5Fis_hdf5(path.c_str()) <= 0) Fail("'" + path + "': not an HDF5 file");
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) Fail("'" + path + "': no such file");
+  // A FIFO or device would block or stream forever; iclprobe files are regular files.
+  if (!std::filesystem::is_regular_file(st))
+    Fail("'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    Fail("'" + path + "': not an HDF5 file");
+  }
   Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
            H5Fclose);
   if (!h.valid())
     Fail("'" + path + "': cannot open" + (mode == Mode::kRead ? "" : " for writing") +
-         " (is it open in another program?)");
-  return File(std::move(h), path);
+         " (truncated or damaged, or locked by another process)");
+  File f(std::move(h), path);
+  f.writable_ = mode == Mode::kReadWrite;
+  return f;
 }
 
 File File::Create(const std::string& path, bool truncate) {
@@ -367,7 +407,9 @@ File File::Create(const std::string& path, bool truncate) {
   if (!h.valid())
     Fail("'" + path + "': cannot create (" +
          (std::filesystem::exists(path) ? "it exists" : "is the folder writable?") + ")");
-  return File(std::move(h), path);
+  File f(std::move(h), path);
+  f.writable_ = true;
+  return f;
 }
 
 void File::Flush() {
@@ -376,8 +418,27 @@ void File::Flush() {
 
 void File::Close() {
   if (!h_.valid()) return;
+  if (writable_) {
+    // With objects still open H5Fclose only defers the close, and the writes it then makes
+    // would go unchecked: a file is closed only when everything in it is.
+    const ssize_t open_objects = H5Fget_obj_count(
+        id(), H5F_OBJ_LOCAL | H5F_OBJ_DATASET | H5F_OBJ_GROUP | H5F_OBJ_DATATYPE | H5F_OBJ_ATTR);
+    if (open_objects != 0)
+      throw std::logic_error("hdf5: '" + file_ + "': Close() with " + std::to_string(open_objects) +
+                             " object(s) still open");
+    Sync();
+  }
   const hid_t id = h_.Release();
   if (H5Fclose(id) < 0) Fail("'" + file_ + "': close failed (disk full?)");
+}
+
+void File::Sync() {
+  Flush();
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) < 0 || !handle)
+    Fail("'" + file_ + "': cannot reach the file descriptor to sync it");
+  if (::fsync(*static_cast<int*>(handle)) != 0)
+    Fail("'" + file_ + "': sync to disk failed (disk full?)");
 }
 
 }  // namespace icl::h5

@@ -146,12 +146,18 @@ class File : public Group {
   static File Open(const std::string& path, Mode mode = Mode::kRead);
   // Creates a new file; fails if it exists unless `truncate`.
   static File Create(const std::string& path, bool truncate = false);
+  // Writes every cached byte to the file; throws on a failed write (disk full).
   void Flush();
-  // Closes now (also done by the destructor); errors on close are reported.
+  // Flush() and fsync: when it returns, what was written is on disk.
+  void Sync();
+  // Closes now, with every error reported: a written file is synced first, and closing one
+  // that still has open groups, datasets or attributes is a programming error (std::logic_error).
+  // The destructor closes too, but cannot report failures.
   void Close();
 
  private:
   File(Handle h, std::string path) : Group(std::move(h), std::move(path), "/") {}
+  bool writable_ = false;
 };
 
 // Silences HDF5's own error printing; iclprobe reports errors through exceptions.

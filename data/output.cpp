@@ -1,6 +1,14 @@
-// AtomicOutput: temp file + rename.
+// AtomicOutput: checks before work, a lock against a second writer, partial file, fsync, rename.
 #include "data/output.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -9,32 +17,202 @@ namespace icl::data {
 
 namespace fs = std::filesystem;
 
-AtomicOutput::AtomicOutput(std::string path, bool force, const std::string& option)
-    : path_(std::move(path)), temp_(path_ + ".partial") {
-  if (path_.empty()) throw std::invalid_argument(option + ": empty output path");
-  if (fs::exists(path_) && !force)
-    throw std::invalid_argument(option + ": '" + path_ +
-                                "' exists; pass --force to overwrite it or choose another path");
-  if (fs::is_directory(path_))
-    throw std::invalid_argument(option + ": '" + path_ + "' is a folder, expected a file path");
-  const fs::path parent = fs::path(path_).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent))
-    throw std::invalid_argument(option + ": folder '" + parent.string() + "' does not exist");
+namespace {
+
+std::string Errno() {
+  return std::strerror(errno);
+}
+
+std::string Parent(const std::string& path) {
+  const fs::path p = fs::path(path).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+
+std::string GiB(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
+  return buf;
+}
+
+}  // namespace
+
+FileId IdOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
+}
+
+void RequireRegularInput(const std::string& path, const std::string& label) {
+  struct stat st;
+  if (path.empty()) throw std::invalid_argument(label + ": empty path");
+  if (::stat(path.c_str(), &st) != 0)
+    throw std::invalid_argument(label + ": '" + path +
+                                "': " + (errno == ENOENT ? std::string("no such file") : Errno()));
+  if (!S_ISREG(st.st_mode))
+    throw std::invalid_argument(label + ": '" + path + "' is not a regular file" +
+                                (S_ISDIR(st.st_mode) ? " (a folder)" : "") +
+                                "; expected a file written by iclprobe");
+}
+
+OutputLock::OutputLock(const std::string& path, const std::string& label)
+    : lock_path_(path + ".lock") {
+  // Open, lock, then check that the name still points at the locked inode: a writer that
+  // finished in between removed the old lock file, and we must not hold a lock on an orphan.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw std::invalid_argument(label + ": cannot create the lock file '" + lock_path_ +
+                                  "': " + Errno() + " (is the folder writable?)");
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int e = errno;
+      ::close(fd_);
+      fd_ = -1;
+      if (e == EWOULDBLOCK)
+        throw std::runtime_error(label + ": '" + path +
+                                 "' is being written by another process (lock '" + lock_path_ +
+                                 "' is held); wait for it or choose another output");
+      throw std::runtime_error(label + ": cannot lock '" + lock_path_ + "': " + std::strerror(e));
+    }
+    struct stat a, b;
+    if (::fstat(fd_, &a) == 0 && ::stat(lock_path_.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+        a.st_ino == b.st_ino)
+      return;
+    ::close(fd_);
+    fd_ = -1;
+  }
+  throw std::runtime_error(label + ": cannot take the lock '" + lock_path_ +
+                           "' (other processes keep replacing it)");
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());  // while still holding it, so nobody locks the removed inode
+  ::close(fd_);
+}
+
+AtomicOutput::AtomicOutput(std::string path, const std::string& label, const OutputOptions& o)
+    : path_(std::move(path)),
+      temp_(path_ + ".partial"),
+      label_(label),
+      keep_partial_(o.keep_partial) {
+  if (path_.empty()) throw std::invalid_argument(label + ": empty output path");
+  const std::string parent = Parent(path_);
+  if (!fs::is_directory(parent))
+    throw std::invalid_argument(label + ": folder '" + parent + "' does not exist");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw std::invalid_argument(label + ": folder '" + parent + "' is not writable");
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      throw std::invalid_argument(label + ": '" + path_ + "' is a folder, expected a file path");
+    if (!S_ISREG(st.st_mode))
+      throw std::invalid_argument(label + ": '" + path_ +
+                                  "' exists and is not a regular file (a device, FIFO or "
+                                  "socket); iclprobe only replaces regular files");
+    if (!o.force)
+      throw std::invalid_argument(label + ": '" + path_ +
+                                  "' exists; pass --force to overwrite it or choose another path");
+  }
+  const FileId out_id = IdOf(path_), temp_id = IdOf(temp_);
+  for (const auto& in : o.inputs) {
+    const FileId id = IdOf(in);
+    if (id == out_id || id == temp_id)
+      throw std::invalid_argument(label + ": '" + path_ + "' is the input '" + in +
+                                  "'; write the output to another file");
+  }
+  if (::lstat(temp_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::invalid_argument(label + ": '" + temp_ + "' exists and is not a regular file");
+  if (o.lock) lock_ = std::make_unique<OutputLock>(path_, label);
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (!committed_) {
+  if (!committed_ && !keep_partial_) {
     std::error_code ec;
     fs::remove(temp_, ec);
   }
 }
 
+void SyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open '" + path + "' to sync it: " + Errno());
+  const int r = ::fsync(fd);
+  const int e = errno;
+  ::close(fd);
+  // Some file systems cannot sync a folder (EINVAL); files must always sync.
+  if (r != 0 && !(e == EINVAL && fs::is_directory(path)))
+    throw std::runtime_error("cannot sync '" + path + "' to disk: " + std::strerror(e));
+}
+
 void AtomicOutput::Commit() {
+  try {
+    SyncPath(temp_);
+    std::error_code ec;
+    fs::rename(temp_, path_, ec);
+    if (ec)
+      throw std::runtime_error("cannot rename '" + temp_ + "' to '" + path_ + "': " + ec.message());
+    committed_ = true;
+    SyncPath(Parent(path_));
+  } catch (const std::runtime_error& e) {
+    if (!committed_) keep_partial_ = false;  // an unsynced partial file is not worth resuming
+    throw std::runtime_error(label_ + ": " + e.what());
+  }
+}
+
+void WriteFileChecked(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create '" + path + "': " + Errno());
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const std::string why = w < 0 ? Errno() : "no progress";
+      ::close(fd);
+      throw std::runtime_error("cannot write '" + path + "': " + why + " (disk full?)");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    const std::string why = Errno();
+    ::close(fd);
+    throw std::runtime_error("cannot sync '" + path + "': " + why + " (disk full?)");
+  }
+  if (::close(fd) != 0) throw std::runtime_error("cannot close '" + path + "': " + Errno());
+}
+
+void AtomicOutput::CommitText(const std::string& content) {
+  try {
+    WriteFileChecked(temp_, content);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(label_ + ": " + e.what());
+  }
+  Commit();
+}
+
+void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outs) {
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    for (std::size_t j = i + 1; j < outs.size(); ++j) {
+      const auto& [la, pa] = outs[i];
+      const auto& [lb, pb] = outs[j];
+      if (pa.empty() || pb.empty()) continue;
+      const bool same = fs::weakly_canonical(pa) == fs::weakly_canonical(pb) ||
+                        (IdOf(pa).found && IdOf(pa) == IdOf(pb));
+      if (same)
+        throw std::invalid_argument(la + " and " + lb + " name the same file '" + pa +
+                                    "'; give each output its own path");
+    }
+}
+
+void RequireFreeSpace(const std::string& path, double bytes, const std::string& label) {
   std::error_code ec;
-  fs::rename(temp_, path_, ec);
-  if (ec)
-    throw std::runtime_error("cannot rename '" + temp_ + "' to '" + path_ + "': " + ec.message());
-  committed_ = true;
+  const auto space = fs::space(Parent(path), ec);
+  if (ec) return;  // the folder check reports a missing folder
+  const double have = static_cast<double>(space.available);
+  if (!(bytes <= have))
+    throw std::invalid_argument(label + ": the output would take about " + GiB(bytes) + " but '" +
+                                Parent(path) + "' has " + GiB(have) +
+                                " free; free space or write less (fewer prompts, layers or "
+                                "positions)");
 }
 
 }  // namespace icl::data

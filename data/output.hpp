@@ -1,29 +1,93 @@
-// Safe output files: refuse to overwrite without --force, write to "<path>.partial" and
-// rename only when complete, so a crash never leaves a file that looks finished.
+// Safe output files. An output is written under "<path>.partial", checked, fsync'ed and renamed
+// only when complete, so neither a crash nor a full disk leaves a file that looks finished; an
+// existing file is replaced only with `force`, never when it is also an input (same device and
+// inode, links resolved) and never when it is not a regular file; one writer at a time holds
+// an exclusive lock ("<path>.lock"), so two runs never interleave in one output.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace icl::data {
 
+// Identity of a file on disk (device and inode, links followed); found = false when absent.
+struct FileId {
+  bool found = false;
+  std::uint64_t dev = 0, ino = 0;
+  bool operator==(const FileId& o) const {
+    return found && o.found && dev == o.dev && ino == o.ino;
+  }
+};
+FileId IdOf(const std::string& path);
+
+// Throws std::invalid_argument naming `label` unless `path` is an existing regular file (links
+// followed): a FIFO, a device or a folder given as an input would block or make no sense.
+void RequireRegularInput(const std::string& path, const std::string& label);
+
+// An exclusive advisory lock on "<path>.lock", held for the object's lifetime; the lock file is
+// removed when released. Throws std::runtime_error when another process holds it, and
+// std::invalid_argument when the folder does not admit the lock file (missing, read-only).
+class OutputLock {
+ public:
+  OutputLock(const std::string& path, const std::string& label);
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  ~OutputLock();
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+};
+
+struct OutputOptions {
+  bool force = false;               // replace an existing output
+  std::vector<std::string> inputs;  // files this run reads: never replaced, even with force
+  bool keep_partial = false;        // leave "<path>.partial" for a resume when not committed
+  bool lock = true;                 // take the OutputLock (false: the caller holds it)
+};
+
 class AtomicOutput {
  public:
-  // Throws std::invalid_argument (naming `option`, e.g. "--csv") when `path` exists and
-  // !force, or when its folder does not exist.
-  AtomicOutput(std::string path, bool force, const std::string& option);
+  // Checks everything that can be checked before work starts and throws
+  // std::invalid_argument naming `label` (e.g. "--csv", or "checkpoint" in a library): an empty
+  // path, a missing or unwritable folder, an existing path without force, a path that is not a
+  // regular file, a path (or its partial file) that is the same file as an input.
+  AtomicOutput(std::string path, const std::string& label, const OutputOptions& options);
   AtomicOutput(const AtomicOutput&) = delete;
   AtomicOutput& operator=(const AtomicOutput&) = delete;
-  // Removes the temporary file unless Commit() was called.
+  // Removes the partial file unless Commit() was called or keep_partial was asked for.
   ~AtomicOutput();
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_; }
-  // Renames the temporary file onto the final path.
+  // fsyncs the partial file, renames it onto the final path and fsyncs the folder; throws
+  // std::runtime_error naming the file on any failure (the partial file is then removed).
   void Commit();
+  // Writes `content` to the partial file with every write checked, then Commit()s.
+  void CommitText(const std::string& content);
 
  private:
   std::string path_;
   std::string temp_;
+  std::string label_;
+  bool keep_partial_ = false;
   bool committed_ = false;
+  std::unique_ptr<OutputLock> lock_;
 };
+
+// Refuses (std::invalid_argument naming the labels) when two outputs of one run are the same
+// path or the same file.
+void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& label_path);
+
+// fsync of a file or folder by path; throws std::runtime_error naming it.
+void SyncPath(const std::string& path);
+
+// Writes `content` to `path` (created or truncated) with checked writes and an fsync.
+void WriteFileChecked(const std::string& path, const std::string& content);
+
+// Throws std::invalid_argument naming `label` when the file system holding `path` has less
+// than `bytes` free: a run that would fill the disk is refused before it starts.
+void RequireFreeSpace(const std::string& path, double bytes, const std::string& label);
 
 }  // namespace icl::data

@@ -65,14 +65,14 @@ void CheckFormat(const h5::Group& root, const std::string& format) {
 }
 
 void SavePromptSet(const std::string& path, const PromptSet& set, bool force) {
-  AtomicOutput out(path, force, "prompts");
+  AtomicOutput out(path, "prompts", OutputOptions{force, {}, false, true});
   {
     h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
     WriteFormatAttrs(f, kPromptsFormat);
     f.SetAttr("task_config", set.task.ToJson());
     f.SetAttr("seed", static_cast<std::int64_t>(set.seed));
     WritePrompts(f, set);
-    f.Close();
+    f.Close();  // checked and synced
   }
   out.Commit();
 }

@@ -1,6 +1,8 @@
 // Task configuration (JSON) and the counter-seeded prompt sampler.
 #include "data/task.hpp"
 
+#include "data/json.hpp"
+
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -23,10 +25,12 @@ std::uint64_t Rotl(std::uint64_t x, int k) {
 }  // namespace
 
 void TaskConfig::Validate() const {
-  if (d <= 0)
-    throw std::invalid_argument("task: d must be a positive integer, got " + std::to_string(d));
-  if (n <= 0)
-    throw std::invalid_argument("task: n must be a positive integer, got " + std::to_string(n));
+  if (d <= 0 || d > kMaxD)
+    throw std::invalid_argument("task: d must be an integer in 1.." + std::to_string(kMaxD) +
+                                ", got " + std::to_string(d));
+  if (n <= 0 || n > kMaxN)
+    throw std::invalid_argument("task: n must be an integer in 1.." + std::to_string(kMaxN) +
+                                ", got " + std::to_string(n));
   if (!(w_scale > 0) || !std::isfinite(w_scale))
     throw std::invalid_argument("task: w_scale must be a positive finite number, got " +
                                 std::to_string(w_scale));
@@ -47,16 +51,12 @@ std::string TaskConfig::ToJson() const {
 
 TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what) {
   TaskConfig t;
-  try {
-    auto j = nlohmann::json::parse(json);
-    t.d = j.at("d").get<int>();
-    t.n = j.at("n").get<int>();
-    t.w_scale = j.at("w_scale").get<double>();
-    t.noise = j.at("noise").get<double>();
-    t.fixed_w = j.value("fixed_w", false);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not a valid task config (" + e.what() + ")");
-  }
+  const auto j = json::Parse(json, what);
+  t.d = static_cast<int>(json::Int(j, "d", what, 1, kMaxD));
+  t.n = static_cast<int>(json::Int(j, "n", what, 1, kMaxN));
+  t.w_scale = json::Number(j, "w_scale", what);
+  t.noise = json::Number(j, "noise", what);
+  t.fixed_w = j.contains("fixed_w") ? json::Bool(j, "fixed_w", what) : false;
   try {
     t.Validate();
   } catch (const std::invalid_argument& e) {

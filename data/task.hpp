@@ -7,6 +7,11 @@
 
 namespace icl::data {
 
+// Sizes beyond these are refused as input errors (they would exhaust memory long before any
+// result): d is the paper's 4..20, n its 40..80.
+inline constexpr int kMaxD = 4096;
+inline constexpr int kMaxN = 65536;
+
 // x ~ N(0, I_d), w ~ N(0, w_scale^2 I_d) (or w = all ones when fixed_w), y = w.x + noise * eps.
 struct TaskConfig {
   int d = 4;             // input dimension

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "data/hdf5.hpp"
+#include "data/output.hpp"
 #include "data/prompt_io.hpp"
 #include "data/sha256.hpp"
 #include "data/targets.hpp"
@@ -142,18 +143,24 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   torch::NoGradGuard no_grad;
 
   const std::string partial = cfg.out + ".partial";
-  if (fs::exists(cfg.out) && !opt.force)
-    throw std::invalid_argument("--out: '" + cfg.out +
-                                "' exists; pass --force to overwrite it or choose another path");
-  const fs::path parent = fs::path(cfg.out).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent))
-    throw std::invalid_argument("--out: folder '" + parent.string() + "' does not exist");
   if (opt.resume && !fs::exists(partial))
     throw std::invalid_argument("--resume: no partial file '" + partial + "' to continue");
   if (!opt.resume && fs::exists(partial) && !opt.force)
     throw std::invalid_argument("--out: '" + partial +
                                 "' exists from an interrupted run; pass --resume to continue "
                                 "it or --force to start over");
+  // Path checks, the input's identity, and the lock against a second writer, before any work;
+  // an unfinished partial file is kept for --resume.
+  data::AtomicOutput output(cfg.out, "--out",
+                            {opt.force, {cfg.checkpoint}, /*keep_partial=*/true, /*lock=*/true});
+  {
+    const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
+    const double d = cfg.task.d, n = cfg.task.n;
+    const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * sizeof(float) +
+                             n * sizeof(float) + (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
+    const double have = opt.resume && fs::exists(partial) ? double(fs::file_size(partial)) : 0;
+    data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "--out");
+  }
 
   const std::string sha = data::Sha256File(cfg.checkpoint);
   const std::string content = cfg.ContentJson(info.model);
@@ -185,7 +192,15 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       throw std::invalid_argument("--resume: '" + partial + "' was made with other settings: " +
                                   JsonDifference(file_content, content));
     n_complete = file->GetInt("n_complete");
-    chunk_rows = static_cast<int>(file->GetInt("chunk_rows"));
+    if (n_complete < 0 || n_complete > std::int64_t(N))
+      throw std::invalid_argument("--resume: '" + partial + "' has n_complete " +
+                                  std::to_string(n_complete) + ", outside 0.." + std::to_string(N));
+    const std::int64_t stored_rows = file->GetInt("chunk_rows");
+    if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
+      throw std::invalid_argument("--resume: '" + partial + "' has chunk_rows " +
+                                  std::to_string(stored_rows) + ", expected a multiple of " +
+                                  std::to_string(kComputeGroup));
+    chunk_rows = static_cast<int>(stored_rows);
     for (int l : cfg.layers)
       ds.hidden.push_back(file->OpenDataset("hidden/" + LayerName(l)));
     for (const auto& name : rest_names)
@@ -198,7 +213,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   } else {
     std::error_code ec;
     fs::remove(partial, ec);
-    file = std::make_unique<h5::File>(h5::File::Create(partial, /*truncate=*/true));
+    file = std::make_unique<h5::File>(h5::File::Create(partial, /*truncate=*/false));
     h5::File& f = *file;
     data::WriteFormatAttrs(f, kActivationsFormat);
     f.SetAttr("model_config", info.model.ToJson());
@@ -310,9 +325,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     ds.rest[5].Append(count, t.w_ridge.memptr());
     ds.rest[6].Append(count, t.xty.memptr());
     ds.rest[7].Append(count, t.xtx.memptr());
+    // The rows reach the disk before n_complete says they are there: a failed write (disk
+    // full) leaves n_complete at the last batch that is durably on disk, so --resume redoes
+    // the failed batch instead of keeping a block of unwritten rows.
+    file->Sync();
     n_complete += count;
     file->SetAttr("n_complete", n_complete);
-    file->Flush();
+    file->Sync();
     ++batches;
     if (on_batch)
       on_batch({n_complete, std::int64_t(N), double(fs::file_size(partial)) / (1 << 20)});
@@ -323,7 +342,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   file.reset();
   result.finished = n_complete == std::int64_t(N);
   if (result.finished) {
-    fs::rename(partial, cfg.out);
+    output.Commit();
     result.written = cfg.out;
   } else {
     result.written = partial;

@@ -45,6 +45,10 @@ void ReadTensorInto(const h5::Group& g, const std::string& name, torch::Tensor& 
                                 ShapeStr(DimsOf(dst)));
   auto buf = torch::empty(dst.sizes(), torch::kFloat32);
   ds.Read(buf.data_ptr<float>());
+  // A NaN or infinite weight would make every prediction NaN, and NaN errors sort first.
+  if (!torch::isfinite(buf).all().item<bool>())
+    throw std::invalid_argument("checkpoint '" + g.file() + "': " + what + " '" + name +
+                                "' holds NaN or infinite values");
   torch::NoGradGuard no_grad;
   dst.copy_(buf);
 }
@@ -65,11 +69,18 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
   info.train =
       TrainConfig::FromJson(f.GetString("train_config"), "checkpoint '" + path + "' train_config");
   info.step = f.GetInt("step");
+  if (info.step < 0)
+    throw std::invalid_argument("checkpoint '" + path + "': step " + std::to_string(info.step) +
+                                " is negative");
   info.has_train_state = f.Exists("train_state");
   if (info.train.task.d != info.model.d)
     throw std::invalid_argument("checkpoint '" + path +
                                 "': train task d=" + std::to_string(info.train.task.d) +
                                 " differs from model d=" + std::to_string(info.model.d));
+  if (info.train.task.n > info.model.n_max)
+    throw std::invalid_argument("checkpoint '" + path +
+                                "': train task n=" + std::to_string(info.train.task.n) +
+                                " exceeds the model's n_max=" + std::to_string(info.model.n_max));
   return info;
 }
 
@@ -85,28 +96,34 @@ void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
 }
 
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
-                    std::int64_t step, torch::optim::AdamW* optimizer) {
-  data::AtomicOutput out(path, /*force=*/true, "checkpoint");
+                    std::int64_t step, torch::optim::AdamW* optimizer, const SaveOptions& options) {
+  data::OutputOptions oo;
+  oo.force = options.force;
+  oo.inputs = options.inputs;
+  oo.lock = options.lock;
+  data::AtomicOutput out(path, options.label, oo);
+  h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
+  data::WriteFormatAttrs(f, kCheckpointFormat);
+  f.SetAttr("model_config", model->config.ToJson());
+  f.SetAttr("train_config", train.ToJson());
+  f.SetAttr("task_config", train.task.ToJson());
+  f.SetAttr("step", step);
+  f.SetAttr("parameter_count", CountParameters(*model));
   {
-    h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
-    data::WriteFormatAttrs(f, kCheckpointFormat);
-    f.SetAttr("model_config", model->config.ToJson());
-    f.SetAttr("train_config", train.ToJson());
-    f.SetAttr("task_config", train.task.ToJson());
-    f.SetAttr("step", step);
-    f.SetAttr("parameter_count", CountParameters(*model));
     h5::Group params = f.CreateGroup("params");
     params.SetAttr("description",
                    std::string("one float32 dataset per parameter, named by module path"));
     for (const auto& p : model->named_parameters())
       WriteTensor(params, p.key(), p.value());
-    if (optimizer) {
-      h5::Group ts = f.CreateGroup("train_state");
-      ts.SetAttr("step", step);
-      ts.SetAttr("description",
-                 std::string("AdamW moments per parameter; training prompts are a function "
-                             "of (seed, step), so no sampler state is needed"));
-      std::int64_t adam_step = 0;
+  }
+  if (optimizer) {
+    h5::Group ts = f.CreateGroup("train_state");
+    ts.SetAttr("step", step);
+    ts.SetAttr("description",
+               std::string("AdamW moments per parameter; training prompts are a function "
+                           "of (seed, step), so no sampler state is needed"));
+    std::int64_t adam_step = 0;
+    {
       h5::Group m1 = ts.CreateGroup("exp_avg"), m2 = ts.CreateGroup("exp_avg_sq");
       for (const auto& p : model->named_parameters()) {
         auto it = optimizer->state().find(StateKey(p.value()));
@@ -116,10 +133,10 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
         WriteTensor(m1, p.key(), st.exp_avg());
         WriteTensor(m2, p.key(), st.exp_avg_sq());
       }
-      ts.SetAttr("adam_step", adam_step);
     }
-    f.Close();
+    ts.SetAttr("adam_step", adam_step);
   }
+  f.Close();  // flushed, every error checked, fsync'ed
   out.Commit();
 }
 

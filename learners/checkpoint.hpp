@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "learners/model_config.hpp"
 #include "learners/transformer.hpp"
@@ -29,10 +30,19 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path);
 // (the same d, at most n_max examples).
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 
+struct SaveOptions {
+  bool force = true;                 // replace an existing file (a run overwrites its own)
+  std::vector<std::string> inputs;   // files that must not be replaced (e.g. an exported source)
+  bool lock = true;                  // take the output lock (false: the caller holds it)
+  std::string label = "checkpoint";  // names the output in messages
+};
+
 // Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary
-// file renamed into place, so an interrupted save never leaves a half-written checkpoint.
+// file, every write checked and synced, then renamed into place, so an interrupted or failed
+// save (disk full) never leaves a half-written checkpoint under the final name.
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
-                    std::int64_t step, torch::optim::AdamW* optimizer);
+                    std::int64_t step, torch::optim::AdamW* optimizer,
+                    const SaveOptions& options = {});
 
 // Builds the model of a checkpoint and loads its parameters, refusing a file whose format,
 // version, parameter names or shapes do not match, with a message naming the parameter.

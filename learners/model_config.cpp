@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "data/json.hpp"
+
 namespace icl::learners {
 
 namespace {
@@ -16,14 +18,30 @@ void Require(bool ok, const std::string& message) {
 }  // namespace
 
 void ModelConfig::Validate() const {
-  Require(d > 0, "model: d must be positive, got " + std::to_string(d));
-  Require(n_max > 0, "model: n_max must be positive, got " + std::to_string(n_max));
-  Require(layers >= 0, "model: layers must be non-negative, got " + std::to_string(layers));
-  Require(hidden > 0, "model: hidden must be positive, got " + std::to_string(hidden));
+  Require(d > 0 && d <= data::kMaxD,
+          "model: d must be in 1.." + std::to_string(data::kMaxD) + ", got " + std::to_string(d));
+  Require(n_max > 0 && n_max <= data::kMaxN, "model: n_max must be in 1.." +
+                                                 std::to_string(data::kMaxN) + ", got " +
+                                                 std::to_string(n_max));
+  Require(layers >= 1 && layers <= kMaxLayers, "model: layers must be in 1.." +
+                                                   std::to_string(kMaxLayers) + ", got " +
+                                                   std::to_string(layers));
+  Require(hidden > 0 && hidden <= kMaxHidden, "model: hidden must be in 1.." +
+                                                  std::to_string(kMaxHidden) + ", got " +
+                                                  std::to_string(hidden));
   Require(heads > 0, "model: heads must be positive, got " + std::to_string(heads));
   Require(hidden % heads == 0, "model: hidden (" + std::to_string(hidden) +
                                    ") must be a multiple of heads (" + std::to_string(heads) + ")");
-  Require(mlp_ratio > 0, "model: mlp_ratio must be positive, got " + std::to_string(mlp_ratio));
+  Require(mlp_ratio > 0 && mlp_ratio <= 64,
+          "model: mlp_ratio must be in 1..64, got " + std::to_string(mlp_ratio));
+  // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
+  // in memory before LibTorch fails with a stack trace.
+  const double params = double(layers) * (4.0 + 2.0 * mlp_ratio) * double(hidden) * hidden +
+                        2.0 * n_max * double(hidden) + (d + 2.0) * hidden;
+  Require(params <= kMaxParameters,
+          "model: about " + std::to_string(static_cast<long long>(params)) +
+              " parameters, more than the " +
+              std::to_string(static_cast<long long>(kMaxParameters)) + " iclprobe accepts");
 }
 
 std::string ModelConfig::ToJson() const {
@@ -34,17 +52,14 @@ std::string ModelConfig::ToJson() const {
 
 ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& what) {
   ModelConfig c;
-  try {
-    const auto j = nlohmann::json::parse(json);
-    c.d = j.at("d").get<int>();
-    c.n_max = j.at("n_max").get<int>();
-    c.layers = j.at("layers").get<int>();
-    c.hidden = j.at("hidden").get<int>();
-    c.heads = j.at("heads").get<int>();
-    c.mlp_ratio = j.value("mlp_ratio", 4);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not a valid model config (" + e.what() + ")");
-  }
+  const auto j = data::json::Parse(json, what);
+  c.d = static_cast<int>(data::json::Int(j, "d", what, 1, data::kMaxD));
+  c.n_max = static_cast<int>(data::json::Int(j, "n_max", what, 1, data::kMaxN));
+  c.layers = static_cast<int>(data::json::Int(j, "layers", what, 0, kMaxLayers));
+  c.hidden = static_cast<int>(data::json::Int(j, "hidden", what, 1, kMaxHidden));
+  c.heads = static_cast<int>(data::json::Int(j, "heads", what, 1, kMaxHidden));
+  c.mlp_ratio =
+      j.contains("mlp_ratio") ? static_cast<int>(data::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -70,15 +85,19 @@ void TrainConfig::Validate() const {
   task.Validate();
   Require(steps >= 0, "train: steps must be non-negative, got " + std::to_string(steps));
   Require(batch > 0, "train: batch must be positive, got " + std::to_string(batch));
+  Require(batch <= kMaxBatch, "train: batch must be at most " + std::to_string(kMaxBatch));
   Require(lr > 0 && std::isfinite(lr), "train: lr must be a positive number");
   Require(warmup >= -1, "train: warmup must be -1 (steps / 5) or a step count");
   Require(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "train: betas must lie in [0, 1)");
-  Require(eps > 0, "train: eps must be positive");
-  Require(weight_decay >= 0, "train: weight decay must be non-negative");
-  Require(clip >= 0, "train: clip must be non-negative (0 disables clipping)");
+  Require(eps > 0 && std::isfinite(eps), "train: eps must be positive");
+  Require(weight_decay >= 0 && std::isfinite(weight_decay),
+          "train: weight decay must be non-negative");
+  Require(clip >= 0 && std::isfinite(clip),
+          "train: clip must be non-negative (0 disables clipping)");
   Require(eval_every > 0, "train: eval_every must be positive, got " + std::to_string(eval_every));
-  Require(eval_prompts > 0,
-          "train: eval_prompts must be positive, got " + std::to_string(eval_prompts));
+  Require(eval_prompts > 0 && eval_prompts <= kMaxEvalPrompts,
+          "train: eval_prompts must be in 1.." + std::to_string(kMaxEvalPrompts) + ", got " +
+              std::to_string(eval_prompts));
   Require(save_every > 0, "train: save_every must be positive, got " + std::to_string(save_every));
 }
 
@@ -104,26 +123,32 @@ std::string TrainConfig::ToJson() const {
 }
 
 TrainConfig TrainConfig::FromJson(const std::string& json, const std::string& what) {
+  namespace js = data::json;
   TrainConfig c;
+  const auto j = js::Parse(json, what);
+  if (!j.is_object() || !j.contains("task") || !j["task"].is_object())
+    throw std::invalid_argument(what + ": 'task' is missing or not an object");
+  c.task = data::TaskConfig::FromJson(j["task"].dump(), what + " task");
+  constexpr std::int64_t kBig = std::int64_t(1) << 53;
+  c.steps = js::Int(j, "steps", what, 0, kBig);
+  c.batch = static_cast<int>(js::Int(j, "batch", what, 1, kMaxBatch));
+  c.lr = js::Number(j, "lr", what);
+  c.warmup = js::Int(j, "warmup", what, -1, kBig);
+  c.beta1 = js::Number(j, "beta1", what);
+  c.beta2 = js::Number(j, "beta2", what);
+  c.eps = js::Number(j, "eps", what);
+  c.weight_decay = js::Number(j, "weight_decay", what);
+  c.clip = js::Number(j, "clip", what);
+  c.seed = js::UInt(j, "seed", what);
+  c.eval_every = js::Int(j, "eval_every", what, 1, kBig);
+  c.eval_prompts = static_cast<int>(js::Int(j, "eval_prompts", what, 1, kMaxEvalPrompts));
+  c.eval_seed = js::UInt(j, "eval_seed", what);
+  c.save_every = js::Int(j, "save_every", what, 1, kBig);
+  // A stored configuration passes the same checks as one built from options.
   try {
-    const auto j = nlohmann::json::parse(json);
-    c.task = data::TaskConfig::FromJson(j.at("task").dump(), what);
-    c.steps = j.at("steps").get<std::int64_t>();
-    c.batch = j.at("batch").get<int>();
-    c.lr = j.at("lr").get<double>();
-    c.warmup = j.at("warmup").get<std::int64_t>();
-    c.beta1 = j.at("beta1").get<double>();
-    c.beta2 = j.at("beta2").get<double>();
-    c.eps = j.at("eps").get<double>();
-    c.weight_decay = j.at("weight_decay").get<double>();
-    c.clip = j.at("clip").get<double>();
-    c.seed = j.at("seed").get<std::uint64_t>();
-    c.eval_every = j.at("eval_every").get<std::int64_t>();
-    c.eval_prompts = j.at("eval_prompts").get<int>();
-    c.eval_seed = j.at("eval_seed").get<std::uint64_t>();
-    c.save_every = j.at("save_every").get<std::int64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not a valid train config (" + e.what() + ")");
+    c.Validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(what + ": " + e.what());
   }
   return c;
 }

@@ -9,6 +9,14 @@
 
 namespace icl::learners {
 
+// Limits beyond which a configuration is refused as an input error rather than failing in
+// LibTorch with a stack trace or exhausting memory.
+inline constexpr int kMaxLayers = 1024;
+inline constexpr int kMaxHidden = 65536;
+inline constexpr double kMaxParameters = 4e9;
+inline constexpr int kMaxBatch = 1 << 20;
+inline constexpr int kMaxEvalPrompts = 1 << 22;
+
 struct ModelConfig {
   int d = 4;          // input dimension; tokens have width d + 1
   int n_max = 12;     // longest prompt (examples); 2 n_max positions are embedded

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/output.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/classical.hpp"
 
@@ -96,16 +97,19 @@ arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::
 }
 
 void WriteInitCheckpoint(const ModelConfig& model_config, const TrainConfig& train,
-                         const std::string& out) {
+                         const std::string& out, const SaveOptions& options) {
   model_config.Validate();
   train.Validate();
   CheckCompatible(model_config, train.task);
   torch::manual_seed(train.seed);
   Transformer model(model_config);
-  SaveCheckpoint(out, model, train, /*step=*/0, /*optimizer=*/nullptr);
+  SaveCheckpoint(out, model, train, /*step=*/0, /*optimizer=*/nullptr, options);
 }
 
 TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
+  // One writer per checkpoint for the whole run (every save replaces the file).
+  std::unique_ptr<data::OutputLock> lock;
+  if (req.lock) lock = std::make_unique<data::OutputLock>(req.out, "checkpoint");
   ModelConfig mc = req.model;
   TrainConfig tc = req.train;
   std::int64_t step = 0;
@@ -140,7 +144,18 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
   std::int64_t loss_count = 0;
   const std::int64_t first = step;
   auto save = [&] {
-    SaveCheckpoint(req.out, model, tc, step, &optimizer);
+    try {
+      SaveOptions so;
+      so.lock = false;  // held for the whole run above (or by the caller)
+      SaveCheckpoint(req.out, model, tc, step, &optimizer, so);
+    } catch (const std::runtime_error& e) {
+      const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
+                                                     std::to_string(last_saved) + ") is kept at '" +
+                                                     req.out + "'"
+                                               : "no checkpoint was written";
+      throw std::runtime_error(std::string(e.what()) + "; training stopped at step " +
+                               std::to_string(step) + ", " + kept);
+    }
     last_saved = step;
     if (cb.on_save) cb.on_save(step, req.out);
   };

@@ -51,7 +51,8 @@ struct TrainRequest {
   std::string out;      // checkpoint path (overwritten atomically at each save)
   bool resume = false;  // continue from the checkpoint at `out`
   std::int64_t stop_after_steps =
-      -1;  // stop (with a checkpoint) after this many steps of this call
+      -1;            // stop (with a checkpoint) after this many steps of this call
+  bool lock = true;  // hold the output lock for the run (false: the caller holds it)
 };
 
 struct TrainResult {
@@ -64,7 +65,7 @@ struct TrainResult {
 TrainResult Train(const TrainRequest& request, const TrainCallbacks& callbacks = {});
 
 // Writes an untrained checkpoint (the random-initialisation control), seeded by train.seed.
-void WriteInitCheckpoint(const ModelConfig& model, const TrainConfig& train,
-                         const std::string& out);
+void WriteInitCheckpoint(const ModelConfig& model, const TrainConfig& train, const std::string& out,
+                         const SaveOptions& options = {});
 
 }  // namespace icl::learners

@@ -114,6 +114,12 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
       break;
     }
   }
+  // No epoch gave a finite validation loss: the fit diverged, and there is nothing to report.
+  if (best_params.empty())
+    throw std::runtime_error("probe: the validation loss was never finite in " +
+                             std::to_string(std::min(epoch, o.max_epochs)) +
+                             " epochs (diverged; learning rate " + std::to_string(o.lr) +
+                             " too large?)");
   {
     torch::NoGradGuard no_grad;
     auto params = probe->parameters();

@@ -178,10 +178,10 @@ arma::vec ParseLambdas(const std::string& text) {
     std::getline(ss, b, ':');
     std::getline(ss, c, ':');
     const double lo = number(a), hi = number(b), count = number(c);
-    if (!(lo > 0) || !(hi >= lo) || count < 1 || count != std::floor(count))
+    if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
       throw std::invalid_argument(
-          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT >= 1, got '" + text +
-          "'");
+          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000, got '" +
+          text + "'");
     if (count == 1) return arma::vec{lo};
     return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
   }
@@ -191,6 +191,7 @@ arma::vec ParseLambdas(const std::string& text) {
   while (std::getline(ss, item, ','))
     v.push_back(number(item));
   if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
+  if (v.size() > 1000) throw std::invalid_argument("--lambdas: more than 1000 values");
   return arma::vec(v);
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "data/hdf5.hpp"
+#include "data/names.hpp"
 #include "data/prompt_io.hpp"
 #include "data/sha256.hpp"
 #include "data/version.hpp"
@@ -112,10 +113,17 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     if (c.task.n != main.task.n)
       mismatch("n", std::to_string(main.task.n), std::to_string(c.task.n));
     if (c.positions != main.positions) mismatch("positions", "another layout", "its layout");
+    if (!data::IsPlainName(SourceName(c.path)))
+      throw std::invalid_argument("--control: the file name of '" + c.path +
+                                  "' names its source in the outputs and must be plain (letters, "
+                                  "digits, _ . -, at most 64); rename the file");
     if (!names.insert(SourceName(c.path)).second)
       throw std::invalid_argument("--control: two sources are named '" + SourceName(c.path) +
                                   "'; rename a file");
   }
+  for (const auto& t : r.targets)
+    if (!data::IsPlainName(t))
+      throw std::invalid_argument("--targets: '" + t.substr(0, 80) + "' is not a plain name");
   for (const auto& info : infos)
     for (const auto& t : r.targets)
       if (std::find(info.targets.begin(), info.targets.end(), t) == info.targets.end()) {

@@ -42,6 +42,9 @@ TEST(Ridge, MatchesNormalEquationsAtEveryK) {
     for (int k = 1; k < 10; ++k) {
       const arma::mat xk = x.cols(0, k - 1);
       const arma::vec w = arma::solve(xk * xk.t() + 0.5 * arma::eye(4, 4), xk * y.head(k));
+      // Double precision: lambda = 0.5 bounds cond(X X^T + lambda I) <= 1 + s_max^2 / 0.5 ~ 60 for
+      // d = 4, k <= 9 Gaussian examples, so both solves agree to ~k * 60 * eps * |w| ~ 1e-13
+      // with |w| = O(1): 1e-10 leaves ~1000x.
       EXPECT_LT(arma::norm(run.weights.col(k) - w), 1e-10);
       EXPECT_NEAR(run.predictions(k), arma::dot(w, x.col(k)), 1e-10);
     }
@@ -77,6 +80,8 @@ TEST(Ols, LearnerWeightsAreTheOlsTargets) {
   LearnerRun run;
   for (std::size_t i = 0; i < s.size(); ++i) {
     MakeLearner("ols", s.task)->Run(s.x.slice(i), s.y.col(i), run);
+    // Both paths run the same IncrementalRidge(d, 0) code on the same examples in the same order,
+    // so they agree bit for bit; 1e-12 is only a margin.
     EXPECT_LT(arma::abs(run.weights.cols(1, 6) - t.w_ols.slice(i).cols(0, 5)).max(), 1e-12);
   }
 }
@@ -84,6 +89,10 @@ TEST(Ols, LearnerWeightsAreTheOlsTargets) {
 TEST(Ols, NoiselessErrorVanishesFromKEqualsD) {
   const data::PromptSet s = data::SamplePrompts(Task(8, 20), 1, 0, 200);
   const arma::mat err = learners::PerPromptErrors(s, *MakeLearner("ols", s.task));
+  // Only rounding from k = d: |prediction - y| ~ k * cond(X_k)^2 * eps * |w| |x|. The bound on the
+  // squared error, 1e-8 * d, allows |prediction - y| up to 2.8e-4, reached only for
+  // cond(X_k) ~ 1e5 (an 8 x 8 Gaussian design gets there with probability ~1e-4; the seeded
+  // prompts are the same on every machine, only their rounding differs).
   EXPECT_LE(err.rows(8, 19).max(), 1e-8);
   EXPECT_GT(arma::mean(err.row(7)), 0.01);  // under-determined below d
   // k = 0 predicts 0: E[(w.x)^2] / d = tau^2 = 1.
@@ -172,6 +181,8 @@ TEST(Bayes, IsRidgeWithNoiseOverScaleSquaredAndBestOnNoisyData) {
   const data::PromptSet s = data::SamplePrompts(t, 8, 0, 3000);
   const arma::mat bayes = learners::PerPromptErrors(s, *MakeLearner("bayes", t));
   const arma::mat ridge = learners::PerPromptErrors(s, *MakeLearner("ridge:0.25", t));
+  // Exact by construction: BayesLambda = 0.5^2 / 1^2 = 0.25 exactly, and both are the same
+  // RidgeLearner code on the same prompts in the same process.
   EXPECT_EQ(arma::abs(bayes - ridge).max(), 0.0);
   // Paired comparison per k: no other learner beats Bayes ridge beyond sampling error.
   for (const char* spec : {"ols", "ridge:0.05", "ridge:1", "gd:0.02", "sgd:0.03", "knn:3"}) {

@@ -44,6 +44,16 @@ const std::vector<std::string> kDatasets = {"hidden/layer_00", "hidden/layer_01"
                                             "targets/xty",     "targets/xtx",     "targets/w"};
 
 // Every dataset of two files, compared bit for bit (as doubles: float32 converts exactly).
+// Exact by construction, whatever --batch: extract runs the model on groups of kComputeGroup = 32
+// prompts aligned to absolute prompt indices and zero-padded to a whole group (batches and
+// chunks are multiples of 32, also after --resume), so every prompt goes through the same
+// [32, 2n, d+1] forward pass; targets and prompts are per-prompt double code that does not see
+// the batch. --threads (1 vs 2 here) only changes how work is shared out: OpenBLAS splits a GEMM
+// by whole rows / columns of C (never along the dot products), ATen's LayerNorm and softmax
+// split by rows, and for this tiny model (H = 16) every elementwise tensor of a group stays
+// below ATen's parallel grain of 32768 elements, so each element is computed by the same
+// instruction sequence on the same machine. This is the documented guarantee (README: the
+// datasets do not depend on --batch or --threads); a difference here is a bug, not rounding.
 void ExpectSameDatasets(const std::string& a, const std::string& b) {
   const h5::File fa = h5::File::Open(a), fb = h5::File::Open(b);
   for (const auto& name : kDatasets) {
@@ -90,7 +100,9 @@ TEST_F(CliExtract, WritesEveryLayerTargetsAndAttributesReadableByH5ls) {
   EXPECT_EQ(f.GetInt("seed"), 3);
   EXPECT_DOUBLE_EQ(f.OpenDataset("targets/w_ridge").GetDouble("ridge_lambda"), 0.1);
 
-  // The stored prompts are the seeded prompts, and the targets are theirs.
+  // The stored prompts are the seeded prompts, and the targets are theirs. Exact by construction:
+  // the sampler is a counter-based RNG per prompt, and ComputeTargets is the same compiled code
+  // (icl_data) run per prompt on the same doubles, in tiny d = 3 products that BLAS never threads.
   data::TaskConfig t;
   t.d = 3;
   t.n = 5;
@@ -116,7 +128,8 @@ TEST_F(CliExtract, LayerAndPositionSelection) {
   EXPECT_EQ(info.positions_per_prompt, 5);
   const h5::File f = h5::File::Open(out);
   EXPECT_FALSE(f.Exists("hidden/layer_01"));
-  // The y-token states equal the odd positions of a full extraction.
+  // The y-token states equal the odd positions of a full extraction. Exact by construction: both
+  // runs compute the same [32, 2n, d+1] groups with --threads 1; --positions y only slices them.
   const std::string full = tmp / "full.h5";
   ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() + " --prompts 40 --threads 1 --quiet --out " + full)
                 .exit_code,

@@ -141,9 +141,11 @@ TEST(CliProbe, GradientProbesRunAndSaveTheirPoolingWeights) {
   double sum = 0;
   for (int t = 0; t < 6; ++t)
     sum += alpha[12 + t];
+  // alpha is a float32 softmax (u = 6e-8) over 6 positions, summed here in double: the float32
+  // row sum and the normalisation give |sum - 1| <= ~(6 + 2) * u = 5e-7 < 1e-6.
   EXPECT_NEAR(sum, 1.0, 1e-6);
   EXPECT_EQ(std::max_element(alpha.begin() + 12, alpha.begin() + 18) - (alpha.begin() + 12), 5);
-  EXPECT_EQ(alpha[6 + 4], 0.0);  // k = 2 sees positions 0..3 only
+  EXPECT_EQ(alpha[6 + 4], 0.0);  // k = 2 sees positions 0..3 only (stored as exact zeros)
 }
 
 TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
@@ -209,5 +211,11 @@ TEST(CliProbe, GradientProbesDoNotDependOnTheThreadCount) {
                                " --csv " + (tmp / ("p" + std::string(t) + ".csv")));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
+  // Exact by construction (probes/runner.cpp, probes/gradient.cpp): --threads only sets how many
+  // probes are fit at once. Each probe is fit start to finish on one thread with torch intra-op
+  // and OpenBLAS threads set to 1 (RunProbes), from parameters initialised under a lock from its
+  // own seed and batches shuffled by its own generator, on the same tensor shapes; records are
+  // sorted into a fixed order before writing. So every probe's float32 arithmetic is the same
+  // instruction sequence whatever the thread count (same machine, same binary).
   EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));
 }

@@ -32,6 +32,7 @@ TEST(Spd, OfALearnerWithItselfIsZero) {
   const auto s = Prompts(3, 8, 50, 0.2);
   const auto knn = learners::MakeLearner("knn:3", s.task);
   const auto c = analysis::Spd(Predictions(s, *knn), Predictions(s, *knn), 3);
+  // Exact by construction: the same deterministic double computation twice, so a - a = 0.
   EXPECT_EQ(arma::abs(c.mean).max(), 0.0);
   EXPECT_EQ(arma::abs(c.hi).max(), 0.0);
 }
@@ -67,6 +68,10 @@ TEST(ImplicitWeights, OfALinearLearnerAreItsWeights) {
       const arma::mat q = analysis::QueryPoints(4, 12, 1, i * 9 + k);
       const arma::vec yhat = q.t() * run.weights.col(k);
       const auto fit = analysis::FitImplicitWeights(q, yhat);
+      // Double precision: a consistent least-squares fit (yhat = q^T w up to rounding) solved by
+      // QR, error ~ cond(design) * eps * |w|; a 12 x 5 Gaussian design has cond ~ 5 (rarely
+      // > 100), so ~1e-13 with |w| = O(1): 1e-10 leaves ~1000x. Likewise 1 - r2 = sse / sst with
+      // sse ~ (eps |yhat|)^2.
       EXPECT_LT(arma::abs(fit.w - run.weights.col(k)).max(), 1e-10);
       EXPECT_NEAR(fit.intercept, 0.0, 1e-10);
       if (k > 0) {

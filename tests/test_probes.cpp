@@ -53,6 +53,9 @@ TEST(RidgeProbe, RecoversAPlantedLinearMap) {
   const arma::mat design = arma::join_cols(arma::ones<arma::rowvec>(n), x);
   const arma::mat ls = arma::solve(design.t(), target.t());  // (p+1) x m
   EXPECT_LE(probe.lambda(), 1e-4);  // leave-one-out wants (almost) no penalty here
+  // The gap to OLS is the penalty's bias, ~lambda / eigval_min(Z^T Z) relative with lambda <=
+  // 1e-4 and Z^T Z = n = 2000 times the feature correlation; double rounding (~p * cond * eps)
+  // is orders of magnitude below the 1e-4 relative tolerance, so no machine dependence here.
   EXPECT_LT(arma::abs(probe.weights() - ls.rows(1, p)).max(),
             1e-4 * arma::abs(ls.rows(1, p)).max());
   EXPECT_LT(arma::abs(probe.intercept() - ls.row(0).t()).max(), 1e-4);
@@ -88,6 +91,9 @@ TEST(RidgeProbe, EigenLeaveOneOutEqualsBruteForceForEveryLambda) {
       const arma::vec pred = ym + w.t() * (z.col(i) - zm);
       sse += arma::accu(arma::square(y.col(i) - pred));
     }
+    // Double precision, two algorithms (eigendecomposition + exact LOO formula vs 30 separate
+    // solves): both ~p * cond * eps relative with cond(Z^T Z) ~ 6 for 29 x 5 Gaussian rows (and
+    // smaller once lambda > 0), i.e. ~1e-14; the tolerance 1e-9 * sse is 6e-8 relative.
     EXPECT_NEAR(probe.loo_mse()(l), sse / (n * m), 1e-9 * sse) << "lambda " << lambdas(l);
   }
 }
@@ -116,6 +122,11 @@ TEST(RidgeProbe, StreamedStatisticsEqualTheInMemoryFit) {
     streamed.AccumulateLoo(x.cols(b, std::min<arma::uword>(b + 63, 332)),
                            y.cols(b, std::min<arma::uword>(b + 63, 332)));
   streamed.Select();
+  // Not bit-identical: block-wise sums and merges round differently from one product over all
+  // 333 rows. Double precision: statistics agree to ~n * eps ~ 4e-14 relative, and lambda >= 0.01
+  // on standardised iid features keeps cond(C + lambda I) ~ 2, so LOO errors (~0.3) and weights
+  // (O(1)) agree to ~1e-13: 1e-10 absolute leaves ~1000x. The selected lambda is an argmin over a
+  // grid whose neighbouring LOO values differ far more than that, so it is the same.
   EXPECT_EQ(streamed.lambda(), whole.lambda());
   EXPECT_LT(arma::abs(streamed.loo_mse() - whole.loo_mse()).max(), 1e-10);
   EXPECT_LT(arma::abs(streamed.weights() - whole.weights()).max(), 1e-10);
@@ -246,6 +257,8 @@ TEST(GradientProbe, PoolingLearnsToAttendToTheInformativePosition) {
       FitGradientProbe(feats, y, RoleIndices(roles, Role::kTrain), RoleIndices(roles, Role::kVal),
                        RoleIndices(roles, Role::kTest), o);
   EXPECT_EQ(fit.alpha.n_elem, 5u);
+  // alpha is a float32 softmax (u = 6e-8) over 5 positions: the float32 row sum and the
+  // normalisation give |sum - 1| <= ~(5 + 2) * u = 4e-7 < 1e-6.
   EXPECT_NEAR(arma::accu(fit.alpha), 1.0, 1e-6);
   EXPECT_EQ(fit.alpha.index_max(), 3u);
   EXPECT_GT(fit.test.R2(), 0.95);

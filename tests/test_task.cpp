@@ -17,6 +17,8 @@ TaskConfig Task(int d, int n, double noise = 0.0) {
   return t;
 }
 
+// Exact by construction: each prompt is drawn by scalar code from a counter-based generator
+// keyed by (seed, index), so how many prompts are sampled together does not matter.
 void ExpectSamePrompt(const PromptSet& a, std::size_t i, const PromptSet& b, std::size_t j) {
   EXPECT_TRUE(arma::approx_equal(a.x.slice(i), b.x.slice(j), "absdiff", 0.0));
   EXPECT_TRUE(arma::approx_equal(a.y.col(i), b.y.col(j), "absdiff", 0.0));

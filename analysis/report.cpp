@@ -1,5 +1,6 @@
 // Probe tables, onset detection and gnuplot figures.
 #include "analysis/report.hpp"
+#include "data/errors.hpp"
 
 #include <fmt/format.h>
 #include <cctype>
@@ -29,115 +30,6 @@
 namespace icl::analysis {
 
 namespace fs = std::filesystem;
-
-const arma::cube* ProbeResults::Find(const std::string& t, const std::string& p,
-                                     const std::string& s, const std::string& m) const {
-  const auto it = metric.find(t + "/" + p + "/" + s + "/" + m);
-  return it == metric.end() ? nullptr : &it->second;
-}
-
-namespace {
-
-// Names read from the file end up in file names and plot scripts: they must be plain.
-const std::string& CheckName(const std::string& name, const std::string& path,
-                             const std::string& where) {
-  if (!data::IsPlainName(name))
-    throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
-                                "' is not a plain name (1-64 letters, digits, _ . -)");
-  return name;
-}
-
-}  // namespace
-
-ProbeResults ReadProbeResults(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, "iclprobe-probes");
-  ProbeResults r;
-  r.path = path;
-  const std::string where = "'" + path + "'";
-  const auto task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
-  r.d = task.d;
-  r.n = task.n;
-  r.layers = data::json::IntList(f.GetString("layers"), where + " attribute 'layers'", 0,
-                                 learners::kMaxLayers);
-  r.ks = data::json::IntList(f.GetString("ks"), where + " attribute 'ks'", 1, r.n);
-  const std::int64_t seeds = f.GetInt("seeds");
-  if (seeds < 1 || seeds > 100000)
-    throw std::invalid_argument(where + ": attribute 'seeds' is " + std::to_string(seeds) +
-                                ", expected 1..100000");
-  r.seeds = static_cast<int>(seeds);
-  r.sources = data::json::StringList(f.GetString("sources"), where + " attribute 'sources'");
-  if (r.layers.empty() || r.ks.empty() || r.sources.empty() || r.sources[0] != "model")
-    throw std::invalid_argument(where +
-                                ": expected non-empty layers, ks and sources starting "
-                                "with 'model'");
-  for (const auto* list : {&r.layers, &r.ks})
-    if (std::set<int>(list->begin(), list->end()).size() != list->size())
-      throw std::invalid_argument(where + ": a layer or k is listed twice");
-  for (const auto& s : r.sources)
-    CheckName(s, path, "source");
-  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
-  if (!f.Exists("metrics")) throw std::invalid_argument(where + ": no /metrics group");
-  for (const auto& t : f.OpenGroup("metrics").Members()) {
-    r.targets.push_back(CheckName(t, path, "target"));
-    for (const auto& p : f.OpenGroup("metrics/" + t).Members()) {
-      if (p != "ridge" && p != "linear" && p != "mlp")
-        throw std::invalid_argument(where + ": unknown probe family '" + p.substr(0, 80) +
-                                    "' under /metrics/" + t + " (expected ridge, linear, mlp)");
-      if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end()) r.probes.push_back(p);
-      for (const auto& s : f.OpenGroup("metrics/" + t + "/" + p).Members()) {
-        if (std::find(r.sources.begin(), r.sources.end(), s) == r.sources.end())
-          throw std::invalid_argument(where + ": /metrics/" + t + "/" + p + " has source '" +
-                                      s.substr(0, 80) + "' that is not in the 'sources' attribute");
-        for (const char* m : {"mse", "nmse", "r2"}) {
-          const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
-          const h5::Dataset ds = f.OpenDataset(name);
-          ds.ExpectDims({L, K, S});
-          arma::cube c(S, K, L);  // column-major (seed, k, layer) == row-major [L, K, S]
-          ds.Read(c.memptr());
-          // A NaN would silently fail or pass every comparison of the onset rule.
-          if (!c.is_finite())
-            throw std::invalid_argument(where + ": /" + name +
-                                        " holds NaN or infinite values; every probe score must "
-                                        "be a number");
-          r.metric[t + "/" + p + "/" + s + "/" + m] = std::move(c);
-        }
-      }
-    }
-  }
-  if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
-  // Canonical probe order.
-  std::vector<std::string> order;
-  for (const char* p : {"ridge", "linear", "mlp"})
-    if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
-  r.probes = order;
-  if (f.Exists("alpha"))
-    for (const auto& t : f.OpenGroup("alpha").Members())
-      for (const auto& p : f.OpenGroup("alpha/" + t).Members())
-        for (const auto& s : f.OpenGroup("alpha/" + t + "/" + p).Members()) {
-          const std::string name = "alpha/" + t + "/" + p + "/" + s;
-          CheckName(t, path, "target");
-          CheckName(p, path, "probe");
-          CheckName(s, path, "source");
-          const h5::Dataset ds = f.OpenDataset(name);
-          const auto dims = ds.dims();  // [L, K, S, T]
-          if (dims.size() != 4 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
-              dims[3] > hsize_t(2 * r.n))
-            throw std::invalid_argument(where + ": /" + name + " should have shape [" +
-                                        std::to_string(L) + ", " + std::to_string(K) + ", " +
-                                        std::to_string(S) + ", T] with T in 1.." +
-                                        std::to_string(2 * r.n));
-          const std::vector<double> raw = ds.ReadAll<double>();
-          const hsize_t T = dims[3];
-          arma::mat a(T, L * K, arma::fill::zeros);
-          for (hsize_t cell = 0; cell < L * K; ++cell)
-            for (hsize_t s2 = 0; s2 < S; ++s2)
-              for (hsize_t t2 = 0; t2 < T; ++t2)
-                a(t2, cell) += raw[(cell * S + s2) * T + t2] / double(S);
-          r.alpha[t + "/" + p + "/" + s] = std::move(a);
-        }
-  return r;
-}
 
 Summary OverSeeds(const arma::cube& c, arma::uword ki, arma::uword li) {
   const arma::vec v = c.slice(li).col(ki);
@@ -324,8 +216,8 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
     for (int k : ks) {
       const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
       if (kit == r.ks.end())
-        throw std::invalid_argument("--k: k=" + std::to_string(k) + " was not probed in '" +
-                                    r.path + "'");
+        throw data::InputError("report", "k",
+                               "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
       for (const auto& p : r.probes)
         for (const auto& s : r.sources)
           if (const arma::cube* c = r.Find(t, p, s, metric))
@@ -527,14 +419,19 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
     if (ec || size == 0)
       throw std::runtime_error("report: gnuplot wrote no '" + image + "' (disk full?)" +
                                (log.empty() ? "" : ": " + log));
+    // A file cut short by a full disk keeps its header: check how it ends (PNG: the IEND
+    // chunk and its CRC; SVG: the closing tag).
     std::ifstream in(path, std::ios::binary);
-    std::string head(8, '\0');
-    in.read(head.data(), 8);
     const bool png = image.size() > 4 && image.substr(image.size() - 4) == ".png";
-    if (png ? head.compare(1, 3, "PNG") != 0 : head.compare(0, 5, "<?xml") != 0) {
+    const std::size_t tail = png ? 8 : 16;
+    std::string end(tail, '\0');
+    in.seekg(-static_cast<std::streamoff>(std::min<std::uintmax_t>(tail, size)), std::ios::end);
+    in.read(end.data(), static_cast<std::streamsize>(std::min<std::uintmax_t>(tail, size)));
+    const bool complete =
+        png ? end.compare(0, 4, "IEND") == 0 : end.find("</svg>") != std::string::npos;
+    if (!complete)
       throw std::runtime_error("report: '" + image + "' written by gnuplot is not a complete " +
                                (png ? "PNG" : "SVG") + " image (disk full?)");
-    }
     data::SyncPath(path);
   }
   for (const auto& name : files.All()) {

@@ -8,23 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "probes/probes_file.hpp"
+
 namespace icl::analysis {
 
-// The metrics of a probes.h5 file: [target][probe][source] -> cube (seed, k index, layer index).
-struct ProbeResults {
-  std::string path;
-  int d = 0, n = 0, seeds = 1;
-  std::vector<int> layers, ks;
-  std::vector<std::string> targets, probes, sources;  // in file order; sources[0] == "model"
-  std::map<std::string, arma::cube> metric;           // key "target/probe/source/metric"
-  std::map<std::string, arma::mat>
-      alpha;  // key "target/probe/source": positions x (layer*K + k) mean over seeds
-  const arma::cube* Find(const std::string& target, const std::string& probe,
-                         const std::string& source, const std::string& metric) const;
-};
-
-// Reads and checks a probes file (format iclprobe-probes); throws std::invalid_argument.
-ProbeResults ReadProbeResults(const std::string& path);
+// The probes file's reader is the probes module's (one owner per format).
+using probes::ProbeResults;
+inline ProbeResults ReadProbeResults(const std::string& path) {
+  return probes::ReadProbesFile(path);
+}
 
 // Mean over seeds with a 95% Student-t interval (half-width 0 for one seed).
 struct Summary {

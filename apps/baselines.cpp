@@ -31,20 +31,20 @@ int RunBaselines(int argc, char** argv) {
       ("noise", po::value(&task.noise)->default_value(task.noise), "label noise sigma")
       ("w-scale", po::value(&task.w_scale)->default_value(task.w_scale),
        "weight scale tau: w ~ N(0, tau^2 I)")
-      ("fixed-w", po::bool_switch(&task.fixed_w), "control task: w = all ones for every prompt")
-      ("prompts", po::value(&prompts)->default_value(prompts), "number of prompts")
+      ("fixed-w", po::value<bool>()->implicit_value(true), "control task: w = all ones for every prompt "
+       "(--fixed-w alone means true; default: the checkpoint's, else false)")
+      ("prompts,N", po::value(&prompts)->default_value(prompts), "number of prompts")
       ("seed", po::value(&seed)->default_value(seed), "prompt-set seed")
       ("learners", po::value(&learner_specs)->default_value(learner_specs),
        "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
        "gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")
-      ("checkpoint", po::value(&checkpoints)->composing(),
+      ("checkpoint,c", po::value(&checkpoints)->composing(),
        "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
        "default to the checkpoint's training task")
-      ("threads", po::value(&threads)->default_value(threads),
-       "intra-op threads for --checkpoint (0 = all cores)")
       ("csv", po::value(&csv), "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)")
       ("force", "overwrite an existing --csv file");
   // clang-format on
+  AddThreadsOption(opts, &threads);
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -58,7 +58,7 @@ int RunBaselines(int argc, char** argv) {
   // A checkpoint supplies the task unless an option overrides it.
   std::vector<learners::CheckpointInfo> infos;
   for (const auto& path : checkpoints) {
-    data::RequireRegularInput(path, "--checkpoint");
+    data::RequireRegularInput(path, "checkpoint");
     infos.push_back(learners::ReadCheckpointInfo(path));
   }
   if (!infos.empty()) {
@@ -67,11 +67,12 @@ int RunBaselines(int argc, char** argv) {
     if (vm["n"].defaulted()) task.n = trained.n;
     if (vm["noise"].defaulted()) task.noise = trained.noise;
     if (vm["w-scale"].defaulted()) task.w_scale = trained.w_scale;
-    if (!vm["fixed-w"].as<bool>()) task.fixed_w = trained.fixed_w;
+    task.fixed_w = trained.fixed_w;
     for (const auto& info : infos)
       learners::CheckReadsTask(info, task);
   }
 
+  if (vm.count("fixed-w")) task.fixed_w = vm["fixed-w"].as<bool>();
   // Everything is checked before any work or output starts.
   RequirePositive("d", task.d);
   RequirePositive("n", task.n);
@@ -84,7 +85,7 @@ int RunBaselines(int argc, char** argv) {
   std::unique_ptr<data::AtomicOutput> out;
   if (vm.count("csv"))
     out = std::make_unique<data::AtomicOutput>(
-        csv, "--csv", data::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
+        csv, "csv", data::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   std::vector<analysis::ErrorCurve> curves;

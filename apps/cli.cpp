@@ -1,8 +1,14 @@
 // Option parsing shared by the subcommands.
 #include "apps/cli.hpp"
 
+#include <torch/torch.h>
+
+#include <cmath>
 #include <iostream>
 #include <sstream>
+#include <thread>
+
+extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace icl::cli {
 
@@ -39,6 +45,122 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
   }
   if (out.empty()) throw std::invalid_argument(option + ": empty list");
   return out;
+}
+
+arma::vec ParseLambdas(const std::string& text) {
+  auto number = [&](const std::string& s) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (s.empty() || used != s.size() || !std::isfinite(v) || v < 0)
+      throw std::invalid_argument(
+          "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
+          text + "'");
+    return v;
+  };
+  if (text.find(':') != std::string::npos) {
+    std::stringstream ss(text);
+    std::string a, b, c;
+    std::getline(ss, a, ':');
+    std::getline(ss, b, ':');
+    std::getline(ss, c, ':');
+    const double lo = number(a), hi = number(b), count = number(c);
+    if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
+      throw std::invalid_argument(
+          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000, got '" +
+          text + "'");
+    if (count == 1) return arma::vec{lo};
+    return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
+  }
+  std::vector<double> v;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    v.push_back(number(item));
+  if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
+  if (v.size() > 1000) throw std::invalid_argument("--lambdas: more than 1000 values");
+  return arma::vec(v);
+}
+
+std::vector<probes::Family> ParseFamilies(const std::string& text) {
+  std::vector<probes::Family> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "ridge")
+      out.push_back(probes::Family::kRidge);
+    else if (item == "linear")
+      out.push_back(probes::Family::kLinear);
+    else if (item == "mlp")
+      out.push_back(probes::Family::kMlp);
+    else
+      throw std::invalid_argument("--probes: unknown probe '" + item +
+                                  "'; expected ridge, linear, mlp");
+  }
+  if (out.empty()) throw std::invalid_argument("--probes: empty list; expected ridge, linear, mlp");
+  return out;
+}
+
+std::vector<std::string> SplitList(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  return out;
+}
+
+std::array<double, 3> ParseSplit(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    parts.push_back(item);
+  std::array<double, 3> f{};
+  bool ok = parts.size() == 3;
+  for (std::size_t i = 0; ok && i < 3; ++i) {
+    std::size_t used = 0;
+    try {
+      f[i] = std::stod(parts[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    ok = used == parts[i].size() && f[i] >= 0 && std::isfinite(f[i]);
+  }
+  if (!ok)
+    throw std::invalid_argument(
+        "--split: expected three finite non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, "
+        "got '" +
+        text + "'");
+  return f;
+}
+
+void AddThreadsOption(po::options_description& options, int* threads) {
+  options.add_options()("threads", po::value(threads)->default_value(*threads),
+                        "worker threads (0 = all cores)");
+}
+
+void CheckThreads(int threads) {
+  if (threads < 0 || threads > kMaxThreads)
+    throw std::invalid_argument("--threads: expected 0 (all cores) or 1.." +
+                                std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
+}
+
+void SetSerialKernels() {
+  torch::set_num_threads(1);
+  openblas_set_num_threads(1);
+}
+
+void SetThreads(int threads) {
+  CheckThreads(threads);
+  const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  torch::set_num_threads(n);
+  openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
 }
 
 }  // namespace icl::cli

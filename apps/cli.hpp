@@ -2,10 +2,14 @@
 // bad input ends in one line on stderr and exit code 2.
 #pragma once
 
+#include <armadillo>
+#include <array>
 #include <boost/program_options.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "probes/runner.hpp"
 
 namespace icl::cli {
 
@@ -35,8 +39,23 @@ void RequireNonNegative(const std::string& name, T value) {
 // non-integer entry.
 std::vector<int> ParseInts(const std::string& option, const std::string& text);
 
+// Comma-separated items, empty ones dropped; throws std::invalid_argument naming `option` when
+// none is left.
+std::vector<std::string> SplitList(const std::string& option, const std::string& text);
+// --lambdas: "1e-3:1e5:20" (log-spaced, inclusive) or "0.1,1,10".
+arma::vec ParseLambdas(const std::string& text);
+// --probes (probe kinds): "ridge,linear,mlp".
+std::vector<probes::Family> ParseFamilies(const std::string& text);
+// --split: "0.8,0.1,0.1" (finite, non-negative).
+std::array<double, 3> ParseSplit(const std::string& text);
+// The one --threads option of every subcommand that runs in parallel.
+void AddThreadsOption(po::options_description& options, int* threads);
+
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
+// One intra-op thread for torch and OpenBLAS: for runs that parallelise over independent work
+// (probe fits) with their own pool, so kernels' threads never multiply with the workers.
+void SetSerialKernels();
 // Throws std::invalid_argument("--threads: ...") unless 0 <= threads <= kMaxThreads.
 inline constexpr int kMaxThreads = 256;
 void CheckThreads(int threads);

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "analysis/compare.hpp"
+#include "analysis/compare_run.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "data/output.hpp"
@@ -17,26 +17,6 @@
 #include "learners/trainer.hpp"
 
 namespace icl::cli {
-
-namespace {
-
-struct Entry {  // one row of the comparison: reference A against learner B
-  std::string model, learner;
-  analysis::Curve spd;
-  arma::vec ilwd;  // empty when B (or A) is not linear
-};
-
-double MeanRange(const arma::vec& v, arma::uword lo, arma::uword hi) {  // mean of v[lo, hi)
-  if (hi <= lo || v.is_empty()) return arma::datum::nan;
-  return arma::mean(v.subvec(lo, std::min<arma::uword>(hi, v.n_elem) - 1));
-}
-
-std::string Cell(double v, bool best) {
-  if (std::isnan(v)) return fmt::format("{:>11}", "-");
-  return fmt::format("{:>10.3e}{}", v, best ? '*' : ' ');
-}
-
-}  // namespace
 
 int RunCompare(int argc, char** argv) {
   std::vector<std::string> checkpoints;
@@ -52,7 +32,7 @@ int RunCompare(int argc, char** argv) {
        "matrix learners x checkpoints of mean SPD)")
       ("learners", po::value(&learner_specs)->default_value(learner_specs), "reference learners: ols, "
        "ridge:LAMBDA, bayes, gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")
-      ("prompts", po::value(&prompts)->default_value(prompts), "prompts for SPD")
+      ("prompts,N", po::value(&prompts)->default_value(prompts), "prompts for SPD")
       ("seed", po::value(&seed)->default_value(seed), "prompt-set (and query) seed")
       ("queries", po::value(&queries)->default_value(queries), "query points per context for the implicit "
        "weights (0 = 2(d+1); at least d+1)")
@@ -62,12 +42,12 @@ int RunCompare(int argc, char** argv) {
       ("noise", po::value(&noise), "label noise sigma (default: the first checkpoint's)")
       ("w-scale", po::value(&w_scale), "weight scale tau (default: the first checkpoint's)")
       ("all-pairs", "also compare every pair of reference learners")
-      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")
       ("csv", po::value(&csv), "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd; the implicit-fit R2 goes "
        "to <csv stem>.linearity.csv (model,k,r2,contexts)")
       ("force", "overwrite existing CSV files")
       ("quiet,q", "no progress bar");
   // clang-format on
+  AddThreadsOption(opts, &threads);
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -85,7 +65,7 @@ int RunCompare(int argc, char** argv) {
   RequirePositive("ilwd-prompts", ilwd_prompts);
   std::vector<learners::CheckpointInfo> infos;
   for (std::size_t i = 0; i < checkpoints.size(); ++i) {
-    data::RequireRegularInput(checkpoints[i], "--checkpoint");
+    data::RequireRegularInput(checkpoints[i], "checkpoint");
     for (std::size_t j = 0; j < i; ++j)
       if (data::IdOf(checkpoints[i]) == data::IdOf(checkpoints[j]))
         throw std::invalid_argument("--checkpoint: '" + checkpoints[i] + "' is given twice");
@@ -109,11 +89,9 @@ int RunCompare(int argc, char** argv) {
   for (const auto& info : infos)
     learners::CheckReadsTask(info, task);
   learners::MakeLearners(learner_specs, task);  // checks the specs before any work
-  const int d = task.d;
-  if (queries == 0) queries = 2 * (d + 1);
-  if (queries < d + 1)
+  if (queries != 0 && queries < task.d + 1)
     throw std::invalid_argument(
-        "--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(d + 1) +
+        "--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(task.d + 1) +
         " query points, got " + std::to_string(queries));
   CheckThreads(threads);
   const bool force = vm.count("force") > 0;
@@ -122,46 +100,22 @@ int RunCompare(int argc, char** argv) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
-    data::RequireDistinctOutputs({{"--csv", csv}, {"--csv (linearity file)", lin}});
+    data::RequireDistinctOutputs({{"csv", csv}, {"csv", lin}});
     out = std::make_unique<data::AtomicOutput>(
-        csv, "--csv", data::OutputOptions{force, checkpoints, false, true});
+        csv, "csv", data::OutputOptions{force, checkpoints, false, true});
     lin_out = std::make_unique<data::AtomicOutput>(
-        lin, "--csv", data::OutputOptions{force, checkpoints, false, true});
+        lin, "csv", data::OutputOptions{force, checkpoints, false, true});
   }
   SetThreads(threads);
 
-  const int N = prompts, P = std::min(ilwd_prompts, prompts);
-  // Reference learners on a task: predictions n x N and weights d x n x P.
-  struct References {
-    data::PromptSet set;
-    std::vector<std::unique_ptr<learners::ClassicalLearner>> learners;
-    std::vector<arma::mat> pred;
-    std::vector<arma::cube> w;
-  };
-  auto references = [&](const data::TaskConfig& t) {
-    References r;
-    r.set = data::SamplePrompts(t, seed, 0, prompts);
-    r.learners = learners::MakeLearners(learner_specs, t);
-    for (const auto& l : r.learners) {
-      arma::mat pred(t.n, N);
-      arma::cube w(d, t.n, l->is_linear() ? P : 0);
-      learners::LearnerRun run;
-      for (int i = 0; i < N; ++i) {
-        l->Run(r.set.x.slice(i), r.set.y.col(i), run);
-        pred.col(i) = run.predictions;
-        if (l->is_linear() && i < P) w.slice(i) = run.weights;
-      }
-      r.pred.push_back(std::move(pred));
-      r.w.push_back(std::move(w));
-    }
-    return r;
-  };
-
-  std::vector<Entry> entries;
-  std::vector<arma::mat> implicit_r2;  // per checkpoint: n x P
-  std::vector<data::TaskConfig> tasks;
-  Progress progress("compare", static_cast<long long>(infos.size()) * P, vm.count("quiet") > 0,
-                    "contexts");
+  analysis::CompareRequest req;
+  req.learner_specs = learner_specs;
+  req.prompts = prompts;
+  req.seed = seed;
+  req.queries = queries;
+  req.ilwd_prompts = ilwd_prompts;
+  req.all_pairs = vm.count("all-pairs") > 0;
+  std::vector<analysis::LearnerUnderTest> models;
   for (std::size_t c = 0; c < infos.size(); ++c) {
     // Each checkpoint is compared on prompts of its own training task (noise, scale), unless
     // options override them: the layout of the paper's noisy-regime table.
@@ -170,142 +124,26 @@ int RunCompare(int argc, char** argv) {
     tc.n = task.n;
     if (vm.count("noise")) tc.noise = task.noise;
     if (vm.count("w-scale")) tc.w_scale = task.w_scale;
-    tasks.push_back(tc);
-    const References ref = references(tc);
-    const data::PromptSet& set = ref.set;
-    learners::Transformer model = learners::LoadCheckpoint(infos[c].path);
-    const std::string& name = names[c];
-    const arma::mat pred = learners::TransformerPredictions(model, set);
-    arma::cube w(d, task.n, P);
-    arma::mat r2(task.n, P);
-    for (int i = 0; i < P; ++i) {
-      arma::cube q(d, queries, task.n);
-      for (int k = 0; k < task.n; ++k)
-        q.slice(k) = analysis::QueryPoints(d, queries, seed, std::uint64_t(i) * task.n + k);
-      const arma::mat yhat =
-          learners::QueryPredictionsAllK(model, set, i, q);  // one forward pass per context
-      for (int k = 0; k < task.n; ++k) {
-        const auto fit = analysis::FitImplicitWeights(q.slice(k), yhat.col(k));
-        w.slice(i).col(k) = fit.w;
-        r2(k, i) = fit.r2;
-      }
-      progress.Update(static_cast<long long>(c) * P + i + 1);
-    }
-    implicit_r2.push_back(r2);
-    for (std::size_t j = 0; j < ref.learners.size(); ++j)
-      entries.push_back({name, ref.learners[j]->spec(), analysis::Spd(pred, ref.pred[j], d),
-                         ref.learners[j]->is_linear() ? analysis::Ilwd(w, ref.w[j]) : arma::vec()});
+    models.push_back(
+        analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
   }
+  Progress progress("compare",
+                    static_cast<long long>(infos.size()) * std::min(ilwd_prompts, prompts),
+                    vm.count("quiet") > 0, "contexts");
+  const analysis::CompareResult result =
+      analysis::RunCompare(models, req, [&](long long done, long long) { progress.Update(done); });
   progress.Finish();
-  if (vm.count("all-pairs")) {
-    const References ref = references(tasks[0]);  // on the first checkpoint's task
-    const auto& L = ref.learners;
-    for (std::size_t a = 0; a < L.size(); ++a)
-      for (std::size_t b = a + 1; b < L.size(); ++b)
-        entries.push_back({L[a]->spec(), L[b]->spec(), analysis::Spd(ref.pred[a], ref.pred[b], d),
-                           L[a]->is_linear() && L[b]->is_linear()
-                               ? analysis::Ilwd(ref.w[a], ref.w[b])
-                               : arma::vec()});
-  }
-
-  // Summary per checkpoint: means over the under-determined region (k < d) and over all k.
-  std::cout << fmt::format(
-      "compare: d={} n={}, {} prompts (seed {}) of each checkpoint's task, ILWD on {} contexts x "
-      "{} queries; values are divided by d\n",
-      d, task.n, N, seed, P, queries);
-  std::vector<std::string> models;
-  for (const auto& e : entries)
-    if (std::find(models.begin(), models.end(), e.model) == models.end()) models.push_back(e.model);
-  for (std::size_t c = 0; c < models.size(); ++c) {
-    std::vector<const Entry*> rows;
-    for (const auto& e : entries)
-      if (e.model == models[c]) rows.push_back(&e);
-    std::array<std::vector<double>, 4> cols;
-    for (const auto* e : rows) {
-      cols[0].push_back(MeanRange(e->spd.mean, 0, d));
-      cols[1].push_back(arma::mean(e->spd.mean));
-      cols[2].push_back(MeanRange(e->ilwd, 0, d));
-      cols[3].push_back(e->ilwd.is_empty() ? arma::datum::nan : arma::mean(e->ilwd));
-    }
-    std::array<double, 4> best;
-    for (int j = 0; j < 4; ++j) {
-      best[j] = arma::datum::inf;
-      for (double v : cols[j])
-        if (!std::isnan(v)) best[j] = std::min(best[j], v);
-    }
-    const std::string noise = c < tasks.size() ? fmt::format(" (noise {:g}, w_scale {:g})",
-                                                             tasks[c].noise, tasks[c].w_scale)
-                                               : "";
-    std::cout << fmt::format("\n{}{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", models[c], noise,
-                             "learner", "SPD k<d", "SPD all k", "ILWD k<d", "ILWD all k");
-    for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::cout << fmt::format("{:<16}", rows[r]->learner);
-      for (int j = 0; j < 4; ++j)
-        std::cout << Cell(cols[j][r], cols[j][r] == best[j]);
-      std::cout << "\n";
-    }
-    if (c < implicit_r2.size()) {
-      std::cout << "implicit linear fit R2 by k (mean over contexts):";
-      for (arma::uword k = 0; k < implicit_r2[c].n_rows; ++k) {
-        const arma::rowvec row = implicit_r2[c].row(k);
-        const arma::uvec ok = arma::find_finite(row);
-        std::cout << fmt::format(
-            " {}", ok.is_empty() ? std::string("-")
-                                 : fmt::format("{:.3f}", arma::mean(arma::rowvec(row.cols(ok)))));
-      }
-      std::cout << "\n";
-    }
-  }
-  std::cout << "* = closest learner in that column\n";
-  if (infos.size() > 1) {
-    // The paper's noisy-regime layout: rows = reference learners, columns = checkpoints, mean SPD
-    // over k.
-    std::cout << fmt::format(
-        "\nmean SPD over k (rows: learners, columns: checkpoints; * = column minimum)\n{:<16}", "");
-    for (std::size_t c = 0; c < infos.size(); ++c)
-      std::cout << fmt::format("{:>24}", models[c].substr(0, 23));
-    std::cout << "\n";
-    for (const auto& spec : learners::MakeLearners(learner_specs, task)) {
-      const auto& l = spec;
-      std::cout << fmt::format("{:<16}", l->spec());
-      for (std::size_t c = 0; c < infos.size(); ++c) {
-        double v = 0, best = arma::datum::inf;
-        for (const auto& e : entries)
-          if (e.model == models[c]) {
-            const double m = arma::mean(e.spd.mean);
-            best = std::min(best, m);
-            if (e.learner == l->spec()) v = m;
-          }
-        std::cout << fmt::format("{:>23.3e}{}", v, v == best ? '*' : ' ');
-      }
-      std::cout << "\n";
-    }
-  }
+  analysis::PrintCompareSummary(std::cout, result, learner_specs);
 
   if (out) {
-    {
-      std::ostringstream f;
-      f << "model,learner,k,spd,spd_lo,spd_hi,ilwd\n";
-      for (const auto& e : entries)
-        for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
-          f << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{}\n", e.model, e.learner, k,
-                           e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
-                           e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)));
-      out->CommitText(f.str());
-      std::ostringstream g;
-      g << "model,k,r2,contexts\n";
-      for (std::size_t c = 0; c < implicit_r2.size(); ++c)
-        for (arma::uword k = 0; k < implicit_r2[c].n_rows; ++k) {
-          const arma::rowvec row = implicit_r2[c].row(k);
-          const arma::uvec ok = arma::find_finite(row);
-          g << fmt::format("{},{},{},{}\n", models[c], k,
-                           ok.is_empty()
-                               ? std::string()
-                               : fmt::format("{:.9g}", arma::mean(arma::rowvec(row.cols(ok)))),
-                           ok.n_elem);
-        }
-      lin_out->CommitText(g.str());
-    }
+    std::ostringstream f, g;
+    analysis::WriteCompareCsv(f, result);
+    analysis::WriteLinearityCsv(g, result);
+    out->WriteText(f.str());
+    lin_out->WriteText(g.str());
+    // Both complete and synced before either takes its final name.
+    out->Commit();
+    lin_out->Commit();
     std::cout << "wrote " << out->path() << " and " << lin_out->path() << "\n";
   }
   return 0;

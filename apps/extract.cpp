@@ -35,7 +35,7 @@ int RunExtract(int argc, char** argv) {
       ("n", po::value(&n), "examples per prompt (default: the checkpoint's training n; at most its n_max)")
       ("noise", po::value(&noise), "label noise sigma (default: the checkpoint's)")
       ("w-scale", po::value(&w_scale), "weight scale tau (default: the checkpoint's)")
-      ("fixed-w", po::value(&fixed_w), "w = all ones: true/false (default: the checkpoint's; use false to "
+      ("fixed-w", po::value(&fixed_w)->implicit_value(true), "w = all ones: true/false (default: the checkpoint's; use false to "
        "probe a --fixed-w control model on ordinary tasks)")
       ("layers", po::value(&layers)->default_value(layers), "states to store: all, or indices like 0,4,8 "
        "(0 = embedding, l = after block l)")
@@ -46,12 +46,12 @@ int RunExtract(int argc, char** argv) {
       ("compress", "shuffle + deflate the datasets (smaller, slower)")
       ("batch", po::value(&cfg.batch)->default_value(cfg.batch), "prompts per write, rounded up to whole "
        "chunks; memory grows with it, results do not change")
-      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")
       ("resume", "continue <out>.partial from where it stopped (same settings required)")
       ("stop-after-batches", po::value(&stop_after), "stop after K batches as if interrupted (for tests)")
       ("force", "overwrite an existing output (or start over from a partial one)")
       ("quiet,q", "no progress bar");
   // clang-format on
+  AddThreadsOption(opts, &threads);
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -71,7 +71,7 @@ int RunExtract(int argc, char** argv) {
   cfg.positions = positions == "all" ? extract::Positions::kAll : extract::Positions::kY;
   if (layers != "all") cfg.layers = ParseInts("--layers", layers);
   cfg.compress = vm.count("compress") > 0;
-  if (threads < 0) throw std::invalid_argument("--threads: must be 0 (all cores) or positive");
+  CheckThreads(threads);
 
   const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);
   cfg.task = info.train.task;

@@ -16,7 +16,7 @@ int RunInspect(int argc, char** argv) {
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
-      ("checkpoint", po::value(&checkpoint), "checkpoint to describe (also the first positional argument)")
+      ("checkpoint,c", po::value(&checkpoint), "checkpoint to describe (also the first positional argument)")
       ("export", po::value(&export_path), "write a copy without /train_state (cannot be resumed; smaller)")
       ("force", "overwrite an existing --export file");
   // clang-format on
@@ -35,15 +35,15 @@ int RunInspect(int argc, char** argv) {
   po::notify(vm);
   if (checkpoint.empty())
     throw std::invalid_argument("inspect: give a checkpoint file (see --help)");
-  data::RequireRegularInput(checkpoint, "inspect");
+  data::RequireRegularInput(checkpoint, "checkpoint");
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
   so.inputs = {checkpoint};  // --force never replaces the file being exported
-  so.label = "--export";
+  so.field = "export";
   std::unique_ptr<data::AtomicOutput> check;
   if (!export_path.empty())  // every check on the export path before any work; released below
     check = std::make_unique<data::AtomicOutput>(
-        export_path, "--export", data::OutputOptions{so.force, so.inputs, false, false});
+        export_path, "export", data::OutputOptions{so.force, so.inputs, false, false});
 
   learners::CheckpointInfo info;
   learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);

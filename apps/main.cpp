@@ -2,9 +2,11 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <string>
 
 #include "apps/cli.hpp"
+#include "data/errors.hpp"
 #include "data/version.hpp"
 
 namespace {
@@ -71,6 +73,18 @@ int main(int argc, char** argv) {
     if (cmd != s.name) continue;
     try {
       return s.run(argc - 1, argv + 1);
+    } catch (const icl::data::InputError& e) {
+      // The library names settings; on the command line they are options.
+      std::string field = e.field();
+      for (char& c : field)
+        if (c == '_') c = '-';
+      std::cerr << "iclprobe " << cmd << ": "
+                << (field.empty() ? e.module() + ": " : "--" + field + ": ")
+                << OneLine(icl::data::InputError::Render(e.text(), "--")) << "\n";
+    } catch (const std::bad_alloc&) {
+      std::cerr << "iclprobe " << cmd
+                << ": out of memory: the inputs or options ask for more memory than this machine "
+                   "has (fewer prompts, a smaller model or fewer layers?)\n";
     } catch (const boost::program_options::error& e) {
       std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << " (see iclprobe " << cmd
                 << " --help)\n";

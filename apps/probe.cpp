@@ -2,6 +2,7 @@
 // activations file, with controls; writes probes.h5 and a tidy CSV.
 #include <fmt/format.h>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -13,42 +14,10 @@
 #include "apps/progress.hpp"
 #include "data/output.hpp"
 #include "data/sha256.hpp"
+#include "probes/probes_file.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::cli {
-
-namespace {
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-std::array<double, 3> ParseSplit(const std::string& text) {
-  const auto parts = SplitList(text);
-  std::array<double, 3> f{};
-  bool ok = parts.size() == 3;
-  for (std::size_t i = 0; ok && i < 3; ++i) {
-    std::size_t used = 0;
-    try {
-      f[i] = std::stod(parts[i], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    ok = used == parts[i].size() && f[i] >= 0;
-  }
-  if (!ok)
-    throw std::invalid_argument(
-        "--split: expected three non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, got '" +
-        text + "'");
-  return f;
-}
-
-}  // namespace
 
 int RunProbe(int argc, char** argv) {
   probes::ProbeRequest req;
@@ -62,7 +31,7 @@ int RunProbe(int argc, char** argv) {
        "(repeatable): the random-init twin, the fixed-w control model")
       ("targets,t", po::value(&targets)->default_value(targets), "comma-separated datasets under /targets "
        "(w_ols, w_ridge, xty, xtx, w); xtx is probed as its upper triangle")
-      ("probes,p", po::value(&families)->default_value(families), "comma-separated probe families: ridge, linear, mlp")
+      ("probes", po::value(&families)->default_value(families), "comma-separated probe families: ridge, linear, mlp")
       ("seeds", po::value(&req.seeds)->default_value(req.seeds), "seeds (prompt splits and probe "
        "initialisations); metrics get a 95% interval over them")
       ("seed", po::value(&req.seed)->default_value(req.seed), "base seed")
@@ -81,12 +50,12 @@ int RunProbe(int argc, char** argv) {
       ("batch", po::value(&req.gradient.batch)->default_value(req.gradient.batch), "minibatch of linear/mlp probes")
       ("layers", po::value(&layers), "only these layers (default: every stored layer)")
       ("k", po::value(&ks), "only these numbers of examples k (default: 1..n)")
-      ("threads", po::value(&req.threads)->default_value(req.threads), "threads (0 = all cores)")
       ("out,o", po::value(&out), "probes.h5 to write (required)")
       ("csv", po::value(&csv), "also write the tidy CSV (target,probe,source,layer,k,seed,mse,nmse,r2)")
       ("force", "overwrite existing outputs")
       ("quiet,q", "no progress bar");
   // clang-format on
+  AddThreadsOption(opts, &req.threads);
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -102,10 +71,9 @@ int RunProbe(int argc, char** argv) {
   if (req.activations.empty())
     throw std::invalid_argument("--activations: required (a file from iclprobe extract)");
   if (out.empty()) throw std::invalid_argument("--out: required (the probes.h5 file to write)");
-  req.targets = SplitList(targets);
-  if (req.targets.empty()) throw std::invalid_argument("--targets: empty list");
-  req.families = probes::ParseFamilies(families);
-  req.lambdas = probes::ParseLambdas(lambdas);
+  req.targets = SplitList("--targets", targets);
+  req.families = ParseFamilies(families);
+  req.lambdas = ParseLambdas(lambdas);
   req.split = ParseSplit(split);
   if (pooling != "attention" && pooling != "position")
     throw std::invalid_argument("--pooling: expected attention or position, got '" + pooling + "'");
@@ -120,19 +88,20 @@ int RunProbe(int argc, char** argv) {
   RequirePositive("batch", req.gradient.batch);
   CheckThreads(req.threads);
   const bool force = vm.count("force") > 0;
-  data::RequireRegularInput(req.activations, "--activations");
+  data::RequireRegularInput(req.activations, "activations");
   std::vector<std::string> inputs = {req.activations};
   for (const auto& c : req.controls) {
-    data::RequireRegularInput(c, "--control");
+    data::RequireRegularInput(c, "control");
     inputs.push_back(c);
   }
-  data::RequireDistinctOutputs({{"--out", out}, {"--csv", csv}});
-  data::AtomicOutput h5out(out, "--out", {force, inputs, false, true});
+  data::RequireDistinctOutputs({{"out", out}, {"csv", csv}});
+  data::AtomicOutput h5out(out, "out", {force, inputs, false, true});
   std::unique_ptr<data::AtomicOutput> csvout;
   if (vm.count("csv"))
-    csvout = std::make_unique<data::AtomicOutput>(csv, "--csv",
+    csvout = std::make_unique<data::AtomicOutput>(csv, "csv",
                                                   data::OutputOptions{force, inputs, false, true});
   probes::ValidateRequest(req);
+  SetSerialKernels();  // the probes run in parallel over fits, each on one thread
 
   const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() *
                           req.ks.size() * req.families.size();
@@ -150,14 +119,14 @@ int RunProbe(int argc, char** argv) {
       req, [&](double done, double) { progress.Update(static_cast<long long>(done + 1e-9)); });
   progress.Finish();
   probes::WriteProbesFile(h5out.temp_path(), req, result, hashes.get());
-  std::string csv_text;
   if (csvout) {
     std::ostringstream f;
     probes::WriteProbesCsv(f, result);
-    csv_text = f.str();
+    csvout->WriteText(f.str());
   }
+  // Both outputs are complete and synced before either takes its final name.
   h5out.Commit();
-  if (csvout) csvout->CommitText(csv_text);
+  if (csvout) csvout->Commit();
 
   // Summary: best layer per target, probe and source at the largest k probed (mean over seeds).
   const int k = result.ks.back();

@@ -38,7 +38,7 @@ int RunReport(int argc, char** argv) {
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
-      ("probes,p", po::value(&probes), "probes.h5 from iclprobe probe (required)")
+      ("probes", po::value(&probes), "probes.h5 from iclprobe probe (required)")
       ("format,f", po::value(&format)->default_value(format), "md (GitHub Markdown), tex (booktabs), csv (tidy)")
       ("metric,m", po::value(&metric)->default_value(metric), "r2, nmse or mse")
       ("k", po::value(&k_option)->default_value(k_option), "numbers of examples to tabulate: d, n, all, or a "
@@ -82,10 +82,10 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--margin: expected an R2 difference in [0, 1], got " +
                                 std::to_string(rule.margin));
   const bool force = vm.count("force") > 0;
-  data::RequireRegularInput(probes, "--probes");
+  data::RequireRegularInput(probes, "probes");
   std::unique_ptr<data::AtomicOutput> file;
   if (vm.count("out"))
-    file = std::make_unique<data::AtomicOutput>(out, "--out",
+    file = std::make_unique<data::AtomicOutput>(out, "out",
                                                 data::OutputOptions{force, {probes}, false, true});
   std::string gnuplot;
   if (vm.count("plot-dir")) {

@@ -14,8 +14,6 @@
 #include "data/output.hpp"
 #include "learners/trainer.hpp"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace icl::cli {
 
 namespace fs = std::filesystem;
@@ -32,7 +30,7 @@ std::string CsvPathFor(const std::string& checkpoint) {
 // of an interrupted run are evaluated again on resume). The log is rewritten atomically.
 void TruncateLog(const std::string& path, std::int64_t step) {
   if (!fs::exists(path)) return;
-  data::RequireRegularInput(path, "training log");
+  data::RequireRegularInput(path, "out");
   std::ifstream in(path);
   if (!in) throw std::runtime_error("training log '" + path + "': cannot read it");
   std::string kept, line;
@@ -58,24 +56,11 @@ void TruncateLog(const std::string& path, std::int64_t step) {
                                   field.substr(0, 40) + "'");
     if (s <= step) kept += line + "\n";
   }
-  data::AtomicOutput out(path, "training log", {/*force=*/true, {}, false, /*lock=*/false});
+  data::AtomicOutput out(path, "out", {/*force=*/true, {}, false, /*lock=*/false});
   out.CommitText(kept);
 }
 
 }  // namespace
-
-void SetThreads(int threads) {
-  CheckThreads(threads);
-  const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-  torch::set_num_threads(n);
-  openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
-}
-
-void CheckThreads(int threads) {
-  if (threads < 0 || threads > kMaxThreads)
-    throw std::invalid_argument("--threads: expected 0 (all cores) or 1.." +
-                                std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
-}
 
 int RunTrain(int argc, char** argv) {
   learners::ModelConfig model;
@@ -116,7 +101,7 @@ int RunTrain(int argc, char** argv) {
       ("noise", po::value(&train.task.noise)->default_value(train.task.noise), "label noise sigma")
       ("w-scale", po::value(&train.task.w_scale)->default_value(train.task.w_scale),
        "weight scale tau")
-      ("fixed-w", po::bool_switch(&train.task.fixed_w),
+      ("fixed-w", po::value(&train.task.fixed_w)->implicit_value(true),
        "control task: w = all ones (the paper's probing control)")
       ("seed", po::value(&train.seed)->default_value(train.seed),
        "seed of the initialisation and the training prompts")
@@ -128,7 +113,6 @@ int RunTrain(int argc, char** argv) {
        "seed of the held-out prompts")
       ("save-every", po::value(&train.save_every)->default_value(train.save_every),
        "write the checkpoint every N steps")
-      ("threads", po::value(&threads)->default_value(threads), "intra-op threads (0 = all cores)")
       ("resume", "continue the run in --out from its last checkpoint (configuration from the file)")
       ("init-only", "write an untrained (randomly initialised) checkpoint and stop: the "
        "random-model control")
@@ -137,6 +121,7 @@ int RunTrain(int argc, char** argv) {
       ("force", "overwrite an existing --out")
       ("quiet,q", "no progress bar");
   // clang-format on
+  AddThreadsOption(opts, &threads);
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -165,12 +150,12 @@ int RunTrain(int argc, char** argv) {
         throw std::invalid_argument(
             std::string("--") + o +
             ": --resume takes the configuration from the checkpoint; drop this option");
-    if (train.task.fixed_w)
+    if (vm.count("fixed-w"))
       throw std::invalid_argument(
-          "--fixed-w: --resume takes the configuration from the checkpoint");
+          "--fixed-w: --resume takes the configuration from the checkpoint; drop this option");
     if (!fs::exists(out))
       throw std::invalid_argument("--resume: no checkpoint '" + out + "' to continue");
-    data::RequireRegularInput(out, "--out");
+    data::RequireRegularInput(out, "out");
   } else {
     if (fs::exists(out) && !force)
       throw std::invalid_argument(
@@ -199,7 +184,7 @@ int RunTrain(int argc, char** argv) {
   if (init_only) {
     learners::SaveOptions so;
     so.force = force;
-    so.label = "--out";
+    so.field = "out";
     learners::WriteInitCheckpoint(model, train, out, so);
     std::cout << "wrote untrained checkpoint " << out << " (" << model.ToJson() << ", seed "
               << train.seed << ")\n";
@@ -208,7 +193,7 @@ int RunTrain(int argc, char** argv) {
 
   // Checks on the checkpoint path (a regular file or absent, its folder writable), and the lock
   // that keeps a second run off this output, held until the run ends; the log goes with it.
-  data::AtomicOutput guard(out, "--out", {/*force=*/force || resume, {}, false, /*lock=*/true});
+  data::AtomicOutput guard(out, "out", {/*force=*/force || resume, {}, false, /*lock=*/true});
   if (!resume && fs::exists(csv) && !force)
     throw std::invalid_argument("--out: the evaluation log '" + csv +
                                 "' exists; pass --force to overwrite it or --resume to continue "
@@ -224,7 +209,7 @@ int RunTrain(int argc, char** argv) {
     model = info.model;
     TruncateLog(csv, start_step);
   } else {
-    data::AtomicOutput log(csv, "--out", {/*force=*/true, {}, false, /*lock=*/false});
+    data::AtomicOutput log(csv, "out", {/*force=*/true, {}, false, /*lock=*/false});
     log.CommitText("step,lr,train_loss,eval_loss,k,model_error,ols_error\n");
   }
   {

@@ -20,8 +20,10 @@ def main():
     target = sys.argv[3] if len(sys.argv) > 3 else "xty"
     with h5py.File(probes, "r") as p:
         roles = p["splits/seed_0"][()]
-        layers = json.loads(p.attrs["layers"])
-        ks = json.loads(p.attrs["ks"])
+        # Lists are array attributes (older files: JSON strings).
+        as_list = lambda v: json.loads(v) if isinstance(v, (str, bytes)) else [int(x) for x in v]
+        layers = as_list(p.attrs["layers"])
+        ks = as_list(p.attrs["ks"])
         grid = np.array(json.loads(p["ridge"].attrs["lambdas"]))
         ours_lambda = p[f"ridge/{target}/model/lambda"][()]          # [L, K, S]
         ours_w = p[f"ridge/{target}/model/weights"][()]              # [L, K, S, p, m]

@@ -1,8 +1,14 @@
 // RAII wrappers over the HDF5 C API; every error becomes an exception naming file and object.
 #include "data/hdf5.hpp"
 
+#include "data/json.hpp"
+
+#include <fcntl.h>
 #include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <numeric>
@@ -200,6 +206,82 @@ double Object::GetDouble(const std::string& attr) const {
   return GetScalar<double>(*this, attr, "a number");
 }
 
+void Object::SetAttr(const std::string& attr, const std::vector<std::int64_t>& values) {
+  const hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle a = NewAttr(*this, attr, H5T_NATIVE_INT64, space.id());
+  if (n > 0 && H5Awrite(a.id(), H5T_NATIVE_INT64, values.data()) < 0)
+    Fail(Where(attr) + ": cannot write");
+}
+
+void Object::SetAttr(const std::string& attr, const std::vector<std::string>& values) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(type.id(), H5T_VARIABLE);
+  H5Tset_cset(type.id(), H5T_CSET_UTF8);
+  const hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle a = NewAttr(*this, attr, type.id(), space.id());
+  std::vector<const char*> p;
+  for (const auto& v : values)
+    p.push_back(v.c_str());
+  if (n > 0 && H5Awrite(a.id(), type.id(), p.data()) < 0) Fail(Where(attr) + ": cannot write");
+}
+
+namespace {
+
+// Elements of a rank-1 attribute (at most `limit`), or throws naming it.
+hsize_t ListLength(const Object& obj, hid_t attr_id, const std::string& attr) {
+  Handle space(H5Aget_space(attr_id), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank != 1)
+    Fail(obj.Where(attr) + ": expected a list (rank 1), got rank " + std::to_string(rank));
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.id(), &n, nullptr);
+  if (n > (1u << 20)) Fail(obj.Where(attr) + ": " + std::to_string(n) + " entries is too many");
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> Object::GetIntList(const std::string& attr) const {
+  Handle a = OpenAttr(*this, attr);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id());
+  if (cls == H5T_STRING) {
+    // A JSON array of integers, as files written before lists were array attributes.
+    const auto v = data::json::IntList(GetString(attr), Where(attr), INT32_MIN, INT32_MAX);
+    return std::vector<std::int64_t>(v.begin(), v.end());
+  }
+  if (cls != H5T_INTEGER) Fail(Where(attr) + ": expected a list of integers");
+  std::vector<std::int64_t> out(ListLength(*this, a.id(), attr));
+  if (!out.empty() && H5Aread(a.id(), H5T_NATIVE_INT64, out.data()) < 0)
+    Fail(Where(attr) + ": cannot read");
+  return out;
+}
+
+std::vector<std::string> Object::GetStringList(const std::string& attr) const {
+  Handle a = OpenAttr(*this, attr);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(type.id()) != H5T_STRING) Fail(Where(attr) + ": expected a list of strings");
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  if (H5Sget_simple_extent_type(space.id()) == H5S_SCALAR) {
+    // A JSON array of strings in one string, as files written before array attributes.
+    return data::json::StringList(GetString(attr), Where(attr));
+  }
+  const hsize_t n = ListLength(*this, a.id(), attr);
+  if (H5Tis_variable_str(type.id()) <= 0) Fail(Where(attr) + ": expected variable-length strings");
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mem.id(), H5T_VARIABLE);
+  H5Tset_cset(mem.id(), H5Tget_cset(type.id()));
+  std::vector<char*> p(n, nullptr);
+  if (n > 0 && H5Aread(a.id(), mem.id(), p.data()) < 0) Fail(Where(attr) + ": cannot read");
+  std::vector<std::string> out;
+  for (char* c : p)
+    out.emplace_back(c ? c : "");
+  if (n > 0) H5Dvlen_reclaim(mem.id(), space.id(), H5P_DEFAULT, p.data());
+  return out;
+}
+
 std::string Object::GetString(const std::string& attr) const {
   Handle a = OpenAttr(*this, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
@@ -252,12 +334,23 @@ void Dataset::Resize(hsize_t rows) {
   if (H5Dset_extent(id(), d.data()) < 0) Fail(Where() + ": cannot resize (is it extendible?)");
 }
 
-void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, bool write) const {
+void Dataset::CheckElements(hsize_t count, std::size_t elements, bool write) const {
+  const hsize_t selected = count * RowSize();
+  if (selected != elements)
+    throw std::logic_error("hdf5: " + Where() + ": " + (write ? "writing " : "reading ") +
+                           std::to_string(selected) + " elements (" + std::to_string(count) +
+                           " rows of shape " + DimsStr(dims()) + ") with a buffer of " +
+                           std::to_string(elements));
+}
+
+void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size_t elements,
+                 bool write) const {
   Dims d = dims();
   if (d.empty()) Fail(Where() + ": scalar datasets are not supported");
   if (start + count > d[0])
     Fail(Where() + ": rows [" + std::to_string(start) + ", " + std::to_string(start + count) +
          ") are outside its " + std::to_string(d[0]) + " rows");
+  CheckElements(count, elements, write);
   if (count == 0) return;
   Handle file_space(H5Dget_space(id()), H5Sclose);
   Dims offset(d.size(), 0), block = d;
@@ -377,7 +470,32 @@ std::vector<std::string> Group::Members() const {
 
 // ---- File ---------------------------------------------------------------------------------
 
-File File::Open(const std::string& path, Mode mode) {
+namespace {
+
+// Property lists that keep the file on disk as it was at the last flush until the next one:
+// metadata is never evicted (so it reaches the disk only in Flush), and freed space is never
+// reused (so new data and metadata go past the end of what the disk copy uses). A process
+// killed between flushes then leaves the file of the last flush, plus unreferenced bytes.
+Handle FlushOnlyAccess() {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5AC_cache_config_t cfg;
+  cfg.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  if (H5Pget_mdc_config(fapl.id(), &cfg) < 0) Fail("cannot read the metadata cache settings");
+  cfg.evictions_enabled = false;
+  cfg.incr_mode = H5C_incr__off;
+  cfg.flash_incr_mode = H5C_flash_incr__off;
+  cfg.decr_mode = H5C_decr__off;
+  cfg.set_initial_size = true;
+  cfg.initial_size = 32 << 20;
+  cfg.max_size = std::max<std::size_t>(cfg.max_size, cfg.initial_size);
+  cfg.min_size = std::min<std::size_t>(cfg.min_size, cfg.initial_size);
+  if (H5Pset_mdc_config(fapl.id(), &cfg) < 0) Fail("cannot set the metadata cache settings");
+  return fapl;
+}
+
+}  // namespace
+
+File File::Open(const std::string& path, Mode mode, Durability durability) {
   EnsureSilenced();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
@@ -387,9 +505,12 @@ File File::Open(const std::string& path, Mode mode) {
     Fail("'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
-    Fail("'" + path + "': not an HDF5 file");
+    Fail("'" + path + "': not an HDF5 file (or its header is damaged)");
   }
-  Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
+  Handle fapl = durability == Durability::kFlushPoints
+                    ? FlushOnlyAccess()
+                    : Handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.id()),
            H5Fclose);
   if (!h.valid())
     Fail("'" + path + "': cannot open" + (mode == Mode::kRead ? "" : " for writing") +
@@ -399,11 +520,17 @@ File File::Open(const std::string& path, Mode mode) {
   return f;
 }
 
-File File::Create(const std::string& path, bool truncate) {
+File File::Create(const std::string& path, bool truncate, Durability durability) {
   EnsureSilenced();
-  Handle h(
-      H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT),
-      H5Fclose);
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+  Handle fapl = durability == Durability::kFlushPoints
+                    ? FlushOnlyAccess()
+                    : Handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (durability == Durability::kFlushPoints &&
+      H5Pset_file_space_strategy(fcpl.id(), H5F_FSPACE_STRATEGY_NONE, 0, 1) < 0)
+    Fail("'" + path + "': cannot set the file space strategy");
+  Handle h(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.id(), fapl.id()),
+           H5Fclose);
   if (!h.valid())
     Fail("'" + path + "': cannot create (" +
          (std::filesystem::exists(path) ? "it exists" : "is the folder writable?") + ")");
@@ -428,8 +555,33 @@ void File::Close() {
                              " object(s) still open");
     Sync();
   }
+  haddr_t eoa = 0;
+  if (writable_ && H5Fget_eoa(id(), &eoa) < 0) Fail("'" + file_ + "': cannot read its end");
   const hid_t id = h_.Release();
   if (H5Fclose(id) < 0) Fail("'" + file_ + "': close failed (disk full?)");
+  // Space reserved past the end (Reserve) and not used is given back.
+  std::error_code ec;
+  if (writable_ && eoa > 0 && std::filesystem::file_size(file_, ec) > eoa && !ec) {
+    if (::truncate(file_.c_str(), static_cast<off_t>(eoa)) != 0)
+      Fail("'" + file_ + "': cannot trim the unused reserve: " + std::strerror(errno));
+    const int fd = ::open(file_.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool synced = fd >= 0 && ::fsync(fd) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!synced) Fail("'" + file_ + "': sync to disk failed (disk full?)");
+  }
+}
+
+void File::Reserve(std::uint64_t bytes) {
+  haddr_t eoa = 0;
+  if (H5Fget_eoa(id(), &eoa) < 0) Fail("'" + file_ + "': cannot read its end of allocation");
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) < 0 || !handle)
+    Fail("'" + file_ + "': cannot reach the file descriptor to reserve space");
+  const int r = ::posix_fallocate(*static_cast<int*>(handle), 0, static_cast<off_t>(eoa + bytes));
+  if (r != 0)
+    throw std::runtime_error("hdf5: '" + file_ + "': cannot reserve " + std::to_string(bytes) +
+                             " more bytes (" + std::strerror(r) +
+                             "): disk full or a file-size limit reached");
 }
 
 void File::Sync() {

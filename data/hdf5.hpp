@@ -58,7 +58,13 @@ class Object {
     SetAttr(attr, static_cast<std::int64_t>(value));
   }
   void SetAttr(const std::string& attr, double value);
+  // Lists as array attributes (h5py shows numpy arrays): integers and UTF-8 strings.
+  void SetAttr(const std::string& attr, const std::vector<std::int64_t>& values);
+  void SetAttr(const std::string& attr, const std::vector<std::string>& values);
   std::string GetString(const std::string& attr) const;
+  // A list stored as an array attribute or, as older files did, as a JSON array in a string.
+  std::vector<std::int64_t> GetIntList(const std::string& attr) const;
+  std::vector<std::string> GetStringList(const std::string& attr) const;
   std::int64_t GetInt(const std::string& attr) const;
   double GetDouble(const std::string& attr) const;
 
@@ -91,28 +97,32 @@ class Dataset : public Object {
   hsize_t rows() const { return dims().at(0); }
   // Number of elements in one row (the product of all but the first dimension).
   hsize_t RowSize() const;
-  // Whole dataset; `data` must hold every element.
+  // Whole dataset. Every read and write says how many elements its buffer holds, and the
+  // count is checked against the selection before HDF5 touches memory.
   template <typename T>
-  void Write(const T* data);
+  void Write(const T* data, std::size_t elements);
   template <typename T>
-  void Read(T* data) const;
+  void Read(T* data, std::size_t elements) const;
   template <typename T>
   std::vector<T> ReadAll() const;
   // Rows [start, start + count) along the first dimension.
   template <typename T>
-  void WriteRows(hsize_t start, hsize_t count, const T* data);
+  void WriteRows(hsize_t start, hsize_t count, const T* data, std::size_t elements);
   template <typename T>
-  void ReadRows(hsize_t start, hsize_t count, T* data) const;
+  void ReadRows(hsize_t start, hsize_t count, T* data, std::size_t elements) const;
   // Grows (or shrinks) the first dimension of an extendible dataset.
   void Resize(hsize_t rows);
   // Appends rows at the end of an extendible dataset.
   template <typename T>
-  void Append(hsize_t count, const T* data);
+  void Append(hsize_t count, const T* data, std::size_t elements);
   // Throws naming this dataset unless its shape equals `expected`.
   void ExpectDims(const Dims& expected) const;
 
  private:
-  void Io(hid_t type, hsize_t start, hsize_t count, void* data, bool write) const;
+  void Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size_t elements,
+          bool write) const;
+  // std::logic_error unless `elements` == count rows' worth.
+  void CheckElements(hsize_t count, std::size_t elements, bool write) const;
 };
 
 class Group : public Object {
@@ -142,14 +152,26 @@ class Group : public Object {
 class File : public Group {
  public:
   enum class Mode { kRead, kReadWrite };
+  // kFlushPoints: the file on disk changes only in Flush()/Sync() (no metadata evictions, no
+  // reuse of freed space), so a process killed between flushes leaves the last flushed file.
+  // For files written over a long time and resumed (extract's partial file).
+  enum class Durability { kDefault, kFlushPoints };
   // Opens an existing file.
-  static File Open(const std::string& path, Mode mode = Mode::kRead);
+  static File Open(const std::string& path, Mode mode = Mode::kRead,
+                   Durability durability = Durability::kDefault);
   // Creates a new file; fails if it exists unless `truncate`.
-  static File Create(const std::string& path, bool truncate = false);
+  static File Create(const std::string& path, bool truncate = false,
+                     Durability durability = Durability::kDefault);
   // Writes every cached byte to the file; throws on a failed write (disk full).
   void Flush();
   // Flush() and fsync: when it returns, what was written is on disk.
   void Sync();
+  // Reserves disk space for `bytes` more beyond HDF5's end of allocation (posix_fallocate),
+  // throwing std::runtime_error when the disk (or a file-size limit) cannot take them. Called
+  // before a block of writes, it makes a full disk fail here, with the file still consistent,
+  // instead of in the middle of HDF5's writes, which would leave metadata that points past the
+  // end of the file. HDF5 trims the unused reserve when the file is closed.
+  void Reserve(std::uint64_t bytes);
   // Closes now, with every error reported: a written file is synced first, and closing one
   // that still has open groups, datasets or attributes is a programming error (std::logic_error).
   // The destructor closes too, but cannot report failures.
@@ -177,32 +199,33 @@ template <>
 hid_t NativeType<std::uint64_t>();
 
 template <typename T>
-void Dataset::Write(const T* data) {
-  Io(NativeType<T>(), 0, rows(), const_cast<T*>(data), true);
+void Dataset::Write(const T* data, std::size_t elements) {
+  Io(NativeType<T>(), 0, rows(), const_cast<T*>(data), elements, true);
 }
 template <typename T>
-void Dataset::Read(T* data) const {
-  Io(NativeType<T>(), 0, rows(), data, false);
+void Dataset::Read(T* data, std::size_t elements) const {
+  Io(NativeType<T>(), 0, rows(), data, elements, false);
 }
 template <typename T>
 std::vector<T> Dataset::ReadAll() const {
   std::vector<T> v(rows() * RowSize());
-  Read(v.data());
+  Read(v.data(), v.size());
   return v;
 }
 template <typename T>
-void Dataset::WriteRows(hsize_t start, hsize_t count, const T* data) {
-  Io(NativeType<T>(), start, count, const_cast<T*>(data), true);
+void Dataset::WriteRows(hsize_t start, hsize_t count, const T* data, std::size_t elements) {
+  Io(NativeType<T>(), start, count, const_cast<T*>(data), elements, true);
 }
 template <typename T>
-void Dataset::ReadRows(hsize_t start, hsize_t count, T* data) const {
-  Io(NativeType<T>(), start, count, data, false);
+void Dataset::ReadRows(hsize_t start, hsize_t count, T* data, std::size_t elements) const {
+  Io(NativeType<T>(), start, count, data, elements, false);
 }
 template <typename T>
-void Dataset::Append(hsize_t count, const T* data) {
+void Dataset::Append(hsize_t count, const T* data, std::size_t elements) {
+  CheckElements(count, elements, /*write=*/true);  // before the dataset grows
   const hsize_t start = rows();
   Resize(start + count);
-  WriteRows(start, count, data);
+  WriteRows(start, count, data, elements);
 }
 
 }  // namespace icl::h5

@@ -1,6 +1,8 @@
 // AtomicOutput: checks before work, a lock against a second writer, partial file, fsync, rename.
 #include "data/output.hpp"
 
+#include "data/errors.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -44,14 +46,16 @@ FileId IdOf(const std::string& path) {
 
 void RequireRegularInput(const std::string& path, const std::string& label) {
   struct stat st;
-  if (path.empty()) throw std::invalid_argument(label + ": empty path");
+  if (path.empty()) throw InputError("input", label, "empty path");
   if (::stat(path.c_str(), &st) != 0)
-    throw std::invalid_argument(label + ": '" + path +
-                                "': " + (errno == ENOENT ? std::string("no such file") : Errno()));
+    throw InputError(
+        "input", label,
+        "'" + path + "': " + (errno == ENOENT ? std::string("no such file") : Errno()));
   if (!S_ISREG(st.st_mode))
-    throw std::invalid_argument(label + ": '" + path + "' is not a regular file" +
-                                (S_ISDIR(st.st_mode) ? " (a folder)" : "") +
-                                "; expected a file written by iclprobe");
+    throw InputError("input", label,
+                     "'" + path + "' is not a regular file" +
+                         (S_ISDIR(st.st_mode) ? " (a folder)" : "") +
+                         "; expected a file written by iclprobe");
 }
 
 OutputLock::OutputLock(const std::string& path, const std::string& label)
@@ -61,17 +65,18 @@ OutputLock::OutputLock(const std::string& path, const std::string& label)
   for (int attempt = 0; attempt < 8; ++attempt) {
     fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
-      throw std::invalid_argument(label + ": cannot create the lock file '" + lock_path_ +
-                                  "': " + Errno() + " (is the folder writable?)");
+      throw InputError("output", label,
+                       "cannot create the lock file '" + lock_path_ + "': " + Errno() +
+                           " (is the folder writable?)");
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int e = errno;
       ::close(fd_);
       fd_ = -1;
       if (e == EWOULDBLOCK)
-        throw std::runtime_error(label + ": '" + path +
-                                 "' is being written by another process (lock '" + lock_path_ +
-                                 "' is held); wait for it or choose another output");
-      throw std::runtime_error(label + ": cannot lock '" + lock_path_ + "': " + std::strerror(e));
+        throw InputError("output", label,
+                         "'" + path + "' is being written by another process (lock '" + lock_path_ +
+                             "' is held); wait for it or choose another output");
+      throw InputError("output", label, "cannot lock '" + lock_path_ + "': " + std::strerror(e));
     }
     struct stat a, b;
     if (::fstat(fd_, &a) == 0 && ::stat(lock_path_.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
@@ -80,8 +85,8 @@ OutputLock::OutputLock(const std::string& path, const std::string& label)
     ::close(fd_);
     fd_ = -1;
   }
-  throw std::runtime_error(label + ": cannot take the lock '" + lock_path_ +
-                           "' (other processes keep replacing it)");
+  throw InputError("output", label,
+                   "cannot take the lock '" + lock_path_ + "' (other processes keep replacing it)");
 }
 
 OutputLock::~OutputLock() {
@@ -95,33 +100,36 @@ AtomicOutput::AtomicOutput(std::string path, const std::string& label, const Out
       temp_(path_ + ".partial"),
       label_(label),
       keep_partial_(o.keep_partial) {
-  if (path_.empty()) throw std::invalid_argument(label + ": empty output path");
+  if (path_.empty()) throw InputError("output", label, "empty output path");
   const std::string parent = Parent(path_);
   if (!fs::is_directory(parent))
-    throw std::invalid_argument(label + ": folder '" + parent + "' does not exist");
+    throw InputError("output", label, "folder '" + parent + "' does not exist");
   if (::access(parent.c_str(), W_OK) != 0)
-    throw std::invalid_argument(label + ": folder '" + parent + "' is not writable");
+    throw InputError("output", label, "folder '" + parent + "' is not writable");
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode))
-      throw std::invalid_argument(label + ": '" + path_ + "' is a folder, expected a file path");
+      throw InputError("output", label, "'" + path_ + "' is a folder, expected a file path");
     if (!S_ISREG(st.st_mode))
-      throw std::invalid_argument(label + ": '" + path_ +
-                                  "' exists and is not a regular file (a device, FIFO or "
-                                  "socket); iclprobe only replaces regular files");
+      throw InputError("output", label,
+                       "'" + path_ +
+                           "' exists and is not a regular file (a device, FIFO or "
+                           "socket); iclprobe only replaces regular files");
     if (!o.force)
-      throw std::invalid_argument(label + ": '" + path_ +
-                                  "' exists; pass --force to overwrite it or choose another path");
+      throw InputError(
+          "output", label,
+          "'" + path_ + "' exists; pass {force} to overwrite it or choose another path");
   }
   const FileId out_id = IdOf(path_), temp_id = IdOf(temp_);
   for (const auto& in : o.inputs) {
     const FileId id = IdOf(in);
     if (id == out_id || id == temp_id)
-      throw std::invalid_argument(label + ": '" + path_ + "' is the input '" + in +
-                                  "'; write the output to another file");
+      throw InputError(
+          "output", label,
+          "'" + path_ + "' is the input '" + in + "'; write the output to another file");
   }
   if (::lstat(temp_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::invalid_argument(label + ": '" + temp_ + "' exists and is not a regular file");
+    throw InputError("output", label, "'" + temp_ + "' exists and is not a regular file");
   if (o.lock) lock_ = std::make_unique<OutputLock>(path_, label);
 }
 
@@ -154,7 +162,7 @@ void AtomicOutput::Commit() {
     SyncPath(Parent(path_));
   } catch (const std::runtime_error& e) {
     if (!committed_) keep_partial_ = false;  // an unsynced partial file is not worth resuming
-    throw std::runtime_error(label_ + ": " + e.what());
+    throw std::runtime_error("output '" + path_ + "': " + e.what());
   }
 }
 
@@ -180,12 +188,16 @@ void WriteFileChecked(const std::string& path, const std::string& content) {
   if (::close(fd) != 0) throw std::runtime_error("cannot close '" + path + "': " + Errno());
 }
 
-void AtomicOutput::CommitText(const std::string& content) {
+void AtomicOutput::WriteText(const std::string& content) {
   try {
     WriteFileChecked(temp_, content);
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(label_ + ": " + e.what());
+    throw std::runtime_error("output '" + path_ + "': " + e.what());
   }
+}
+
+void AtomicOutput::CommitText(const std::string& content) {
+  WriteText(content);
   Commit();
 }
 
@@ -198,8 +210,9 @@ void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string
       const bool same = fs::weakly_canonical(pa) == fs::weakly_canonical(pb) ||
                         (IdOf(pa).found && IdOf(pa) == IdOf(pb));
       if (same)
-        throw std::invalid_argument(la + " and " + lb + " name the same file '" + pa +
-                                    "'; give each output its own path");
+        throw InputError(
+            "output", la,
+            "names the same file as {" + lb + "} ('" + pa + "'); give each output its own path");
     }
 }
 
@@ -209,10 +222,11 @@ void RequireFreeSpace(const std::string& path, double bytes, const std::string& 
   if (ec) return;  // the folder check reports a missing folder
   const double have = static_cast<double>(space.available);
   if (!(bytes <= have))
-    throw std::invalid_argument(label + ": the output would take about " + GiB(bytes) + " but '" +
-                                Parent(path) + "' has " + GiB(have) +
-                                " free; free space or write less (fewer prompts, layers or "
-                                "positions)");
+    throw InputError("output", label,
+                     "the output would take about " + GiB(bytes) + " but '" + Parent(path) +
+                         "' has " + GiB(have) +
+                         " free; free space or write less (fewer prompts, layers or "
+                         "positions)");
 }
 
 }  // namespace icl::data

@@ -22,7 +22,9 @@ struct FileId {
 };
 FileId IdOf(const std::string& path);
 
-// Throws std::invalid_argument naming `label` unless `path` is an existing regular file (links
+// Every check below throws data::InputError naming `label`: the setting that names the file
+// ("out", "csv", "checkpoint"), which the program shows as its option.
+// Throws naming `label` unless `path` is an existing regular file (links
 // followed): a FIFO, a device or a folder given as an input would block or make no sense.
 void RequireRegularInput(const std::string& path, const std::string& label);
 
@@ -51,7 +53,7 @@ struct OutputOptions {
 class AtomicOutput {
  public:
   // Checks everything that can be checked before work starts and throws
-  // std::invalid_argument naming `label` (e.g. "--csv", or "checkpoint" in a library): an empty
+  // std::invalid_argument naming `label` (a setting name: "out", "csv"): an empty
   // path, a missing or unwritable folder, an existing path without force, a path that is not a
   // regular file, a path (or its partial file) that is the same file as an input.
   AtomicOutput(std::string path, const std::string& label, const OutputOptions& options);
@@ -64,7 +66,10 @@ class AtomicOutput {
   // fsyncs the partial file, renames it onto the final path and fsyncs the folder; throws
   // std::runtime_error naming the file on any failure (the partial file is then removed).
   void Commit();
-  // Writes `content` to the partial file with every write checked, then Commit()s.
+  // Writes `content` to the partial file with every write checked and synced (no rename: a
+  // run with several outputs writes them all, then commits them all).
+  void WriteText(const std::string& content);
+  // WriteText, then Commit.
   void CommitText(const std::string& content);
 
  private:

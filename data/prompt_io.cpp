@@ -14,9 +14,9 @@ void WritePrompts(h5::Group& parent, const PromptSet& set) {
   g.SetAttr("task_config", set.task.ToJson());
   g.SetAttr("seed", static_cast<std::int64_t>(set.seed));
   g.SetAttr("first_index", static_cast<std::int64_t>(set.first_index));
-  g.CreateDataset<double>("x", {N, n, d}).Write(set.x.memptr());
-  g.CreateDataset<double>("y", {N, n}).Write(set.y.memptr());
-  g.CreateDataset<double>("w", {N, d}).Write(set.w.memptr());
+  g.CreateDataset<double>("x", {N, n, d}).Write(set.x.memptr(), set.x.n_elem);
+  g.CreateDataset<double>("y", {N, n}).Write(set.y.memptr(), set.y.n_elem);
+  g.CreateDataset<double>("w", {N, d}).Write(set.w.memptr(), set.w.n_elem);
 }
 
 PromptSet ReadPrompts(const h5::Group& parent) {
@@ -37,9 +37,9 @@ PromptSet ReadPrompts(const h5::Group& parent) {
   set.x.set_size(d, n, N);
   set.y.set_size(n, N);
   set.w.set_size(d, N);
-  x.Read(set.x.memptr());
-  y.Read(set.y.memptr());
-  w.Read(set.w.memptr());
+  x.Read(set.x.memptr(), set.x.n_elem);
+  y.Read(set.y.memptr(), set.y.n_elem);
+  w.Read(set.w.memptr(), set.w.n_elem);
   return set;
 }
 

@@ -1,10 +1,12 @@
 // Streaming extraction of hidden states, predictions and targets to HDF5.
 #include "extract/extract.hpp"
+#include "data/errors.hpp"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -16,6 +18,7 @@
 #include "data/targets.hpp"
 #include "data/tokens_torch.hpp"
 #include "extract/activations.hpp"
+#include "extract/activations_schema.hpp"
 #include "learners/checkpoint.hpp"
 
 namespace icl::extract {
@@ -62,8 +65,9 @@ std::string JsonDifference(const std::string& a, const std::string& b) {
 }
 
 struct Datasets {
-  std::vector<h5::Dataset> hidden;
-  std::vector<h5::Dataset> rest;  // predictions, prompts x/y/w, targets w_ols/w_ridge/xty/xtx
+  std::vector<h5::Dataset> hidden;             // in the order of the stored layers
+  std::map<std::string, h5::Dataset> by_name;  // the per-prompt datasets of the schema
+  h5::Dataset& operator[](const std::string& name) { return by_name.at(name); }
 };
 
 h5::DatasetOptions Chunked(const h5::Dims& row_dims, hsize_t rows, std::size_t elem,
@@ -106,18 +110,21 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
 
 void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
   if (c.prompts <= 0)
-    throw std::invalid_argument("--prompts: must be positive, got " + std::to_string(c.prompts));
+    throw data::InputError("extract", "prompts",
+                           "must be positive, got " + std::to_string(c.prompts));
   if (c.batch <= 0)
-    throw std::invalid_argument("--batch: must be positive, got " + std::to_string(c.batch));
-  if (!(c.ridge_lambda >= 0)) throw std::invalid_argument("--ridge-lambda: must be non-negative");
+    throw data::InputError("extract", "batch", "must be positive, got " + std::to_string(c.batch));
+  if (!(c.ridge_lambda >= 0))
+    throw data::InputError("extract", "ridge_lambda", "must be non-negative");
   if (c.task.d != model.d)
     throw std::invalid_argument("checkpoint '" + c.checkpoint +
                                 "' has d=" + std::to_string(model.d) +
                                 " but the prompts have d=" + std::to_string(c.task.d));
   if (c.task.n <= 0 || c.task.n > model.n_max)
-    throw std::invalid_argument("--n: the checkpoint '" + c.checkpoint + "' reads 1.." +
-                                std::to_string(model.n_max) + " examples, got " +
-                                std::to_string(c.task.n));
+    throw data::InputError("extract", "n",
+                           "the checkpoint '" + c.checkpoint + "' reads 1.." +
+                               std::to_string(model.n_max) + " examples, got " +
+                               std::to_string(c.task.n));
   c.task.Validate();
   if (c.layers.empty())
     for (int l = 0; l <= model.layers; ++l)
@@ -125,11 +132,13 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
   std::set<int> seen;
   for (int l : c.layers) {
     if (l < 0 || l > model.layers)
-      throw std::invalid_argument("--layers: layer " + std::to_string(l) +
-                                  " does not exist; the model has states 0.." +
-                                  std::to_string(model.layers) + " (0 = embedding)");
+      throw data::InputError("extract", "layers",
+                             "layer " + std::to_string(l) +
+                                 " does not exist; the model has states 0.." +
+                                 std::to_string(model.layers) + " (0 = embedding)");
     if (!seen.insert(l).second)
-      throw std::invalid_argument("--layers: layer " + std::to_string(l) + " is listed twice");
+      throw data::InputError("extract", "layers",
+                             "layer " + std::to_string(l) + " is listed twice");
   }
   std::sort(c.layers.begin(), c.layers.end());
 }
@@ -144,14 +153,15 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
 
   const std::string partial = cfg.out + ".partial";
   if (opt.resume && !fs::exists(partial))
-    throw std::invalid_argument("--resume: no partial file '" + partial + "' to continue");
+    throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
   if (!opt.resume && fs::exists(partial) && !opt.force)
-    throw std::invalid_argument("--out: '" + partial +
-                                "' exists from an interrupted run; pass --resume to continue "
-                                "it or --force to start over");
+    throw data::InputError("extract", "out",
+                           "'" + partial +
+                               "' exists from an interrupted run; pass {resume} to continue "
+                               "it or {force} to start over");
   // Path checks, the input's identity, and the lock against a second writer, before any work;
   // an unfinished partial file is kept for --resume.
-  data::AtomicOutput output(cfg.out, "--out",
+  data::AtomicOutput output(cfg.out, "out",
                             {opt.force, {cfg.checkpoint}, /*keep_partial=*/true, /*lock=*/true});
   {
     const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
@@ -159,7 +169,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * sizeof(float) +
                              n * sizeof(float) + (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
     const double have = opt.resume && fs::exists(partial) ? double(fs::file_size(partial)) : 0;
-    data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "--out");
+    data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "out");
   }
 
   const std::string sha = data::Sha256File(cfg.checkpoint);
@@ -175,45 +185,53 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   std::int64_t n_complete = 0;
   std::unique_ptr<h5::File> file;
   Datasets ds;
-  const std::vector<std::string> rest_names = {"predictions", "prompts/x",     "prompts/y",
-                                               "prompts/w",   "targets/w_ols", "targets/w_ridge",
-                                               "targets/xty", "targets/xtx"};
+  const std::vector<schema::Dataset> per_prompt = schema::PerPromptDatasets(n, d);
   if (opt.resume) {
-    file = std::make_unique<h5::File>(h5::File::Open(partial, h5::File::Mode::kReadWrite));
+    try {
+      file = std::make_unique<h5::File>(
+          h5::File::Open(partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints));
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string(e.what()) +
+                               "; the partial file was damaged when its run was interrupted; "
+                               "start over with {force}");
+    }
     data::CheckFormat(*file, kActivationsFormat);
     const std::string file_sha = file->GetString("checkpoint_sha256");
     if (file_sha != sha)
-      throw std::invalid_argument("--resume: '" + partial +
-                                  "' was made from a checkpoint with SHA-256 " +
-                                  file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint +
-                                  "' has " + sha.substr(0, 12) + "...; pass --force to start over");
+      throw data::InputError("extract", "resume",
+                             "'" + partial + "' was made from a checkpoint with SHA-256 " +
+                                 file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint + "' has " +
+                                 sha.substr(0, 12) + "...; pass {force} to start over");
     const std::string file_content = file->GetString("extract_config");
     if (file_content != content)
-      throw std::invalid_argument("--resume: '" + partial + "' was made with other settings: " +
-                                  JsonDifference(file_content, content));
+      throw data::InputError("extract", "resume",
+                             "'" + partial + "' was made with other settings: " +
+                                 JsonDifference(file_content, content));
     n_complete = file->GetInt("n_complete");
     if (n_complete < 0 || n_complete > std::int64_t(N))
-      throw std::invalid_argument("--resume: '" + partial + "' has n_complete " +
-                                  std::to_string(n_complete) + ", outside 0.." + std::to_string(N));
+      throw data::InputError("extract", "resume",
+                             "'" + partial + "' has n_complete " + std::to_string(n_complete) +
+                                 ", outside 0.." + std::to_string(N));
     const std::int64_t stored_rows = file->GetInt("chunk_rows");
     if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
-      throw std::invalid_argument("--resume: '" + partial + "' has chunk_rows " +
-                                  std::to_string(stored_rows) + ", expected a multiple of " +
-                                  std::to_string(kComputeGroup));
+      throw data::InputError("extract", "resume",
+                             "'" + partial + "' has chunk_rows " + std::to_string(stored_rows) +
+                                 ", expected a multiple of " + std::to_string(kComputeGroup));
     chunk_rows = static_cast<int>(stored_rows);
     for (int l : cfg.layers)
-      ds.hidden.push_back(file->OpenDataset("hidden/" + LayerName(l)));
-    for (const auto& name : rest_names)
-      ds.rest.push_back(file->OpenDataset(name));
+      ds.hidden.push_back(file->OpenDataset(schema::Hidden(l)));
+    for (const auto& spec : per_prompt)
+      ds.by_name.emplace(spec.name, file->OpenDataset(spec.name));
     // Rows past n_complete belong to a batch that was interrupted: drop them.
     for (auto& h : ds.hidden)
       h.Resize(n_complete);
-    for (auto& r : ds.rest)
+    for (auto& [name, r] : ds.by_name)
       r.Resize(n_complete);
   } else {
     std::error_code ec;
     fs::remove(partial, ec);
-    file = std::make_unique<h5::File>(h5::File::Create(partial, /*truncate=*/false));
+    file = std::make_unique<h5::File>(
+        h5::File::Create(partial, /*truncate=*/false, h5::File::Durability::kFlushPoints));
     h5::File& f = *file;
     data::WriteFormatAttrs(f, kActivationsFormat);
     f.SetAttr("model_config", info.model.ToJson());
@@ -227,7 +245,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     f.SetAttr("layer_semantics", std::string(kLayerSemantics));
     f.SetAttr("token_layout", std::string(kTokenLayout));
     f.SetAttr("positions", PositionsName(cfg.positions));
-    f.SetAttr("layers", nlohmann::json(cfg.layers).dump());
+    f.SetAttr("layers", std::vector<std::int64_t>(cfg.layers.begin(), cfg.layers.end()));
     f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows));
     f.SetAttr("extract_config", content);
     f.SetAttr("n_complete", std::int64_t{0});
@@ -238,40 +256,25 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                                "(all tokens) or n (y-tokens only, see positions)"));
     for (int l : cfg.layers) {
       ds.hidden.push_back(f.CreateDataset<float>(
-          "hidden/" + LayerName(l), {0, hsize_t(T), hsize_t(H)},
+          schema::Hidden(l), {0, hsize_t(T), hsize_t(H)},
           Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, sizeof(float), cfg.compress)));
       ds.hidden.back().SetAttr("layer", l);
     }
-    const hsize_t hd = d, hn = n;
-    auto make = [&](const std::string& name, h5::Dims row, bool is_float, const std::string& what) {
-      const std::size_t elem = is_float ? sizeof(float) : sizeof(double);
-      h5::Dims dims = row;
+    for (const auto& spec : per_prompt) {
+      const std::size_t elem = spec.is_float32 ? sizeof(float) : sizeof(double);
+      h5::Dims dims = spec.row;
       dims.insert(dims.begin(), 0);
-      h5::Dataset out =
-          is_float
-              ? f.CreateDataset<float>(name, dims, Chunked(row, chunk_rows, elem, cfg.compress))
-              : f.CreateDataset<double>(name, dims, Chunked(row, chunk_rows, elem, cfg.compress));
-      out.SetAttr("description", what);
-      ds.rest.push_back(std::move(out));
-    };
-    make("predictions", {hn}, true,
-         "[N, n] the model's prediction of y_{k+1} from k examples, k = 0..n-1");
-    make("prompts/x", {hn, hd}, false, "[N, n, d] inputs x_j");
-    make("prompts/y", {hn}, false, "[N, n] labels y_j");
-    make("prompts/w", {hd}, false, "[N, d] the task's weight vector");
-    make("targets/w_ols", {hn, hd}, false,
-         "[N, n, d] minimum-norm least squares after k = 1..n examples");
-    make("targets/w_ridge", {hn, hd}, false,
-         "[N, n, d] ridge (lambda = ridge_lambda) after k = 1..n examples");
-    make("targets/xty", {hn, hd}, false,
-         "[N, n, d] moment vector X_k^T y_k after k = 1..n examples");
-    make("targets/xtx", {hn, hd, hd}, false,
-         "[N, n, d, d] moment matrix X_k^T X_k after k = 1..n examples");
-    ds.rest[5].SetAttr("ridge_lambda", cfg.ridge_lambda);
-    ds.rest[7].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
+      const auto opts = Chunked(spec.row, chunk_rows, elem, cfg.compress);
+      h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
+                                        : f.CreateDataset<double>(spec.name, dims, opts);
+      out.SetAttr("description", spec.description);
+      ds.by_name.emplace(spec.name, std::move(out));
+    }
+    ds[schema::kWRidge].SetAttr("ridge_lambda", cfg.ridge_lambda);
+    ds[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
     // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
-    f.HardLink("prompts/w", "targets/w");
-    ds.rest[3].SetAttr("per_k", 0);
+    f.HardLink(schema::kPromptsW, schema::kW);
+    ds[schema::kPromptsW].SetAttr("per_k", 0);
     h5::Group targets = f.OpenGroup("targets");
     targets.SetAttr("ridge_lambda", cfg.ridge_lambda);
     targets.SetAttr("description",
@@ -282,10 +285,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     prompts.SetAttr("task_config", cfg.task.ToJson());
     prompts.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
     prompts.SetAttr("first_index", std::int64_t{0});
-    f.Flush();
+    f.Sync();
   }
 
   const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
+  const double batch_bytes = double(cfg.layers.size()) * T * H * sizeof(float) +
+                             double(n) * sizeof(float) +
+                             (double(n) * d + n + d + 3.0 * n * d + double(n) * d * d) * 8.0;
   ExtractResult result;
   result.chunk_rows = chunk_rows;
   result.batch = static_cast<int>(batch);
@@ -314,17 +320,27 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
     }
     const data::TargetSet t = data::ComputeTargets(set, cfg.ridge_lambda);
+    // Room for the whole batch before HDF5 writes any of it (see h5::File::Reserve): rows plus
+    // a quarter for chunk indexes and headers.
+    try {
+      file->Reserve(static_cast<std::uint64_t>(batch_bytes * double(count) * 1.25) + (1 << 20));
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string(e.what()) + "; " + std::to_string(n_complete) + " of " +
+                               std::to_string(N) +
+                               " prompts are safe in the partial file: free space and run the "
+                               "same command with {resume}");
+    }
 
     for (std::size_t i = 0; i < hidden.size(); ++i)
-      ds.hidden[i].Append(count, hidden[i].data_ptr<float>());
-    ds.rest[0].Append(count, predictions.data_ptr<float>());
-    ds.rest[1].Append(count, set.x.memptr());
-    ds.rest[2].Append(count, set.y.memptr());
-    ds.rest[3].Append(count, set.w.memptr());
-    ds.rest[4].Append(count, t.w_ols.memptr());
-    ds.rest[5].Append(count, t.w_ridge.memptr());
-    ds.rest[6].Append(count, t.xty.memptr());
-    ds.rest[7].Append(count, t.xtx.memptr());
+      ds.hidden[i].Append(count, hidden[i].data_ptr<float>(), hidden[i].numel());
+    ds[schema::kPredictions].Append(count, predictions.data_ptr<float>(), predictions.numel());
+    ds[schema::kPromptsX].Append(count, set.x.memptr(), set.x.n_elem);
+    ds[schema::kPromptsY].Append(count, set.y.memptr(), set.y.n_elem);
+    ds[schema::kPromptsW].Append(count, set.w.memptr(), set.w.n_elem);
+    ds[schema::kWOls].Append(count, t.w_ols.memptr(), t.w_ols.n_elem);
+    ds[schema::kWRidge].Append(count, t.w_ridge.memptr(), t.w_ridge.n_elem);
+    ds[schema::kXty].Append(count, t.xty.memptr(), t.xty.n_elem);
+    ds[schema::kXtx].Append(count, t.xtx.memptr(), t.xtx.n_elem);
     // The rows reach the disk before n_complete says they are there: a failed write (disk
     // full) leaves n_complete at the last batch that is durably on disk, so --resume redoes
     // the failed batch instead of keeping a block of unwritten rows.

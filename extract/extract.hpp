@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "extract/activations_schema.hpp"
 #include "learners/model_config.hpp"
 
 namespace icl::extract {
 
-inline constexpr const char* kActivationsFormat = "iclprobe-activations";
+// The format name and layout live in activations_schema.hpp.
+inline constexpr const char* kActivationsFormat = schema::kFormat;
 // Prompts run through the model together. Groups are aligned to absolute prompt indices and
 // padded, so every prompt is computed in the same group whatever --batch is: the datasets do
 // not depend on the batch size.

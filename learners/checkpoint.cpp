@@ -1,5 +1,6 @@
 // Checkpoint HDF5 I/O with shape and name checks.
 #include "learners/checkpoint.hpp"
+#include "data/errors.hpp"
 
 #include <set>
 #include <stdexcept>
@@ -29,7 +30,7 @@ h5::Dims DimsOf(const torch::Tensor& t) {
 
 void WriteTensor(h5::Group& g, const std::string& name, const torch::Tensor& t) {
   const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  g.CreateDataset<float>(name, DimsOf(c)).Write(c.data_ptr<float>());
+  g.CreateDataset<float>(name, DimsOf(c)).Write(c.data_ptr<float>(), c.numel());
 }
 
 // Reads dataset `name` of `g` into `dst` (float32, same shape), naming the object on mismatch.
@@ -44,7 +45,7 @@ void ReadTensorInto(const h5::Group& g, const std::string& name, torch::Tensor& 
                                 "' has shape " + ShapeStr(ds.dims()) + ", the model expects " +
                                 ShapeStr(DimsOf(dst)));
   auto buf = torch::empty(dst.sizes(), torch::kFloat32);
-  ds.Read(buf.data_ptr<float>());
+  ds.Read(buf.data_ptr<float>(), buf.numel());
   // A NaN or infinite weight would make every prediction NaN, and NaN errors sort first.
   if (!torch::isfinite(buf).all().item<bool>())
     throw std::invalid_argument("checkpoint '" + g.file() + "': " + what + " '" + name +
@@ -86,13 +87,14 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
 
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
   if (info.model.d != task.d)
-    throw std::invalid_argument("--checkpoint: '" + info.path +
-                                "' has d=" + std::to_string(info.model.d) +
-                                " but the prompts have d=" + std::to_string(task.d));
+    throw data::InputError("checkpoint", "checkpoint",
+                           "'" + info.path + "' has d=" + std::to_string(info.model.d) +
+                               " but the prompts have d=" + std::to_string(task.d));
   if (task.n > info.model.n_max)
-    throw std::invalid_argument("--checkpoint: '" + info.path +
-                                "' reads at most n=" + std::to_string(info.model.n_max) +
-                                " examples but the prompts have n=" + std::to_string(task.n));
+    throw data::InputError("checkpoint", "checkpoint",
+                           "'" + info.path +
+                               "' reads at most n=" + std::to_string(info.model.n_max) +
+                               " examples but the prompts have n=" + std::to_string(task.n));
 }
 
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
@@ -101,7 +103,7 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
   oo.force = options.force;
   oo.inputs = options.inputs;
   oo.lock = options.lock;
-  data::AtomicOutput out(path, options.label, oo);
+  data::AtomicOutput out(path, options.field, oo);
   h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
   data::WriteFormatAttrs(f, kCheckpointFormat);
   f.SetAttr("model_config", model->config.ToJson());

@@ -26,15 +26,15 @@ struct CheckpointInfo {
 // Reads and checks the root attributes only (format, version, configs).
 CheckpointInfo ReadCheckpointInfo(const std::string& path);
 
-// Throws std::invalid_argument ("--checkpoint: ...") unless the learner reads prompts of `task`
+// Throws data::InputError (setting "checkpoint") unless the learner reads prompts of `task`
 // (the same d, at most n_max examples).
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 
 struct SaveOptions {
-  bool force = true;                 // replace an existing file (a run overwrites its own)
-  std::vector<std::string> inputs;   // files that must not be replaced (e.g. an exported source)
-  bool lock = true;                  // take the output lock (false: the caller holds it)
-  std::string label = "checkpoint";  // names the output in messages
+  bool force = true;                // replace an existing file (a run overwrites its own)
+  std::vector<std::string> inputs;  // files that must not be replaced (e.g. an exported source)
+  bool lock = true;                 // take the output lock (false: the caller holds it)
+  std::string field = "out";        // the setting that names the output, for messages
 };
 
 // Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary

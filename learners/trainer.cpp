@@ -1,5 +1,6 @@
 // The training loop of transformer learners.
 #include "learners/trainer.hpp"
+#include "data/errors.hpp"
 
 #include <cmath>
 #include <stdexcept>
@@ -109,7 +110,7 @@ void WriteInitCheckpoint(const ModelConfig& model_config, const TrainConfig& tra
 TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
   // One writer per checkpoint for the whole run (every save replaces the file).
   std::unique_ptr<data::OutputLock> lock;
-  if (req.lock) lock = std::make_unique<data::OutputLock>(req.out, "checkpoint");
+  if (req.lock) lock = std::make_unique<data::OutputLock>(req.out, "out");
   ModelConfig mc = req.model;
   TrainConfig tc = req.train;
   std::int64_t step = 0;
@@ -194,7 +195,7 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
                                                : "no checkpoint was written yet";
       throw std::runtime_error("train: loss became " + std::to_string(loss_value) + " at step " +
                                std::to_string(step + 1) + "; " + kept +
-                               "; try a lower --lr or a smaller --clip");
+                               "; try a lower {lr} or a smaller {clip}");
     }
     loss.backward();
     if (tc.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip);

@@ -1,5 +1,6 @@
 // Splits, target loading and hidden-state blocks.
 #include "probes/data_access.hpp"
+#include "data/errors.hpp"
 
 #include <numeric>
 #include <stdexcept>
@@ -10,17 +11,18 @@ namespace icl::probes {
 
 std::vector<Role> SplitPrompts(std::int64_t n, const std::array<double, 3>& f, std::uint64_t seed) {
   for (double v : f)
-    if (!(v >= 0)) throw std::invalid_argument("--split: fractions must be non-negative");
+    if (!(v >= 0)) throw data::InputError("probe", "split", "fractions must be non-negative");
   const double total = f[0] + f[1] + f[2];
-  if (!(total > 0)) throw std::invalid_argument("--split: fractions sum to 0");
+  if (!(total > 0)) throw data::InputError("probe", "split", "fractions sum to 0");
   const std::int64_t n_train = std::llround(n * f[0] / total),
                      n_val = std::llround(n * f[1] / total);
   const std::int64_t n_test = n - n_train - n_val;
   if (n_train < 2 || n_val < 1 || n_test < 1)
-    throw std::invalid_argument("--split: " + std::to_string(n) + " prompts give " +
-                                std::to_string(n_train) + " train / " + std::to_string(n_val) +
-                                " validation / " + std::to_string(n_test) +
-                                " test prompts; every part needs prompts (train at least 2)");
+    throw data::InputError("probe", "split",
+                           std::to_string(n) + " prompts give " + std::to_string(n_train) +
+                               " train / " + std::to_string(n_val) + " validation / " +
+                               std::to_string(n_test) +
+                               " test prompts; every part needs prompts (train at least 2)");
   // Fisher-Yates with the project's portable generator.
   std::vector<std::int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -46,8 +48,8 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
     std::string have;
     for (const auto& t : info.targets)
       have += (have.empty() ? "" : ", ") + t;
-    throw std::invalid_argument("--targets: '" + name + "' is not in '" + info.path + "' (it has " +
-                                have + ")");
+    throw data::InputError("probe", "targets",
+                           "'" + name + "' is not in '" + info.path + "' (it has " + have + ")");
   }
   const bool per_k = info.target_per_k[it - info.targets.begin()];
   const h5::File f = h5::File::Open(info.path);
@@ -97,14 +99,14 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
 HiddenReader::HiddenReader(const extract::ActivationsInfo& info, int layer)
     : path_(info.path),
       file_(h5::File::Open(info.path)),
-      ds_(file_.OpenDataset("hidden/" + extract::LayerName(layer), /*chunk_cache_bytes=*/8 << 20)),
+      ds_(file_.OpenDataset(extract::schema::Hidden(layer), /*chunk_cache_bytes=*/8 << 20)),
       layer_(layer),
       t_(info.positions_per_prompt),
       h_(info.model.hidden) {}
 
 arma::mat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
   arma::fmat buf(std::size_t(t_) * h_, count);
-  ds_.ReadRows(start, count, buf.memptr());
+  ds_.ReadRows(start, count, buf.memptr(), buf.n_elem);
   if (!buf.is_finite()) {
     const arma::uvec bad = arma::find_nonfinite(buf);
     const arma::uword col = bad(0) / buf.n_rows, pos = (bad(0) % buf.n_rows) / h_;

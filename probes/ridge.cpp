@@ -156,43 +156,4 @@ void RidgeProbe::AccumulateErrors(const arma::mat& x, const arma::mat& y, const 
   e.dims = y.n_rows;
 }
 
-arma::vec ParseLambdas(const std::string& text) {
-  auto number = [&](const std::string& s) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (s.empty() || used != s.size() || !std::isfinite(v) || v < 0)
-      throw std::invalid_argument(
-          "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
-          text + "'");
-    return v;
-  };
-  if (text.find(':') != std::string::npos) {
-    std::stringstream ss(text);
-    std::string a, b, c;
-    std::getline(ss, a, ':');
-    std::getline(ss, b, ':');
-    std::getline(ss, c, ':');
-    const double lo = number(a), hi = number(b), count = number(c);
-    if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
-      throw std::invalid_argument(
-          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000, got '" +
-          text + "'");
-    if (count == 1) return arma::vec{lo};
-    return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
-  }
-  std::vector<double> v;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    v.push_back(number(item));
-  if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
-  if (v.size() > 1000) throw std::invalid_argument("--lambdas: more than 1000 values");
-  return arma::vec(v);
-}
-
 }  // namespace icl::probes

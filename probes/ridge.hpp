@@ -95,7 +95,4 @@ class RidgeProbe {
   arma::vec b_;
 };
 
-// "1e-3:1e5:20" (log-spaced, inclusive) or "0.1,1,10". Throws std::invalid_argument.
-arma::vec ParseLambdas(const std::string& text);
-
 }  // namespace icl::probes

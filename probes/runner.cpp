@@ -1,9 +1,11 @@
 // The probing run: streaming passes over each layer, ridge and gradient probes, outputs.
 #include "probes/runner.hpp"
+#include "data/errors.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -21,8 +23,6 @@
 #include "data/version.hpp"
 #include "probes/data_access.hpp"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 namespace icl::probes {
 
 namespace fs = std::filesystem;
@@ -37,25 +37,6 @@ std::string FamilyName(Family f) {
       return "mlp";
   }
   return "?";
-}
-
-std::vector<Family> ParseFamilies(const std::string& text) {
-  std::vector<Family> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item == "ridge")
-      out.push_back(Family::kRidge);
-    else if (item == "linear")
-      out.push_back(Family::kLinear);
-    else if (item == "mlp")
-      out.push_back(Family::kMlp);
-    else
-      throw std::invalid_argument("--probes: unknown probe '" + item +
-                                  "'; expected ridge, linear, mlp");
-  }
-  if (out.empty()) throw std::invalid_argument("--probes: empty list; expected ridge, linear, mlp");
-  return out;
 }
 
 std::string SourceName(const std::string& path) {
@@ -90,7 +71,7 @@ std::string ProbeRequest::ToJson() const {
 }
 
 std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
-  if (r.seeds < 1) throw std::invalid_argument("--seeds: must be at least 1");
+  if (r.seeds < 1) throw data::InputError("probe", "seeds", "must be at least 1");
   std::vector<extract::ActivationsInfo> infos;
   infos.push_back(extract::ReadActivationsInfo(r.activations));
   for (const auto& c : r.controls)
@@ -100,9 +81,9 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
   for (std::size_t i = 1; i < infos.size(); ++i) {
     const auto& c = infos[i];
     auto mismatch = [&](const std::string& what, const std::string& a, const std::string& b) {
-      throw std::invalid_argument("--control: '" + c.path + "' has " + what + " " + b + " but '" +
-                                  main.path + "' has " + a +
-                                  "; controls must match the main file's shapes");
+      throw data::InputError("probe", "control",
+                             "'" + c.path + "' has " + what + " " + b + " but '" + main.path +
+                                 "' has " + a + "; controls must match the main file's shapes");
     };
     if (c.model.hidden != main.model.hidden)
       mismatch("hidden", std::to_string(main.model.hidden), std::to_string(c.model.hidden));
@@ -114,48 +95,51 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
       mismatch("n", std::to_string(main.task.n), std::to_string(c.task.n));
     if (c.positions != main.positions) mismatch("positions", "another layout", "its layout");
     if (!data::IsPlainName(SourceName(c.path)))
-      throw std::invalid_argument("--control: the file name of '" + c.path +
-                                  "' names its source in the outputs and must be plain (letters, "
-                                  "digits, _ . -, at most 64); rename the file");
+      throw data::InputError("probe", "control",
+                             "the file name of '" + c.path +
+                                 "' names its source in the outputs and must be plain (letters, "
+                                 "digits, _ . -, at most 64); rename the file");
     if (!names.insert(SourceName(c.path)).second)
-      throw std::invalid_argument("--control: two sources are named '" + SourceName(c.path) +
-                                  "'; rename a file");
+      throw data::InputError("probe", "control",
+                             "two sources are named '" + SourceName(c.path) + "'; rename a file");
   }
   for (const auto& t : r.targets)
     if (!data::IsPlainName(t))
-      throw std::invalid_argument("--targets: '" + t.substr(0, 80) + "' is not a plain name");
+      throw data::InputError("probe", "targets", "'" + t.substr(0, 80) + "' is not a plain name");
   for (const auto& info : infos)
     for (const auto& t : r.targets)
       if (std::find(info.targets.begin(), info.targets.end(), t) == info.targets.end()) {
         std::string have;
         for (const auto& x : info.targets)
           have += (have.empty() ? "" : ", ") + x;
-        throw std::invalid_argument("--targets: '" + t + "' is not in '" + info.path +
-                                    "' (it has " + have + ")");
+        throw data::InputError("probe", "targets",
+                               "'" + t + "' is not in '" + info.path + "' (it has " + have + ")");
       }
   if (r.layers.empty()) r.layers = main.layers;
   for (const auto& info : infos)
     for (int l : r.layers)
       if (std::find(info.layers.begin(), info.layers.end(), l) == info.layers.end())
-        throw std::invalid_argument("--layers: layer " + std::to_string(l) + " is not stored in '" +
-                                    info.path + "'");
+        throw data::InputError(
+            "probe", "layers",
+            "layer " + std::to_string(l) + " is not stored in '" + info.path + "'");
   if (r.ks.empty())
     for (int k = 1; k <= main.task.n; ++k)
       r.ks.push_back(k);
   for (int k : r.ks)
     if (k < 1 || k > main.task.n)
-      throw std::invalid_argument("--k: " + std::to_string(k) + " is outside 1.." +
-                                  std::to_string(main.task.n));
+      throw data::InputError("probe", "k",
+                             std::to_string(k) + " is outside 1.." + std::to_string(main.task.n));
   for (const auto& info : infos) {
     const auto roles = SplitPrompts(info.prompts, r.split, r.seed);  // throws on an empty part
     const auto n_train = RoleIndices(roles, Role::kTrain).n_elem;
     if (r.lambdas.min() == 0 &&
         std::find(r.families.begin(), r.families.end(), Family::kRidge) != r.families.end() &&
         n_train <= arma::uword(info.model.hidden))
-      throw std::invalid_argument("--lambdas: 0 is in the grid but '" + info.path + "' has " +
-                                  std::to_string(n_train) + " training prompts for " +
-                                  std::to_string(info.model.hidden) +
-                                  " features; use lambdas > 0 or more prompts");
+      throw data::InputError("probe", "lambdas",
+                             "0 is in the grid but '" + info.path + "' has " +
+                                 std::to_string(n_train) + " training prompts for " +
+                                 std::to_string(info.model.hidden) +
+                                 " features; use lambdas > 0 or more prompts");
   }
   return infos;
 }
@@ -177,43 +161,273 @@ struct Variant {
   }
 };
 
-struct Worker {
-  int threads;
-  // Runs f(i) for i in [0, count) on `threads` threads.
-  template <typename F>
-  void For(int count, F f) const {
-    std::atomic<int> next{0};
-    std::exception_ptr error;
-    std::mutex m;
-    auto body = [&] {
-      for (int i; (i = next++) < count;) {
-        try {
-          f(i);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(m);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < std::min(threads, count); ++t)
-      pool.emplace_back(body);
-    body();
-    for (auto& t : pool)
-      t.join();
-    if (error) std::rethrow_exception(error);
+// One pool of worker threads for the whole run: For() hands out indices [0, count) to the
+// workers and the calling thread, and returns when all are done (rethrowing the first error).
+class WorkerPool {
+ public:
+  explicit WorkerPool(int threads) {
+    for (int t = 1; t < threads; ++t)
+      workers_.emplace_back([this] { Work(); });
   }
+  ~WorkerPool() {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_)
+      t.join();
+  }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  void For(int count, const std::function<void(int)>& f) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      job_ = &f;
+      count_ = count;
+      next_ = 0;
+      busy_ = 0;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    Run();
+    std::unique_lock<std::mutex> lock(m_);
+    done_.wait(lock, [this] { return busy_ == 0 && next_ >= count_; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  // Takes indices until none are left.
+  void Run() {
+    std::unique_lock<std::mutex> lock(m_);
+    while (job_ && next_ < count_) {
+      const int i = next_++;
+      ++busy_;
+      const auto* job = job_;
+      lock.unlock();
+      try {
+        (*job)(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(m_);
+        if (!error_) error_ = std::current_exception();
+      }
+      lock.lock();
+      --busy_;
+    }
+    if (busy_ == 0) done_.notify_all();
+  }
+  void Work() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(m_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      Run();
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex m_;
+  std::condition_variable wake_, done_;
+  const std::function<void(int)>* job_ = nullptr;
+  int count_ = 0, next_ = 0, busy_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
 };
+
+// What the probes of one (source, layer) share.
+struct LayerJob {
+  const ProbeRequest& r;
+  const extract::ActivationsInfo& info;
+  const std::string& source;
+  int layer;
+  const HiddenReader& reader;
+  const std::vector<Variant>& variants;
+  const std::vector<std::vector<Role>>& roles;
+  const std::vector<arma::uvec>& train;
+  const std::vector<arma::uvec>& val;
+  const std::vector<arma::uvec>& test;
+  WorkerPool& pool;
+  // Thread-safe sinks for results and progress.
+  std::function<void(const std::string& target, Family, int k, int seed, const Errors&,
+                     double lambda, int epochs)>
+      record;
+  std::function<void(ProbeOutput::Ridge)> keep_ridge;
+  std::function<void(ProbeOutput::Alpha)> keep_alpha;
+  std::function<void(double units)> advance;
+};
+
+// Ridge probes of one layer: pass 1 streams the training statistics of every (k, seed) and
+// target; the lambda sweep follows from one eigendecomposition each; pass 2 streams the
+// leave-one-out and held-out errors.
+void RidgeOverLayer(const LayerJob& job) {
+  const ProbeRequest& r = job.r;
+  const auto& info = job.info;
+  const auto& variants = job.variants;
+  const auto& roles = job.roles;
+  const auto& test = job.test;
+  const HiddenReader& reader = job.reader;
+  const std::int64_t N = info.prompts;
+  const int H = info.model.hidden, K = r.ks.size(), S = r.seeds, V = variants.size();
+  // Pass 1: training sufficient statistics per (k, seed) and target variant.
+  std::vector<FeatureStats> fstats(K * S);
+  std::vector<TargetStats> tstats(K * S * V);
+  for (int i = 0; i < K * S; ++i) {
+    fstats[i].Init(H);
+    for (int v = 0; v < V; ++v)
+      tstats[i * V + v].Init(H, variants[v].values->dims);
+  }
+  // Per seed, the block's rows of a role: positions in the block and prompt indices.
+  struct Rows {
+    arma::uvec loc, glob;
+  };
+  auto split_block = [&](std::int64_t r0, std::int64_t cnt, Role role) {
+    std::vector<Rows> out(S);
+    for (int s = 0; s < S; ++s) {
+      std::vector<arma::uword> loc, glob;
+      for (std::int64_t j = 0; j < cnt; ++j)
+        if (roles[s][r0 + j] == role) loc.push_back(j), glob.push_back(r0 + j);
+      out[s] = {arma::uvec(loc), arma::uvec(glob)};
+    }
+    return out;
+  };
+  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
+    const arma::mat block = reader.Read(r0, cnt);
+    const auto train_rows = split_block(r0, cnt, Role::kTrain);
+    job.pool.For(K * S, [&](int i) {
+      const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
+      const auto& [loc, glob] = train_rows[s];
+      if (loc.is_empty()) return;
+      const arma::mat x =
+          block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc);
+      fstats[i].Add(x);
+      for (int v = 0; v < V; ++v)
+        tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
+    });
+  }
+  std::vector<RidgeProbe> probes;
+  probes.reserve(K * S * V);
+  for (int i = 0; i < K * S * V; ++i)
+    probes.emplace_back(r.lambdas);
+  job.pool.For(K * S, [&](int i) {
+    RidgeProbe base(r.lambdas);
+    base.Prepare(fstats[i]);
+    for (int v = 0; v < V; ++v) {
+      probes[i * V + v] = base;
+      probes[i * V + v].Begin(tstats[i * V + v]);
+    }
+  });
+  // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
+  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
+    const arma::mat block = reader.Read(r0, cnt);
+    const auto train_rows = split_block(r0, cnt, Role::kTrain);
+    const auto test_rows = split_block(r0, cnt, Role::kTest);
+    job.pool.For(K * S, [&](int i) {
+      const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
+      const arma::mat xk = block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all);
+      const auto& [tl, tg] = train_rows[s];
+      const auto& [hl, hg] = test_rows[s];
+      for (int v = 0; v < V; ++v) {
+        const arma::mat& y = variants[v].Y(s, k);
+        if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
+        if (!hl.is_empty())
+          probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
+                                              variants[v].values->values[k - 1].cols(hg));
+      }
+    });
+  }
+  for (int i = 0; i < K * S; ++i) {
+    const int k = r.ks[i / S], s = i % S;
+    for (int v = 0; v < V; ++v) {
+      RidgeProbe& p = probes[i * V + v];
+      p.Select();
+      // Test error against the real targets (the shuffle control is fit on permuted ones).
+      const arma::mat yt = variants[v].values->values[k - 1].cols(test[s]);
+      arma::mat c = yt;
+      c.each_col() -= arma::vec(arma::mean(yt, 1));
+      Errors e;
+      e.sse = p.held_out_sse();
+      e.sst = arma::accu(arma::square(c));
+      e.rows = yt.n_cols;
+      e.dims = yt.n_rows;
+      job.record(variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0);
+      job.keep_ridge({variants[v].target, job.source, job.layer, k, s, p.lambda(), p.weights(),
+                      p.intercept(), p.loo_mse()});
+    }
+  }
+  job.advance(K);
+}
+
+// Linear / MLP probes of one layer: the layer's states in memory, one fit per (k, seed,
+// target, family), spread over the pool; each fit runs on one thread with its own seed.
+void GradientJobs(const LayerJob& job, const std::vector<Family>& gradient) {
+  const ProbeRequest& r = job.r;
+  const auto& info = job.info;
+  const auto& variants = job.variants;
+  const auto& train = job.train;
+  const auto& val = job.val;
+  const auto& test = job.test;
+  const HiddenReader& reader = job.reader;
+  const std::int64_t N = info.prompts;
+  const int H = info.model.hidden, K = r.ks.size(), S = r.seeds, V = variants.size();
+  // The layer's states, streamed into memory block by block: [N, T, H] float32.
+  const int T = info.positions_per_prompt;
+  auto states = torch::empty({N, T, H}, torch::kFloat32);
+  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
+    const arma::fmat block = arma::conv_to<arma::fmat>::from(reader.Read(r0, cnt));
+    std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
+  }
+  struct Task {
+    int ki, s, v;
+    Family f;
+  };
+  std::vector<Task> tasks;
+  for (int ki = 0; ki < K; ++ki)
+    for (int s = 0; s < S; ++s)
+      for (int v = 0; v < V; ++v)
+        for (auto f : gradient)
+          tasks.push_back({ki, s, v, f});
+  job.pool.For(tasks.size(), [&](int ti) {
+    const Task& t = tasks[ti];
+    const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
+    // Pooled probes see the states up to and including the one after k examples.
+    const auto x = r.pooled ? states.slice(1, 0, pos + 1) : states.select(1, pos);
+    GradientProbeOptions o = r.gradient;
+    o.mlp = t.f == Family::kMlp;
+    o.pooled = r.pooled;
+    o.seed = SplitSeed(r.seed, t.s) * 31 + k;
+    // Fit on (possibly shuffled) training targets; test against the real ones.
+    arma::mat y = variants[t.v].Y(t.s, k);
+    y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
+    const GradientFit fit = FitGradientProbe(x, y, train[t.s], val[t.s], test[t.s], o);
+    job.record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
+    if (r.pooled) {
+      arma::vec alpha(T, arma::fill::zeros);
+      alpha.head(fit.alpha.n_elem) = fit.alpha;
+      job.keep_alpha({variants[t.v].target, FamilyName(t.f), job.source, job.layer, k, t.s, alpha});
+    }
+    job.advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
+  });
+}
 
 }  // namespace
 
 ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>& progress) {
   const auto infos = ValidateRequest(r);
   const int threads = r.threads > 0 ? r.threads : std::max(1u, std::thread::hardware_concurrency());
-  // Work is spread over (k, seed) and probes by our own threads; BLAS and torch stay serial.
-  openblas_set_num_threads(1);
-  torch::set_num_threads(1);
-  const Worker pool{threads};
+  // Work is spread over (k, seed) and probes by one pool of our own threads for the whole run.
+  // (The program keeps BLAS and torch serial meanwhile; libraries do not set thread counts.)
+  WorkerPool pool(threads);
 
   ProbeOutput out;
   out.layers = r.layers;
@@ -245,7 +459,6 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
   for (const auto& src : sources) {
     const auto& info = infos[src.info];
     const std::int64_t N = info.prompts;
-    const int H = info.model.hidden;
     std::vector<std::vector<Role>> roles;
     std::vector<arma::uvec> train, val, test;
     for (int s = 0; s < S; ++s) {
@@ -282,7 +495,6 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       }
       variants.push_back(std::move(v));
     }
-    const int V = variants.size();
 
     for (std::size_t li = 0; li < r.layers.size(); ++li) {
       const int layer = r.layers[li];
@@ -299,148 +511,23 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
         out.records.push_back(rec);
       };
 
-      if (ridge) {
-        // Pass 1: training sufficient statistics per (k, seed) and target variant.
-        std::vector<FeatureStats> fstats(K * S);
-        std::vector<TargetStats> tstats(K * S * V);
-        for (int i = 0; i < K * S; ++i) {
-          fstats[i].Init(H);
-          for (int v = 0; v < V; ++v)
-            tstats[i * V + v].Init(H, variants[v].values->dims);
-        }
-        // Per seed, the block's rows of a role: positions in the block and prompt indices.
-        struct Rows {
-          arma::uvec loc, glob;
-        };
-        auto split_block = [&](std::int64_t r0, std::int64_t cnt, Role role) {
-          std::vector<Rows> out(S);
-          for (int s = 0; s < S; ++s) {
-            std::vector<arma::uword> loc, glob;
-            for (std::int64_t j = 0; j < cnt; ++j)
-              if (roles[s][r0 + j] == role) loc.push_back(j), glob.push_back(r0 + j);
-            out[s] = {arma::uvec(loc), arma::uvec(glob)};
-          }
-          return out;
-        };
-        for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-          const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
-          const arma::mat block = reader.Read(r0, cnt);
-          const auto train_rows = split_block(r0, cnt, Role::kTrain);
-          pool.For(K * S, [&](int i) {
-            const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-            const auto& [loc, glob] = train_rows[s];
-            if (loc.is_empty()) return;
-            const arma::mat x = block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all)
-                                    .eval()
-                                    .cols(loc);
-            fstats[i].Add(x);
-            for (int v = 0; v < V; ++v)
-              tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
-          });
-        }
-        std::vector<RidgeProbe> probes;
-        probes.reserve(K * S * V);
-        for (int i = 0; i < K * S * V; ++i)
-          probes.emplace_back(r.lambdas);
-        pool.For(K * S, [&](int i) {
-          RidgeProbe base(r.lambdas);
-          base.Prepare(fstats[i]);
-          for (int v = 0; v < V; ++v) {
-            probes[i * V + v] = base;
-            probes[i * V + v].Begin(tstats[i * V + v]);
-          }
-        });
-        // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
-        for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-          const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
-          const arma::mat block = reader.Read(r0, cnt);
-          const auto train_rows = split_block(r0, cnt, Role::kTrain);
-          const auto test_rows = split_block(r0, cnt, Role::kTest);
-          pool.For(K * S, [&](int i) {
-            const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-            const arma::mat xk =
-                block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all);
-            const auto& [tl, tg] = train_rows[s];
-            const auto& [hl, hg] = test_rows[s];
-            for (int v = 0; v < V; ++v) {
-              const arma::mat& y = variants[v].Y(s, k);
-              if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
-              if (!hl.is_empty())
-                probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
-                                                    variants[v].values->values[k - 1].cols(hg));
-            }
-          });
-        }
-        for (int i = 0; i < K * S; ++i) {
-          const int k = r.ks[i / S], s = i % S;
-          for (int v = 0; v < V; ++v) {
-            RidgeProbe& p = probes[i * V + v];
-            p.Select();
-            // Test error against the real targets (the shuffle control is fit on permuted ones).
-            const arma::mat yt = variants[v].values->values[k - 1].cols(test[s]);
-            arma::mat c = yt;
-            c.each_col() -= arma::vec(arma::mean(yt, 1));
-            Errors e;
-            e.sse = p.held_out_sse();
-            e.sst = arma::accu(arma::square(c));
-            e.rows = yt.n_cols;
-            e.dims = yt.n_rows;
-            record(variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0);
-            out.ridge.push_back({variants[v].target, src.name, layer, k, s, p.lambda(), p.weights(),
-                                 p.intercept(), p.loo_mse()});
-          }
-        }
-        done += K;
+      LayerJob job{r,   info, src.name, layer,  reader, variants, roles, train,
+                   val, test, pool,     record, {},     {},       {}};
+      job.keep_ridge = [&](ProbeOutput::Ridge x) {
+        std::lock_guard<std::mutex> lock(out_mutex);
+        out.ridge.push_back(std::move(x));
+      };
+      job.keep_alpha = [&](ProbeOutput::Alpha x) {
+        std::lock_guard<std::mutex> lock(out_mutex);
+        out.alphas.push_back(std::move(x));
+      };
+      job.advance = [&](double units) {
+        std::lock_guard<std::mutex> lock(out_mutex);
+        done += units;
         if (progress) progress(done, total);
-      }
-
-      if (!gradient.empty()) {
-        // The layer's states, streamed into memory block by block: [N, T, H] float32.
-        const int T = info.positions_per_prompt;
-        auto states = torch::empty({N, T, H}, torch::kFloat32);
-        for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-          const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
-          const arma::fmat block = arma::conv_to<arma::fmat>::from(reader.Read(r0, cnt));
-          std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
-        }
-        struct Task {
-          int ki, s, v;
-          Family f;
-        };
-        std::vector<Task> tasks;
-        for (int ki = 0; ki < K; ++ki)
-          for (int s = 0; s < S; ++s)
-            for (int v = 0; v < V; ++v)
-              for (auto f : gradient)
-                tasks.push_back({ki, s, v, f});
-        pool.For(tasks.size(), [&](int ti) {
-          const Task& t = tasks[ti];
-          const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
-          // Pooled probes see the states up to and including the one after k examples.
-          const auto x = r.pooled ? states.slice(1, 0, pos + 1) : states.select(1, pos);
-          GradientProbeOptions o = r.gradient;
-          o.mlp = t.f == Family::kMlp;
-          o.pooled = r.pooled;
-          o.seed = SplitSeed(r.seed, t.s) * 31 + k;
-          // Fit on (possibly shuffled) training targets; test against the real ones.
-          arma::mat y = variants[t.v].Y(t.s, k);
-          y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
-          const GradientFit fit = FitGradientProbe(x, y, train[t.s], val[t.s], test[t.s], o);
-          record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
-          if (r.pooled) {
-            arma::vec alpha(T, arma::fill::zeros);
-            alpha.head(fit.alpha.n_elem) = fit.alpha;
-            std::lock_guard<std::mutex> lock(out_mutex);
-            out.alphas.push_back(
-                {variants[t.v].target, FamilyName(t.f), src.name, layer, k, t.s, alpha});
-          }
-          if (progress) {
-            std::lock_guard<std::mutex> lock(out_mutex);
-            done += 1.0 / (S * V);  // S * V probes make one (layer, k, family) unit
-            progress(done, total);
-          }
-        });
-      }
+      };
+      if (ridge) RidgeOverLayer(job);
+      if (!gradient.empty()) GradientJobs(job, gradient);
     }
   }
   // A stable order: target, probe, source, layer, k, seed as requested.
@@ -460,129 +547,6 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
                                      index_of(r.ks, b.k), b.seed);
             });
   return out;
-}
-
-void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
-  os << "target,probe,source,layer,k,seed,mse,nmse,r2\n";
-  for (const auto& r : out.records)
-    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g}\n", r.target, r.probe, r.source,
-                      r.layer, r.k, r.seed, r.mse, r.nmse, r.r2);
-}
-
-void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
-                     const std::map<std::string, std::string>& sha256) {
-  const auto info = extract::ReadActivationsInfo(req.activations);
-  auto sha = [&](const std::string& p) {
-    const auto it = sha256.find(p);
-    return it != sha256.end() ? it->second : data::Sha256File(p);
-  };
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kProbesFormat);
-  f.SetAttr("activations", req.activations);
-  f.SetAttr("activations_sha256", sha(req.activations));
-  f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
-  f.SetAttr("model_config", info.model.ToJson());
-  f.SetAttr("task_config", info.task.ToJson());
-  f.SetAttr("probe_config", req.ToJson());
-  f.SetAttr("sources", nlohmann::json(out.sources).dump());
-  nlohmann::json controls = nlohmann::json::object();
-  for (const auto& c : req.controls)
-    controls[SourceName(c)] = {{"path", c}, {"sha256", sha(c)}};
-  f.SetAttr("controls", controls.dump());
-  f.SetAttr("layers", nlohmann::json(out.layers).dump());
-  f.SetAttr("ks", nlohmann::json(out.ks).dump());
-  f.SetAttr("seeds", out.seeds);
-  f.SetAttr(
-      "metric_layout",
-      std::string("/metrics/<target>/<probe>/<source>/{mse,nmse,r2} [layer index, k index, seed] "
-                  "with layers and ks as in the root attributes"));
-
-  const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
-  auto li = [&](int layer) {
-    return std::find(out.layers.begin(), out.layers.end(), layer) - out.layers.begin();
-  };
-  auto ki = [&](int k) { return std::find(out.ks.begin(), out.ks.end(), k) - out.ks.begin(); };
-  std::map<std::string, std::array<arma::cube, 3>> metrics;  // key target/probe/source
-  for (const auto& r : out.records) {
-    auto& m = metrics[r.target + "/" + r.probe + "/" + r.source];
-    if (m[0].is_empty())
-      for (auto& c : m)
-        c.set_size(S, K, L), c.fill(arma::datum::nan);  // column-major S x K x L == [L, K, S]
-    m[0](r.seed, ki(r.k), li(r.layer)) = r.mse;
-    m[1](r.seed, ki(r.k), li(r.layer)) = r.nmse;
-    m[2](r.seed, ki(r.k), li(r.layer)) = r.r2;
-  }
-  for (const auto& [key, m] : metrics) {
-    const char* names[] = {"mse", "nmse", "r2"};
-    for (int i = 0; i < 3; ++i)
-      f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S}).Write(m[i].memptr());
-    // Selectivity of the model over each control: R2(model) - R2(control).
-    const auto slash = key.rfind('/');
-    const std::string base = key.substr(0, slash), source = key.substr(slash + 1);
-    if (source != "model" && metrics.count(base + "/model")) {
-      const arma::cube sel = metrics.at(base + "/model")[2] - m[2];
-      f.CreateDataset<double>("selectivity/" + base + "/" + source, {L, K, S}).Write(sel.memptr());
-    }
-  }
-  // Ridge weights at the selected lambda.
-  std::map<std::string, std::vector<const ProbeOutput::Ridge*>> ridge;
-  for (const auto& r : out.ridge)
-    ridge[r.target + "/" + r.source].push_back(&r);
-  for (const auto& [key, list] : ridge) {
-    const hsize_t p = list[0]->weights.n_rows, m = list[0]->weights.n_cols,
-                  nl = list[0]->loo_mse.n_elem;
-    std::vector<double> w(L * K * S * p * m, NAN), b(L * K * S * m, NAN), lam(L * K * S, NAN),
-        loo(L * K * S * nl, NAN);
-    for (const auto* r : list) {
-      const std::size_t cell = (li(r->layer) * K + ki(r->k)) * S + r->seed;
-      const arma::mat wt = r->weights.t();  // m x p column-major == [p, m] row-major
-      std::copy(wt.begin(), wt.end(), w.begin() + cell * p * m);
-      std::copy(r->intercept.begin(), r->intercept.end(), b.begin() + cell * m);
-      lam[cell] = r->lambda;
-      std::copy(r->loo_mse.begin(), r->loo_mse.end(), loo.begin() + cell * nl);
-    }
-    h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m});
-    dw.Write(w.data());
-    dw.SetAttr(
-        "description",
-        std::string("[layer, k, seed, feature, output] on raw (unstandardised) hidden states"));
-    f.CreateDataset<double>("ridge/" + key + "/intercept", {L, K, S, m}).Write(b.data());
-    f.CreateDataset<double>("ridge/" + key + "/lambda", {L, K, S}).Write(lam.data());
-    f.CreateDataset<double>("ridge/" + key + "/loo_mse", {L, K, S, nl}).Write(loo.data());
-  }
-  if (!ridge.empty())
-    f.OpenGroup("ridge").SetAttr(
-        "lambdas",
-        nlohmann::json(std::vector<double>(req.lambdas.begin(), req.lambdas.end())).dump());
-  // The prompt splits of the main file, so that others can reproduce the fits.
-  for (std::size_t s = 0; s < out.roles.size(); ++s) {
-    h5::Dataset d = f.CreateDataset<std::uint8_t>("splits/seed_" + std::to_string(s),
-                                                  {hsize_t(out.roles[s].size())});
-    d.Write(out.roles[s].data());
-    d.SetAttr(
-        "description",
-        std::string(
-            "role of each prompt of the main activations file: 0 train, 1 validation, 2 test"));
-  }
-  // Pooling weights of gradient probes.
-  std::map<std::string, std::vector<const ProbeOutput::Alpha*>> alphas;
-  for (const auto& a : out.alphas)
-    alphas[a.target + "/" + a.probe + "/" + a.source].push_back(&a);
-  for (const auto& [key, list] : alphas) {
-    const hsize_t T = list[0]->alpha.n_elem;
-    std::vector<double> a(L * K * S * T, NAN);
-    for (const auto* x : list) {
-      const std::size_t cell = (li(x->layer) * K + ki(x->k)) * S + x->seed;
-      std::copy(x->alpha.begin(), x->alpha.end(), a.begin() + cell * T);
-    }
-    h5::Dataset da = f.CreateDataset<double>("alpha/" + key, {L, K, S, T});
-    da.Write(a.data());
-    da.SetAttr(
-        "description",
-        std::string("[layer, k, seed, position]: softmax pooling weights; positions after the "
-                    "state after k examples are 0"));
-  }
-  f.Close();
 }
 
 }  // namespace icl::probes

@@ -17,11 +17,8 @@
 
 namespace icl::probes {
 
-inline constexpr const char* kProbesFormat = "iclprobe-probes";
-
 enum class Family { kRidge, kLinear, kMlp };
 std::string FamilyName(Family f);
-std::vector<Family> ParseFamilies(const std::string& text);
 
 struct ProbeRequest {
   std::string activations;
@@ -81,12 +78,6 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& request);
 
 ProbeOutput RunProbes(ProbeRequest request,
                       const std::function<void(double done, double total)>& progress = {});
-
-void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);
-// `sha256` maps each input path (activations and controls) to its SHA-256; missing ones are
-// computed here (the CLI computes them on another thread while the probes run).
-void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
-                     const std::map<std::string, std::string>& sha256 = {});
 
 // The stem naming a control source: "acts_init" for "runs/acts_init.h5".
 std::string SourceName(const std::string& path);

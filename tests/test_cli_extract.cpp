@@ -215,11 +215,12 @@ TEST_F(CliExtract, ResumeAfterSigkillEqualsAnUninterruptedRun) {
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Kill it mid-run: once the partial file has grown past a few batches.
+  // Kill it mid-run: once the partial file has grown past a few batches (each batch first
+  // reserves its space plus 1 MiB, so the file grows ahead of what is written).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline) {
     std::error_code ec;
-    if (fs::file_size(killed + ".partial", ec) > (1u << 20) && !ec) break;
+    if (fs::file_size(killed + ".partial", ec) > (4u << 20) && !ec) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   kill(pid, SIGKILL);

@@ -6,6 +6,7 @@
 
 #include "data/hdf5.hpp"
 #include "data/prompt_io.hpp"
+#include "extract/activations_schema.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -32,7 +33,7 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   arma::arma_rng::set_seed(s.seed);
   const hsize_t N = s.prompts, H = s.hidden;
   h5::File f = h5::File::Create(path, true);
-  data::WriteFormatAttrs(f, "iclprobe-activations");
+  data::WriteFormatAttrs(f, extract::schema::kFormat);  // the schema the reader checks
   f.SetAttr("model_config", "{\"d\":2,\"n_max\":3,\"layers\":2,\"hidden\":" + std::to_string(H) +
                                 ",\"heads\":1,\"mlp_ratio\":4}");
   f.SetAttr("task_config", "{\"d\":2,\"n\":3,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
@@ -48,10 +49,10 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   for (hsize_t i = 0; i < N; ++i)
     for (int k = 0; k < kn; ++k)
       xtx(2, k, i) = xtx(1, k, i);  // symmetric 2x2
-  f.CreateDataset<double>("targets/xty", {N, kn, kd}).Write(xty.memptr());
-  f.CreateDataset<double>("targets/w_ols", {N, kn, kd}).Write(wols.memptr());
-  h5::Dataset dx = f.CreateDataset<double>("targets/xtx", {N, kn, kd, kd});
-  dx.Write(xtx.memptr());
+  f.CreateDataset<double>(extract::schema::kXty, {N, kn, kd}).Write(xty.memptr(), xty.n_elem);
+  f.CreateDataset<double>(extract::schema::kWOls, {N, kn, kd}).Write(wols.memptr(), wols.n_elem);
+  h5::Dataset dx = f.CreateDataset<double>(extract::schema::kXtx, {N, kn, kd, kd});
+  dx.Write(xtx.memptr(), xtx.n_elem);
   dx.SetAttr("symmetric", 1);
   arma::mat a(H, kd, arma::fill::randn);
   for (int l = 0; l <= 2; ++l) {
@@ -62,10 +63,10 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
           h.slice(i).col(2 * k - 1) = a * xty.slice(i).col(k - 1) + 0.01 * arma::randn(H);
     if (l == 1 && s.nan_hidden) h(0, 1, 5) = arma::datum::nan;
     const arma::fcube hf = arma::conv_to<arma::fcube>::from(h);
-    f.CreateDataset<float>("hidden/layer_0" + std::to_string(l), {N, kT, H}).Write(hf.memptr());
+    f.CreateDataset<float>(extract::schema::Hidden(l), {N, kT, H}).Write(hf.memptr(), hf.n_elem);
   }
-  f.CreateDataset<float>("predictions", {N, kn});
-  f.CreateDataset<double>("prompts/x", {N, kn, kd});
+  f.CreateDataset<float>(extract::schema::kPredictions, {N, kn});
+  f.CreateDataset<double>(extract::schema::kPromptsX, {N, kn, kd});
 }
 
 // (target, probe, source, layer, k, seed) -> r2

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/compare.hpp"
+#include "analysis/compare_run.hpp"
 #include "learners/classical.hpp"
 
 using namespace icl;
@@ -92,4 +93,75 @@ TEST(Ilwd, HandMadeNumbers) {
   const arma::vec ilwd = analysis::Ilwd(a, b);
   EXPECT_DOUBLE_EQ(ilwd(0), (0 + 4) / 2.0 / 2);
   EXPECT_DOUBLE_EQ(ilwd(1), (1 + 9) / 2.0 / 2);
+}
+
+// ---- The compare pipeline (analysis::RunCompare), against known answers ----------------------
+
+TEST(ComparePipeline, ALearnerAgainstItselfHasZeroSpdZeroIlwdAndLinearityOne) {
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 8;
+  t.noise = 0.1;
+  std::shared_ptr<const learners::ClassicalLearner> self = learners::MakeLearner("ridge:0.1", t);
+  analysis::CompareRequest req;
+  req.learner_specs = "ridge:0.1,ols";
+  req.prompts = 100;
+  req.ilwd_prompts = 20;
+  const auto r = analysis::RunCompare({analysis::ClassicalUnderTest("self", t, self)}, req);
+  ASSERT_EQ(r.entries.size(), 2u);
+  const auto& e = r.entries[0];
+  EXPECT_EQ(e.learner, "ridge:0.1");
+  // SPD: the same double computation on the same prompts, so exactly zero.
+  EXPECT_EQ(arma::abs(e.spd.mean).max(), 0.0);
+  // ILWD: the implicit weights are a least-squares fit to exactly linear predictions on
+  // 2(d+1) = 8 Gaussian queries (condition number ~10): |w_fit - w| ~ 10 * 1e-16 * |w|, so the
+  // squared difference is below 1e-26 |w|^2; 1e-20 leaves room for |w| up to 1e3.
+  EXPECT_LT(e.ilwd.max(), 1e-20);
+  // Linearity: R2 = 1 - SSE/SST with SSE ~ 1e-30 of SST (k = 0 predicts 0 for every query: R2
+  // undefined, NaN).
+  for (arma::uword k = 1; k < r.implicit_r2[0].n_rows; ++k)
+    EXPECT_NEAR(arma::mean(r.implicit_r2[0].row(k)), 1.0, 1e-12) << "k=" << k;
+  // And it is not zero against a different learner.
+  EXPECT_GT(r.entries[1].spd.mean.max(), 1e-6);
+}
+
+TEST(ComparePipeline, TwoRidgeLearnersGiveTheClosedFormDifference) {
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 8;
+  t.noise = 0.2;
+  analysis::CompareRequest req;
+  req.learner_specs = "ridge:0.5";
+  req.prompts = 150;
+  req.ilwd_prompts = 30;
+  req.seed = 11;
+  const auto r = analysis::RunCompare(
+      {analysis::ClassicalUnderTest("ridge01", t, learners::MakeLearner("ridge:0.1", t))}, req);
+  ASSERT_EQ(r.entries.size(), 1u);
+  // The same prompts, solved directly: w(lambda) = (X'X + lambda I)^-1 X'y after k examples.
+  const auto set = data::SamplePrompts(t, req.seed, 0, req.prompts);
+  arma::vec spd(t.n, arma::fill::zeros), ilwd(t.n, arma::fill::zeros);
+  for (int i = 0; i < req.prompts; ++i)
+    for (int k = 0; k < t.n; ++k) {
+      arma::vec w1(t.d, arma::fill::zeros), w2(t.d, arma::fill::zeros);
+      if (k > 0) {
+        const arma::mat X = set.x.slice(i).cols(0, k - 1).t();  // k x d
+        const arma::vec y = set.y.col(i).head(k);
+        const arma::mat I = arma::eye(t.d, t.d);
+        w1 = arma::solve(X.t() * X + 0.1 * I, X.t() * y);
+        w2 = arma::solve(X.t() * X + 0.5 * I, X.t() * y);
+      }
+      const double diff = arma::dot(set.x.slice(i).col(k), w1 - w2);
+      spd(k) += diff * diff / t.d / req.prompts;
+      if (i < req.ilwd_prompts) ilwd(k) += arma::dot(w1 - w2, w1 - w2) / t.d / req.ilwd_prompts;
+    }
+  // The learners update incrementally (Sherman-Morrison), the check solves directly; with
+  // lambda >= 0.1 the systems have condition numbers below ~1e3, so the weights agree to
+  // ~1e3 * 1e-16 relative, and the squared differences to well within 1e-9 relative.
+  for (int k = 0; k < t.n; ++k) {
+    EXPECT_NEAR(r.entries[0].spd.mean(k), spd(k), 1e-9 * std::max(1e-12, spd(k))) << "k=" << k;
+    // ILWD goes through the implicit-weight fit of the learner under test (exact up to ~1e-15).
+    EXPECT_NEAR(r.entries[0].ilwd(k), ilwd(k), 1e-9 * std::max(1e-12, ilwd(k))) << "k=" << k;
+  }
+  EXPECT_GT(spd.max(), 1e-4);  // the two learners do differ
 }

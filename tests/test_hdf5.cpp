@@ -70,8 +70,10 @@ TEST(Hdf5, ExtendibleChunkedDatasetAppendsRows) {
     o.shuffle = true;
     h5::Dataset ds = f.CreateDataset<float>("grp/data", {0, 3}, o);
     std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9};
-    ds.Append(2, a.data());
-    ds.Append(1, b.data());
+    ds.Append(2, a.data(), a.size());
+    ds.Append(1, b.data(), b.size());
+    // A buffer that does not hold the rows it is said to hold is refused before any I/O.
+    EXPECT_THROW(ds.Append(1, a.data(), a.size()), std::logic_error);
     f.Flush();
   }
   const h5::File f = h5::File::Open(path);
@@ -79,9 +81,10 @@ TEST(Hdf5, ExtendibleChunkedDatasetAppendsRows) {
   EXPECT_EQ(ds.dims(), (h5::Dims{3, 3}));
   EXPECT_EQ(ds.ReadAll<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
   std::vector<double> row(3);
-  ds.ReadRows(1, 1, row.data());  // converted to double on read
+  ds.ReadRows(1, 1, row.data(), row.size());  // converted to double on read
   EXPECT_EQ(row, (std::vector<double>{4, 5, 6}));
-  EXPECT_THROW(ds.ReadRows(2, 2, row.data()), std::runtime_error);
+  EXPECT_THROW(ds.ReadRows(2, 2, row.data(), row.size()), std::runtime_error);  // past the end
+  EXPECT_THROW(ds.ReadRows(0, 2, row.data(), row.size()), std::logic_error);    // 6 into 3
   EXPECT_EQ(f.Members(), (std::vector<std::string>{"grp"}));
 }
 
@@ -143,7 +146,7 @@ TEST(PromptFiles, WrongFormatOrMissingDatasetIsRefused) {
     h5::Group g = f.CreateGroup("prompts");
     g.SetAttr("task_config", s.task.ToJson());
     g.SetAttr("seed", 1);
-    g.CreateDataset<double>("x", {8, 5, 3}).Write(s.x.memptr());
+    g.CreateDataset<double>("x", {8, 5, 3}).Write(s.x.memptr(), s.x.n_elem);
   }
   err = ErrorOf([&] { data::LoadPromptSet(missing); });
   EXPECT_NE(err.find("no dataset '/prompts/y'"), std::string::npos) << err;

@@ -21,7 +21,7 @@ namespace {
 // reaches only 0.5 at layer 4, and the control follows it closely (no selectivity).
 void WriteProbes(const std::string& path) {
   h5::File f = h5::File::Create(path, true);
-  data::WriteFormatAttrs(f, "iclprobe-probes");
+  data::WriteFormatAttrs(f, probes::kProbesFormat);  // the owner's format name
   f.SetAttr("task_config", "{\"d\":2,\"n\":4,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
   f.SetAttr("layers", "[0,1,2,3,4]");
   f.SetAttr("ks", "[2,4]");
@@ -49,9 +49,9 @@ void WriteProbes(const std::string& path) {
           nmse[i] = 1 - r2[i], mse[i] = 2 * nmse[i];
         const std::string base =
             std::string("metrics/") + target + "/" + probe + "/" + source + "/";
-        f.CreateDataset<double>(base + "r2", {5, 2, 2}).Write(r2.data());
-        f.CreateDataset<double>(base + "nmse", {5, 2, 2}).Write(nmse.data());
-        f.CreateDataset<double>(base + "mse", {5, 2, 2}).Write(mse.data());
+        f.CreateDataset<double>(base + "r2", {5, 2, 2}).Write(r2.data(), r2.size());
+        f.CreateDataset<double>(base + "nmse", {5, 2, 2}).Write(nmse.data(), nmse.size());
+        f.CreateDataset<double>(base + "mse", {5, 2, 2}).Write(mse.data(), mse.size());
       }
     }
   }
@@ -62,7 +62,7 @@ void WriteProbes(const std::string& path) {
     for (int t = 0; t < 2 * k; ++t)
       alpha[cell * 8 + t] = t == 2 * k - 1 ? 0.65 : 0.35 / (2 * k - 1);
   }
-  f.CreateDataset<double>("alpha/xty/mlp/model", {5, 2, 2, 8}).Write(alpha.data());
+  f.CreateDataset<double>("alpha/xty/mlp/model", {5, 2, 2, 8}).Write(alpha.data(), alpha.size());
 }
 
 std::string Fixture(const std::string& name) {

@@ -1,8 +1,11 @@
 // Test helpers: temp folders and subprocesses.
 #include "tests/test_util.hpp"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
+
 #include <unistd.h>
+#include <csignal>
 
 #include <atomic>
 #include <cstdlib>
@@ -64,6 +67,29 @@ CommandResult RunShell(const std::string& command) {
   const std::string out = tmp / "out", err = tmp / "err";
   const std::string full = "( " + command + " ) >'" + out + "' 2>'" + err + "'";
   const int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+CommandResult RunShellWithFileLimit(const std::string& command, long max_file_bytes) {
+  TempDir tmp;
+  const std::string out = tmp / "out", err = tmp / "err";
+  const std::string full = "( " + command + " ) >'" + out + "' 2>'" + err + "'";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Set after the redirections' files exist is not possible here; they stay tiny anyway.
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = static_cast<rlim_t>(max_file_bytes);
+    ::setrlimit(RLIMIT_FSIZE, &rl);
+    ::signal(SIGXFSZ, SIG_IGN);
+    ::execl("/bin/sh", "sh", "-c", full.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
   CommandResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = ReadFile(out);

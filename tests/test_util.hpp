@@ -29,6 +29,9 @@ std::string IclprobeBin();
 CommandResult RunIclprobe(const std::string& args);
 // Runs any shell command, capturing stdout and stderr.
 CommandResult RunShell(const std::string& command);
+// The same with a file-size limit (RLIMIT_FSIZE, what `ulimit -f` sets) of `max_file_bytes`:
+// a write past it fails as on a full disk.
+CommandResult RunShellWithFileLimit(const std::string& command, long max_file_bytes);
 
 std::string ReadFile(const std::string& path);
 // True when `h5ls -r` output lists `object` (absolute path) as "Dataset {dims}".

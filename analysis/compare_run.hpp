@@ -1,0 +1,76 @@
+// The compare pipeline (iclprobe compare): learners under test against classical reference
+// learners on the same seeded prompts: SPD and ILWD per k, and how linear each learner is
+// (implicit-fit R2). One call returns the result; CSV writers and the summary print it.
+#pragma once
+
+#include <armadillo>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analysis/compare.hpp"
+#include "data/task.hpp"
+#include "learners/classical.hpp"
+#include "learners/transformer.hpp"
+
+namespace icl::analysis {
+
+// A learner under test, seen as a black box: its predictions on prompts, and its predictions of
+// query points placed after the first k examples of one prompt.
+struct LearnerUnderTest {
+  std::string name;
+  data::TaskConfig task;  // the prompts it is compared on (its training task, or overrides)
+  // n x N: entry (k, i) predicts y_{k+1} of prompt i from k examples.
+  std::function<arma::mat(const data::PromptSet&)> predict;
+  // queries d x Q x n (slice k: after k examples of prompt `i`) -> Q x n predictions.
+  std::function<arma::mat(const data::PromptSet&, std::size_t i, const arma::cube& queries)> query;
+};
+
+// A transformer (kept alive by the returned object).
+LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskConfig& task,
+                                      learners::Transformer model);
+// A linear classical learner (ridge, OLS, GD, SGD), for known-answer checks of the pipeline.
+LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskConfig& task,
+                                    std::shared_ptr<const learners::ClassicalLearner> learner);
+
+struct CompareRequest {
+  std::string learner_specs = "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3";
+  int prompts = 2000;
+  std::uint64_t seed = 3;
+  int queries = 0;  // per context for the implicit weights; 0 = 2(d + 1)
+  int ilwd_prompts = 200;
+  bool all_pairs = false;  // also every pair of reference learners (on the first task)
+  void Validate(int d) const;
+};
+
+struct CompareEntry {  // one row: learner under test (or reference A) against reference B
+  std::string model, learner;
+  Curve spd;       // per k, / d
+  arma::vec ilwd;  // per k, / d; empty when B is not linear
+};
+
+struct CompareResult {
+  int d = 0, n = 0, prompts = 0, contexts = 0, queries = 0;
+  std::uint64_t seed = 0;
+  std::vector<std::string> models;      // learners under test, then (all pairs) references
+  std::vector<data::TaskConfig> tasks;  // per learner under test
+  std::vector<arma::mat> implicit_r2;   // per learner under test: n x contexts
+  std::vector<CompareEntry> entries;
+};
+
+// Every learner under test must read prompts of d and n equal to the first one's.
+CompareResult RunCompare(const std::vector<LearnerUnderTest>& learners,
+                         const CompareRequest& request,
+                         const std::function<void(long long done, long long total)>& progress = {});
+
+// model,learner,k,spd,spd_lo,spd_hi,ilwd
+void WriteCompareCsv(std::ostream& os, const CompareResult& r);
+// model,k,r2,contexts (mean implicit-fit R2 over the contexts where it is defined)
+void WriteLinearityCsv(std::ostream& os, const CompareResult& r);
+// The human-readable summary iclprobe compare prints.
+void PrintCompareSummary(std::ostream& os, const CompareResult& r,
+                         const std::string& learner_specs);
+
+}  // namespace icl::analysis

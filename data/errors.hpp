@@ -1,0 +1,49 @@
+// Bad input, in the library's own terms. A library names the configuration setting at fault
+// (`field`, e.g. "layers") and may refer to other settings as {name} in its text; it never
+// spells a command-line option. The program renders the same error with options ("--layers:
+// ... pass --force ..."), so the words on screen match what the user typed.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace icl::data {
+
+class InputError : public std::invalid_argument {
+ public:
+  // `module` prefixes the message ("extract"); `field` is the setting at fault ("" when the
+  // fault is in a file); `text` says what was found and what was expected.
+  InputError(const std::string& module, const std::string& field, const std::string& text)
+      : std::invalid_argument(module + ": " + (field.empty() ? "" : field + ": ") +
+                              Render(text, "")),
+        module_(module),
+        field_(field),
+        text_(text) {}
+  const std::string& module() const { return module_; }
+  const std::string& field() const { return field_; }
+  const std::string& text() const { return text_; }
+  // `text` with every {name} written as prefix + name ("" in the library, "--" in the CLI,
+  // where underscores also become dashes).
+  static std::string Render(const std::string& text, const std::string& prefix) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const std::size_t close = text[i] == '{' ? text.find('}', i) : std::string::npos;
+      if (close == std::string::npos) {
+        out += text[i];
+        continue;
+      }
+      std::string name = text.substr(i + 1, close - i - 1);
+      if (!prefix.empty())
+        for (char& c : name)
+          if (c == '_') c = '-';
+      out += prefix + name;
+      i = close;
+    }
+    return out;
+  }
+
+ private:
+  std::string module_, field_, text_;
+};
+
+}  // namespace icl::data

@@ -1,0 +1,29 @@
+// The activations file's per-prompt datasets.
+#include "extract/activations_schema.hpp"
+
+#include <fmt/format.h>
+
+namespace icl::extract::schema {
+
+std::string Hidden(int layer) {
+  return fmt::format("hidden/layer_{:02d}", layer);
+}
+
+std::vector<Dataset> PerPromptDatasets(int n, int d) {
+  const hsize_t hn = n, hd = d;
+  return {
+      {kPredictions,
+       {hn},
+       true,
+       "[N, n] the model's prediction of y_{k+1} from k examples, k = 0..n-1"},
+      {kPromptsX, {hn, hd}, false, "[N, n, d] inputs x_j"},
+      {kPromptsY, {hn}, false, "[N, n] labels y_j"},
+      {kPromptsW, {hd}, false, "[N, d] the task's weight vector"},
+      {kWOls, {hn, hd}, false, "[N, n, d] minimum-norm least squares after k = 1..n examples"},
+      {kWRidge, {hn, hd}, false, "[N, n, d] ridge (lambda = ridge_lambda) after k = 1..n examples"},
+      {kXty, {hn, hd}, false, "[N, n, d] moment vector X_k^T y_k after k = 1..n examples"},
+      {kXtx, {hn, hd, hd}, false, "[N, n, d, d] moment matrix X_k^T X_k after k = 1..n examples"},
+  };
+}
+
+}  // namespace icl::extract::schema

@@ -1,0 +1,39 @@
+// The layout of activations.h5, written down once: dataset names, row shapes, element types and
+// descriptions. extract's writer, the reader (ReadActivationsInfo) and test fixtures all go
+// through it; nothing addresses these datasets by position in a list.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/hdf5.hpp"
+
+namespace icl::extract::schema {
+
+inline constexpr const char* kFormat = "iclprobe-activations";
+
+inline constexpr const char* kPredictions = "predictions";
+inline constexpr const char* kPromptsX = "prompts/x";
+inline constexpr const char* kPromptsY = "prompts/y";
+inline constexpr const char* kPromptsW = "prompts/w";
+inline constexpr const char* kWOls = "targets/w_ols";
+inline constexpr const char* kWRidge = "targets/w_ridge";
+inline constexpr const char* kXty = "targets/xty";
+inline constexpr const char* kXtx = "targets/xtx";
+inline constexpr const char* kW = "targets/w";  // a second name of prompts/w
+
+// "hidden/layer_07": state 7 of every prompt, [N, T, H] float32.
+std::string Hidden(int layer);
+
+// One per-prompt dataset other than the hidden states: [N, row...].
+struct Dataset {
+  std::string name;
+  h5::Dims row;     // the shape of one prompt's entry
+  bool is_float32;  // float32 (model outputs) or float64 (prompts and targets)
+  std::string description;
+};
+
+// Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims.
+std::vector<Dataset> PerPromptDatasets(int n, int d);
+
+}  // namespace icl::extract::schema

@@ -1,0 +1,266 @@
+// probes.h5: writer, CSV, and the checked reader.
+#include "probes/probes_file.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "data/hdf5.hpp"
+#include "data/json.hpp"
+#include "data/names.hpp"
+#include "data/prompt_io.hpp"
+#include "data/sha256.hpp"
+#include "data/task.hpp"
+#include "learners/model_config.hpp"
+
+namespace icl::probes {
+
+const arma::cube* ProbeResults::Find(const std::string& t, const std::string& p,
+                                     const std::string& s, const std::string& m) const {
+  const auto it = metric.find(t + "/" + p + "/" + s + "/" + m);
+  return it == metric.end() ? nullptr : &it->second;
+}
+
+namespace {
+
+// Names read from the file end up in file names and plot scripts: they must be plain.
+const std::string& CheckName(const std::string& name, const std::string& path,
+                             const std::string& where) {
+  if (!data::IsPlainName(name))
+    throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
+                                "' is not a plain name (1-64 letters, digits, _ . -)");
+  return name;
+}
+
+}  // namespace
+
+ProbeResults ReadProbesFile(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  data::CheckFormat(f, kProbesFormat);
+  ProbeResults r;
+  r.path = path;
+  const std::string where = "'" + path + "'";
+  const auto task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
+  r.d = task.d;
+  r.n = task.n;
+  auto ints = [&](const std::string& attr, std::int64_t lo, std::int64_t hi) {
+    std::vector<int> out;
+    for (const std::int64_t v : f.GetIntList(attr)) {
+      if (v < lo || v > hi)
+        throw std::invalid_argument(where + ": attribute '" + attr + "' holds " +
+                                    std::to_string(v) + ", outside " + std::to_string(lo) + ".." +
+                                    std::to_string(hi));
+      out.push_back(static_cast<int>(v));
+    }
+    return out;
+  };
+  r.layers = ints("layers", 0, learners::kMaxLayers);
+  r.ks = ints("ks", 1, r.n);
+  const std::int64_t seeds = f.GetInt("seeds");
+  if (seeds < 1 || seeds > 100000)
+    throw std::invalid_argument(where + ": attribute 'seeds' is " + std::to_string(seeds) +
+                                ", expected 1..100000");
+  r.seeds = static_cast<int>(seeds);
+  r.sources = f.GetStringList("sources");
+  if (r.layers.empty() || r.ks.empty() || r.sources.empty() || r.sources[0] != "model")
+    throw std::invalid_argument(where +
+                                ": expected non-empty layers, ks and sources starting "
+                                "with 'model'");
+  for (const auto* list : {&r.layers, &r.ks})
+    if (std::set<int>(list->begin(), list->end()).size() != list->size())
+      throw std::invalid_argument(where + ": a layer or k is listed twice");
+  for (const auto& s : r.sources)
+    CheckName(s, path, "source");
+  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
+  if (!f.Exists("metrics")) throw std::invalid_argument(where + ": no /metrics group");
+  for (const auto& t : f.OpenGroup("metrics").Members()) {
+    r.targets.push_back(CheckName(t, path, "target"));
+    for (const auto& p : f.OpenGroup("metrics/" + t).Members()) {
+      if (p != "ridge" && p != "linear" && p != "mlp")
+        throw std::invalid_argument(where + ": unknown probe family '" + p.substr(0, 80) +
+                                    "' under /metrics/" + t + " (expected ridge, linear, mlp)");
+      if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end()) r.probes.push_back(p);
+      for (const auto& s : f.OpenGroup("metrics/" + t + "/" + p).Members()) {
+        if (std::find(r.sources.begin(), r.sources.end(), s) == r.sources.end())
+          throw std::invalid_argument(where + ": /metrics/" + t + "/" + p + " has source '" +
+                                      s.substr(0, 80) + "' that is not in the 'sources' attribute");
+        for (const char* m : {"mse", "nmse", "r2"}) {
+          const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
+          const h5::Dataset ds = f.OpenDataset(name);
+          ds.ExpectDims({L, K, S});
+          arma::cube c(S, K, L);  // column-major (seed, k, layer) == row-major [L, K, S]
+          ds.Read(c.memptr(), c.n_elem);
+          // A NaN would silently fail or pass every comparison of the onset rule.
+          if (!c.is_finite())
+            throw std::invalid_argument(where + ": /" + name +
+                                        " holds NaN or infinite values; every probe score must "
+                                        "be a number");
+          r.metric[t + "/" + p + "/" + s + "/" + m] = std::move(c);
+        }
+      }
+    }
+  }
+  if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
+  // Canonical probe order.
+  std::vector<std::string> order;
+  for (const char* p : {"ridge", "linear", "mlp"})
+    if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
+  r.probes = order;
+  if (f.Exists("alpha"))
+    for (const auto& t : f.OpenGroup("alpha").Members())
+      for (const auto& p : f.OpenGroup("alpha/" + t).Members())
+        for (const auto& s : f.OpenGroup("alpha/" + t + "/" + p).Members()) {
+          const std::string name = "alpha/" + t + "/" + p + "/" + s;
+          CheckName(t, path, "target");
+          CheckName(p, path, "probe");
+          CheckName(s, path, "source");
+          const h5::Dataset ds = f.OpenDataset(name);
+          const auto dims = ds.dims();  // [L, K, S, T]
+          if (dims.size() != 4 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
+              dims[3] > hsize_t(2 * r.n))
+            throw std::invalid_argument(where + ": /" + name + " should have shape [" +
+                                        std::to_string(L) + ", " + std::to_string(K) + ", " +
+                                        std::to_string(S) + ", T] with T in 1.." +
+                                        std::to_string(2 * r.n));
+          const std::vector<double> raw = ds.ReadAll<double>();
+          const hsize_t T = dims[3];
+          arma::mat a(T, L * K, arma::fill::zeros);
+          for (hsize_t cell = 0; cell < L * K; ++cell)
+            for (hsize_t s2 = 0; s2 < S; ++s2)
+              for (hsize_t t2 = 0; t2 < T; ++t2)
+                a(t2, cell) += raw[(cell * S + s2) * T + t2] / double(S);
+          r.alpha[t + "/" + p + "/" + s] = std::move(a);
+        }
+  return r;
+}
+
+void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
+  os << "target,probe,source,layer,k,seed,mse,nmse,r2\n";
+  for (const auto& r : out.records)
+    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g}\n", r.target, r.probe, r.source,
+                      r.layer, r.k, r.seed, r.mse, r.nmse, r.r2);
+}
+
+void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
+                     const std::map<std::string, std::string>& sha256) {
+  const auto info = extract::ReadActivationsInfo(req.activations);
+  auto sha = [&](const std::string& p) {
+    const auto it = sha256.find(p);
+    return it != sha256.end() ? it->second : data::Sha256File(p);
+  };
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  data::WriteFormatAttrs(f, kProbesFormat);
+  f.SetAttr("activations", req.activations);
+  f.SetAttr("activations_sha256", sha(req.activations));
+  f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
+  f.SetAttr("model_config", info.model.ToJson());
+  f.SetAttr("task_config", info.task.ToJson());
+  f.SetAttr("probe_config", req.ToJson());
+  f.SetAttr("sources", out.sources);
+  nlohmann::json controls = nlohmann::json::object();
+  for (const auto& c : req.controls)
+    controls[SourceName(c)] = {{"path", c}, {"sha256", sha(c)}};
+  f.SetAttr("controls", controls.dump());
+  f.SetAttr("layers", std::vector<std::int64_t>(out.layers.begin(), out.layers.end()));
+  f.SetAttr("ks", std::vector<std::int64_t>(out.ks.begin(), out.ks.end()));
+  f.SetAttr("seeds", out.seeds);
+  f.SetAttr(
+      "metric_layout",
+      std::string("/metrics/<target>/<probe>/<source>/{mse,nmse,r2} [layer index, k index, seed] "
+                  "with layers and ks as in the root attributes"));
+
+  const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
+  auto li = [&](int layer) {
+    return std::find(out.layers.begin(), out.layers.end(), layer) - out.layers.begin();
+  };
+  auto ki = [&](int k) { return std::find(out.ks.begin(), out.ks.end(), k) - out.ks.begin(); };
+  std::map<std::string, std::array<arma::cube, 3>> metrics;  // key target/probe/source
+  for (const auto& r : out.records) {
+    auto& m = metrics[r.target + "/" + r.probe + "/" + r.source];
+    if (m[0].is_empty())
+      for (auto& c : m)
+        c.set_size(S, K, L), c.fill(arma::datum::nan);  // column-major S x K x L == [L, K, S]
+    m[0](r.seed, ki(r.k), li(r.layer)) = r.mse;
+    m[1](r.seed, ki(r.k), li(r.layer)) = r.nmse;
+    m[2](r.seed, ki(r.k), li(r.layer)) = r.r2;
+  }
+  for (const auto& [key, m] : metrics) {
+    const char* names[] = {"mse", "nmse", "r2"};
+    for (int i = 0; i < 3; ++i)
+      f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S})
+          .Write(m[i].memptr(), m[i].n_elem);
+    // Selectivity of the model over each control: R2(model) - R2(control).
+    const auto slash = key.rfind('/');
+    const std::string base = key.substr(0, slash), source = key.substr(slash + 1);
+    if (source != "model" && metrics.count(base + "/model")) {
+      const arma::cube sel = metrics.at(base + "/model")[2] - m[2];
+      f.CreateDataset<double>("selectivity/" + base + "/" + source, {L, K, S})
+          .Write(sel.memptr(), sel.n_elem);
+    }
+  }
+  // Ridge weights at the selected lambda.
+  std::map<std::string, std::vector<const ProbeOutput::Ridge*>> ridge;
+  for (const auto& r : out.ridge)
+    ridge[r.target + "/" + r.source].push_back(&r);
+  for (const auto& [key, list] : ridge) {
+    const hsize_t p = list[0]->weights.n_rows, m = list[0]->weights.n_cols,
+                  nl = list[0]->loo_mse.n_elem;
+    std::vector<double> w(L * K * S * p * m, NAN), b(L * K * S * m, NAN), lam(L * K * S, NAN),
+        loo(L * K * S * nl, NAN);
+    for (const auto* r : list) {
+      const std::size_t cell = (li(r->layer) * K + ki(r->k)) * S + r->seed;
+      const arma::mat wt = r->weights.t();  // m x p column-major == [p, m] row-major
+      std::copy(wt.begin(), wt.end(), w.begin() + cell * p * m);
+      std::copy(r->intercept.begin(), r->intercept.end(), b.begin() + cell * m);
+      lam[cell] = r->lambda;
+      std::copy(r->loo_mse.begin(), r->loo_mse.end(), loo.begin() + cell * nl);
+    }
+    h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m});
+    dw.Write(w.data(), w.size());
+    dw.SetAttr(
+        "description",
+        std::string("[layer, k, seed, feature, output] on raw (unstandardised) hidden states"));
+    f.CreateDataset<double>("ridge/" + key + "/intercept", {L, K, S, m}).Write(b.data(), b.size());
+    f.CreateDataset<double>("ridge/" + key + "/lambda", {L, K, S}).Write(lam.data(), lam.size());
+    f.CreateDataset<double>("ridge/" + key + "/loo_mse", {L, K, S, nl})
+        .Write(loo.data(), loo.size());
+  }
+  if (!ridge.empty())
+    f.OpenGroup("ridge").SetAttr(
+        "lambdas",
+        nlohmann::json(std::vector<double>(req.lambdas.begin(), req.lambdas.end())).dump());
+  // The prompt splits of the main file, so that others can reproduce the fits.
+  for (std::size_t s = 0; s < out.roles.size(); ++s) {
+    h5::Dataset d = f.CreateDataset<std::uint8_t>("splits/seed_" + std::to_string(s),
+                                                  {hsize_t(out.roles[s].size())});
+    d.Write(out.roles[s].data(), out.roles[s].size());
+    d.SetAttr(
+        "description",
+        std::string(
+            "role of each prompt of the main activations file: 0 train, 1 validation, 2 test"));
+  }
+  // Pooling weights of gradient probes.
+  std::map<std::string, std::vector<const ProbeOutput::Alpha*>> alphas;
+  for (const auto& a : out.alphas)
+    alphas[a.target + "/" + a.probe + "/" + a.source].push_back(&a);
+  for (const auto& [key, list] : alphas) {
+    const hsize_t T = list[0]->alpha.n_elem;
+    std::vector<double> a(L * K * S * T, NAN);
+    for (const auto* x : list) {
+      const std::size_t cell = (li(x->layer) * K + ki(x->k)) * S + x->seed;
+      std::copy(x->alpha.begin(), x->alpha.end(), a.begin() + cell * T);
+    }
+    h5::Dataset da = f.CreateDataset<double>("alpha/" + key, {L, K, S, T});
+    da.Write(a.data(), a.size());
+    da.SetAttr(
+        "description",
+        std::string("[layer, k, seed, position]: softmax pooling weights; positions after the "
+                    "state after k examples are 0"));
+  }
+  f.Close();
+}
+
+}  // namespace icl::probes

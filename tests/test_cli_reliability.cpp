@@ -1,0 +1,678 @@
+// Reliability, by class of defect, against the built binary: no input runs a command; no input
+// crashes it (exit 0 or 2, never a signal); a full disk or failed write never leaves a
+// finished-looking output, and a resume after it equals an uninterrupted run; --force never
+// replaces an input or a non-regular file; two writers never share an output; what cannot be
+// right is refused before work starts; messages name what is wrong.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "analysis/report.hpp"
+#include "data/hdf5.hpp"
+#include "tests/test_util.hpp"
+
+using namespace icl;
+using test::CountLines;
+using test::RunIclprobe;
+using test::RunShell;
+using test::RunShellWithFileLimit;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTiny = "--d 3 --n 5 --layers 2 --hidden 16 --heads 2 ";
+
+// Shared inputs, made once: an untrained learner, a short resumable run, its activations, probes.
+class Reliability : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    auto run = [](const std::string& args) {
+      const auto r = RunIclprobe(args);
+      ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+    };
+    run("train " + kTiny + "--init-only --seed 5 --quiet --out " + In("init.h5"));
+    run("train " + kTiny +
+        "--steps 20 --batch 8 --eval-every 10 --save-every 10 --eval-prompts 16 " +
+        "--threads 1 --quiet --out " + In("run.h5"));
+    run("extract -c " + In("init.h5") + " --prompts 200 --threads 1 --quiet --out " +
+        In("acts.h5"));
+    run("probe -a " + In("acts.h5") + " --targets xty,w_ols --probes ridge --k 3,5 --threads 1 " +
+        "--quiet --out " + In("probes.h5") + " --csv " + In("probes.csv"));
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string In(const std::string& name) { return *dir_ / name; }
+  // A private copy of a shared input, to mutate.
+  static std::string Copy(const TempDir& tmp, const std::string& name) {
+    const std::string to = tmp / name;
+    fs::copy_file(In(name), to, fs::copy_options::overwrite_existing);
+    return to;
+  }
+  static TempDir* dir_;
+};
+TempDir* Reliability::dir_ = nullptr;
+
+// Exit 2 with one line on stderr: the documented way of refusing input. A crash would show as
+// 128 + signal (the shell's report of a killed child), a hang as 124 (timeout).
+void ExpectRefused(const test::CommandResult& r, const std::string& what,
+                   const std::string& message = "") {
+  EXPECT_EQ(r.exit_code, 2) << what << "\nstderr: " << r.err;
+  EXPECT_EQ(CountLines(r.err), 1) << what << "\nstderr: " << r.err;
+  if (!message.empty()) {
+    EXPECT_NE(r.err.find(message), std::string::npos) << what << "\nstderr: " << r.err;
+  }
+}
+
+std::string Bytes(const std::string& path) {
+  return test::ReadFile(path);
+}
+
+void SetStringAttr(const std::string& file, const std::string& object, const std::string& attr,
+                   const std::string& value) {
+  h5::File f = h5::File::Open(file, h5::File::Mode::kReadWrite);
+  if (object == "/") {
+    f.SetAttr(attr, value);
+  } else {
+    h5::Group g = f.OpenGroup(object);
+    g.SetAttr(attr, value);
+  }
+}
+
+void DeleteLink(const std::string& file, const std::string& object) {
+  h5::File f = h5::File::Open(file, h5::File::Mode::kReadWrite);
+  ASSERT_GE(H5Ldelete(f.id(), object.c_str(), H5P_DEFAULT), 0) << object;
+}
+
+void ReplaceDataset(const std::string& file, const std::string& object, const h5::Dims& dims,
+                    double fill) {
+  DeleteLink(file, object);
+  h5::File f = h5::File::Open(file, h5::File::Mode::kReadWrite);
+  std::size_t count = 1;
+  for (auto d : dims)
+    count *= d;
+  std::vector<double> v(count, fill);
+  auto ds = f.CreateDataset<double>(object, dims);
+  ds.Write(v.data(), v.size());
+}
+
+void Truncate(const std::string& path, double fraction) {
+  fs::resize_file(path, static_cast<std::uintmax_t>(fs::file_size(path) * fraction));
+}
+
+// Holds the output lock of `path` as a second writer would.
+class HeldLock {
+ public:
+  explicit HeldLock(const std::string& path) {
+    fd_ = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    EXPECT_GE(fd_, 0);
+    EXPECT_EQ(::flock(fd_, LOCK_EX | LOCK_NB), 0);
+  }
+  ~HeldLock() { ::close(fd_); }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+// ---- 2. No input runs a command ------------------------------------------------------------
+
+TEST(GnuplotQuote, QuotesAreDoubledAndNewlinesDropped) {
+  EXPECT_EQ(analysis::GnuplotQuote("a'b\nc"), "'a''bc'");
+  EXPECT_EQ(analysis::GnuplotQuote("x' ; system('id') ; print '"),
+            "'x'' ; system(''id'') ; print '''");
+}
+
+TEST_F(Reliability, NamesFromAProbesFileNeverReachGnuplotAsCode) {
+  TempDir tmp;
+  const std::string probes = Copy(tmp, "probes.h5");
+  const std::string pwned = tmp / "PWNED";
+  const std::string evil = "x' ; system('touch PWNED') ; print '";  // run from inside tmp
+  {
+    h5::File f = h5::File::Open(probes, h5::File::Mode::kReadWrite);
+    ASSERT_GE(H5Lmove(f.id(), "metrics/xty", f.id(), ("metrics/" + evil).c_str(), H5P_DEFAULT,
+                      H5P_DEFAULT),
+              0);
+  }
+  const auto r = RunShell("cd '" + tmp.path().string() + "' && '" + test::IclprobeBin() +
+                          "' report --probes " + probes + " --plot-dir plots");
+  ExpectRefused(r, "evil target name", "not a plain name");
+  EXPECT_FALSE(fs::exists(pwned));
+  // The same for a source name (stored list) and a path-like target name.
+  const std::string p2 = tmp / "p2.h5";
+  fs::copy_file(In("probes.h5"), p2);
+  SetStringAttr(p2, "/", "sources", "[\"model\",\"../../x'; system('touch PWNED')\"]");
+  ExpectRefused(RunShell("cd '" + tmp.path().string() + "' && '" + test::IclprobeBin() +
+                         "' report --probes " + p2 + " --plot-dir plots"),
+                "evil source name", "not a plain name");
+  EXPECT_FALSE(fs::exists(pwned));
+}
+
+TEST_F(Reliability, PlotDirIsAPathNotACommand) {
+  TempDir tmp;
+  const std::string dir = "p'; touch INJECTED; echo '";
+  const auto r = RunShell("cd '" + tmp.path().string() + "' && '" + test::IclprobeBin() +
+                          "' report --probes " + In("probes.h5") + " --plot-dir \"" + dir + "\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "INJECTED"));
+  EXPECT_GT(fs::file_size(fs::path(tmp / dir) / "xty_r2_by_layer.png"), 0u);
+}
+
+TEST_F(Reliability, ControlFilesWithOddNamesAreRefusedByProbe) {
+  TempDir tmp;
+  const std::string odd = tmp / "a'b;c.h5";
+  fs::copy_file(In("acts.h5"), odd);
+  ExpectRefused(RunIclprobe("probe -a " + In("acts.h5") + " --control \"" + odd +
+                            "\" --probes ridge --k 2 --quiet --out " + (tmp / "p.h5")),
+                "odd control name", "must be plain");
+  EXPECT_FALSE(fs::exists(tmp / "p.h5"));
+}
+
+// ---- 3 and 6. No crash on any input; refuse what cannot be right ---------------------------
+
+struct Mutation {
+  std::string name;
+  std::function<void(const std::string&)> apply;
+};
+
+// Applies each mutation to a fresh copy of `input` and runs `command` (with {} replaced by the
+// copy): always exit 2 with one line, never a crash, never a hang, never an output.
+void ExpectEveryMutationRefused(const std::string& input, const std::vector<Mutation>& mutations,
+                                const std::string& command) {
+  for (const auto& m : mutations) {
+    TempDir tmp;
+    const std::string copy = tmp / fs::path(input).filename().string();
+    fs::copy_file(input, copy);
+    m.apply(copy);
+    std::string cmd = command;
+    cmd.replace(cmd.find("{}"), 2, copy);
+    cmd.replace(cmd.find("{out}"), 5, tmp / "out");
+    const auto r = RunShell("timeout 60 '" + test::IclprobeBin() + "' " + cmd);
+    ExpectRefused(r, m.name + ": " + cmd);
+    EXPECT_FALSE(fs::exists(tmp / "out")) << m.name;
+  }
+}
+
+std::vector<Mutation> FileMutations() {
+  return {
+      {"truncated to half", [](const std::string& p) { Truncate(p, 0.5); }},
+      {"truncated to 100 bytes", [](const std::string& p) { fs::resize_file(p, 100); }},
+      {"empty", [](const std::string& p) { fs::resize_file(p, 0); }},
+      {"random bytes",
+       [](const std::string& p) { std::ofstream(p, std::ios::trunc) << std::string(5000, 'x'); }},
+      {"a FIFO",
+       [](const std::string& p) {
+         fs::remove(p);
+         ::mkfifo(p.c_str(), 0644);
+       }},
+      {"a folder",
+       [](const std::string& p) {
+         fs::remove(p);
+         fs::create_directory(p);
+       }},
+  };
+}
+
+TEST_F(Reliability, HostileCheckpointsAreRefusedByEveryReader) {
+  const std::string good = "{\"d\":3,\"n_max\":5,\"layers\":2,\"hidden\":16,\"heads\":2}";
+  std::vector<Mutation> m = FileMutations();
+  auto model = [](const std::string& json) {
+    return [json](const std::string& p) { SetStringAttr(p, "/", "model_config", json); };
+  };
+  m.push_back({"d 4.7", model("{\"d\":4.7,\"n_max\":5,\"layers\":2,\"hidden\":16,\"heads\":2}")});
+  m.push_back({"layers 2^32+8",
+               model("{\"d\":3,\"n_max\":5,\"layers\":4294967304,\"hidden\":16,\"heads\":2}")});
+  m.push_back(
+      {"d negative", model("{\"d\":-3,\"n_max\":5,\"layers\":2,\"hidden\":16,\"heads\":2}")});
+  m.push_back({"hidden huge",
+               model("{\"d\":3,\"n_max\":5,\"layers\":2,\"hidden\":1000000000,\"heads\":2}")});
+  m.push_back(
+      {"d as a string", model("{\"d\":\"3\",\"n_max\":5,\"layers\":2,\"hidden\":16,\"heads\":2}")});
+  m.push_back({"not JSON", model("{\"d\":3,")});
+  m.push_back({"a JSON array", model("[1,2]")});
+  m.push_back({"missing fields", model("{\"d\":3}")});
+  m.push_back({"step negative", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("step", std::int64_t(-3));
+               }});
+  m.push_back({"step a float", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("step", 1.5);
+               }});
+  m.push_back({"NaN parameter", [](const std::string& p) {
+                 ReplaceDataset(p, "params/readout.weight", {1, 16}, NAN);
+               }});
+  m.push_back({"misshapen parameter", [](const std::string& p) {
+                 ReplaceDataset(p, "params/readout.weight", {16, 1}, 0.0);
+               }});
+  m.push_back(
+      {"missing parameter", [](const std::string& p) { DeleteLink(p, "params/readout.weight"); }});
+  m.push_back({"train task n beyond n_max", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 std::string j = f.GetString("train_config");
+                 j.replace(j.find("\"n\":5"), 5, "\"n\":50");
+                 f.SetAttr("train_config", j);
+               }});
+  (void)good;
+  ExpectEveryMutationRefused(In("init.h5"), m, "inspect {} --export {out}");
+  ExpectEveryMutationRefused(In("init.h5"), m, "extract -c {} --prompts 10 --quiet --out {out}");
+  // baselines and compare read checkpoints through the same LoadCheckpoint; one case each
+  // shows that they refuse, too.
+  ExpectEveryMutationRefused(In("init.h5"), {m[0], m[m.size() - 3]},
+                             "baselines --checkpoint {} --prompts 10 --learners ols --csv {out}");
+  ExpectEveryMutationRefused(
+      In("init.h5"), {m[1], m[m.size() - 3]},
+      "compare -c {} --prompts 10 --ilwd-prompts 2 --learners ols --quiet --csv {out}");
+}
+
+TEST_F(Reliability, StoredTrainConfigurationsPassValidateOnResume) {
+  std::vector<Mutation> m;
+  for (const std::string& field :
+       std::vector<std::string>{"eval_every", "save_every", "eval_prompts", "batch"})
+    m.push_back({field + " 0", [field](const std::string& p) {
+                   h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                   std::string j = f.GetString("train_config");
+                   const auto at = j.find("\"" + field + "\":");
+                   const auto end = j.find_first_of(",}", at);
+                   j.replace(at, end - at, "\"" + field + "\":0");
+                   f.SetAttr("train_config", j);
+                 }});
+  m.push_back({"steps negative", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 std::string j = f.GetString("train_config");
+                 j.replace(j.find("\"steps\":20"), 10, "\"steps\":-20");
+                 f.SetAttr("train_config", j);
+               }});
+  m.push_back({"lr NaN-like string", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 std::string j = f.GetString("train_config");
+                 const auto at = j.find("\"lr\":");
+                 j.replace(at, j.find(',', at) - at, "\"lr\":\"nan\"");
+                 f.SetAttr("train_config", j);
+               }});
+  for (const auto& x : m) {
+    TempDir tmp;
+    const std::string run = tmp / "run.h5";
+    fs::copy_file(In("run.h5"), run);
+    x.apply(run);
+    const auto r = RunShell("timeout 60 '" + test::IclprobeBin() +
+                            "' train --resume --quiet --threads 1 --out " + run);
+    ExpectRefused(r, x.name);
+  }
+}
+
+TEST_F(Reliability, HostileActivationsAreRefusedByProbe) {
+  std::vector<Mutation> m = FileMutations();
+  auto attr = [](const std::string& name, const std::string& v) {
+    return [name, v](const std::string& p) { SetStringAttr(p, "/", name, v); };
+  };
+  m.push_back({"layer 99 listed", attr("layers", "[0,1,99]")});
+  m.push_back({"negative layer", attr("layers", "[-1]")});
+  m.push_back({"layers not a list", attr("layers", "{\"a\":1}")});
+  m.push_back({"positions unknown", attr("positions", "zz")});
+  m.push_back({"n 0 in task", attr("task_config", "{\"d\":3,\"n\":0,\"w_scale\":1,\"noise\":0}")});
+  m.push_back({"prompts negative", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("prompts", std::int64_t(-5));
+               }});
+  m.push_back({"prompts 10^12", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("prompts", std::int64_t(1000000000000));
+                 f.SetAttr("n_complete", std::int64_t(1000000000000));
+               }});
+  m.push_back({"n_complete a float", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("n_complete", 200.0);
+               }});
+  m.push_back({"misshapen target", [](const std::string& p) {
+                 ReplaceDataset(p, "targets/xty", {200, 2, 3}, 0.0);
+               }});
+  m.push_back(
+      {"missing hidden layer", [](const std::string& p) { DeleteLink(p, "hidden/layer_01"); }});
+  m.push_back({"NaN target", [](const std::string& p) {
+                 ReplaceDataset(p, "targets/xty", {200, 5, 3}, NAN);
+               }});
+  ExpectEveryMutationRefused(In("acts.h5"), m,
+                             "probe -a {} --targets xty --probes ridge --k 2 --quiet --out {out}");
+}
+
+TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
+  std::vector<Mutation> m = FileMutations();
+  auto attr = [](const std::string& name, const std::string& v) {
+    return [name, v](const std::string& p) { SetStringAttr(p, "/", name, v); };
+  };
+  m.push_back(
+      {"alpha of the wrong shape", [](const std::string& p) {
+         h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+         std::vector<double> a(1, 1.0);
+         f.CreateDataset<double>("alpha/xty/ridge/model", {1, 1, 1, 1}).Write(a.data(), a.size());
+       }});
+  m.push_back({"alpha of rank 2", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 std::vector<double> a(4, 1.0);
+                 f.CreateDataset<double>("alpha/xty/ridge/model", {2, 2}).Write(a.data(), a.size());
+               }});
+  m.push_back({"NaN R2", [](const std::string& p) {
+                 const auto dims =
+                     h5::File::Open(p).OpenDataset("metrics/xty/ridge/model/r2").dims();
+                 ReplaceDataset(p, "metrics/xty/ridge/model/r2", dims, NAN);
+               }});
+  m.push_back({"misshapen metric", [](const std::string& p) {
+                 ReplaceDataset(p, "metrics/xty/ridge/model/r2", {1, 1, 1}, 0.5);
+               }});
+  m.push_back({"layer listed twice", attr("layers", "[0,0,1]")});
+  m.push_back({"k beyond n", attr("ks", "[2,99]")});
+  m.push_back({"ks a float list", attr("ks", "[2.5,5]")});
+  m.push_back({"sources without model", attr("sources", "[\"x\"]")});
+  m.push_back({"seeds 0", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("seeds", std::int64_t(0));
+               }});
+  m.push_back({"seeds 2^40", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("seeds", std::int64_t(1) << 40);
+               }});
+  m.push_back({"unknown probe family", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 H5Lmove(f.id(), "metrics/xty/ridge", f.id(), "metrics/xty/zzz", H5P_DEFAULT,
+                         H5P_DEFAULT);
+               }});
+  ExpectEveryMutationRefused(In("probes.h5"), m, "report --probes {} --plot-dir {out}");
+}
+
+TEST_F(Reliability, DivergingGradientProbeIsAnErrorNotACrash) {
+  TempDir tmp;
+  const auto r = RunIclprobe("probe -a " + In("acts.h5") +
+                             " --targets xty --probes linear --k 2 --layers 1 --lr 1e30 --epochs 2 "
+                             "--threads 1 --quiet --out " +
+                             (tmp / "p.h5"));
+  ExpectRefused(r, "lr 1e30", "never finite");
+  EXPECT_FALSE(fs::exists(tmp / "p.h5"));
+}
+
+TEST_F(Reliability, CompareTakesTheSameCheckpointOnceAndDistinguishesEqualStems) {
+  TempDir tmp;
+  ExpectRefused(RunIclprobe("compare -c " + In("init.h5") + " -c " + In("init.h5") +
+                            " --prompts 10 --ilwd-prompts 2 --learners ols --quiet"),
+                "same checkpoint twice", "given twice");
+  fs::create_directories(tmp / "a");
+  fs::create_directories(tmp / "b");
+  fs::copy_file(In("init.h5"), tmp / "a/m.h5");
+  fs::copy_file(In("run.h5"), tmp / "b/m.h5");
+  const auto r = RunIclprobe("compare -c " + (tmp / "a/m.h5") + " -c " + (tmp / "b/m.h5") +
+                             " --prompts 10 --ilwd-prompts 2 --learners ols,zero --quiet --csv " +
+                             (tmp / "c.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string csv = test::ReadFile(tmp / "c.csv");
+  EXPECT_NE(csv.find(tmp / "a/m.h5"), std::string::npos);
+  EXPECT_NE(csv.find(tmp / "b/m.h5"), std::string::npos);
+}
+
+TEST_F(Reliability, ImpossibleRequestsAreRefusedBeforeWork) {
+  TempDir tmp;
+  const auto huge = RunIclprobe("extract -c " + In("init.h5") +
+                                " --prompts 2147483648 --quiet --out " + (tmp / "a.h5"));
+  ExpectRefused(huge, "2^31 prompts", "free");
+  EXPECT_TRUE(fs::is_empty(tmp.path()));
+  for (const std::string& cmd : std::vector<std::string>{
+           "extract -c " + In("init.h5") + " --out " + (tmp / "x.h5"),
+           "probe -a " + In("acts.h5") + " --out " + (tmp / "x.h5"),
+           "train " + kTiny + "--steps 1 --out " + (tmp / "x.h5"), "baselines --prompts 5",
+           "compare -c " + In("init.h5") + " --prompts 5"})
+    ExpectRefused(RunIclprobe(cmd + " --threads 2147483647"), cmd, "--threads");
+  ExpectRefused(RunIclprobe("baselines --prompts 5 stray"), "stray positional");
+  ExpectRefused(RunIclprobe("report --probes " + In("probes.h5") + " --margin nan"), "margin nan",
+                "--margin");
+  ExpectRefused(RunIclprobe("report --probes " + In("probes.h5") + " --relative -1"), "relative -1",
+                "--relative");
+  ExpectRefused(
+      RunIclprobe("probe -a " + In("acts.h5") + " --lambdas 1:2:100000000 --out " + (tmp / "p.h5")),
+      "absurd lambda count", "--lambdas");
+  ExpectRefused(
+      RunIclprobe("probe -a " + In("acts.h5") + " --split inf,1,1 --out " + (tmp / "p.h5")),
+      "inf split", "--split");
+  ExpectRefused(RunIclprobe("train " + kTiny + "--hidden 100000 --out " + (tmp / "t.h5")),
+                "huge model", "hidden");
+  // Output folders that cannot take the output are found before the work.
+  ExpectRefused(RunIclprobe("extract -c " + In("init.h5") + " --quiet --out /proc/none/a.h5"),
+                "missing folder", "does not exist");
+  ExpectRefused(RunIclprobe("extract -c " + In("init.h5") + " --quiet --out /proc/self/a.h5"),
+                "unwritable folder", "/proc/self");
+  // A FIFO as an input is refused, not read forever.
+  const std::string fifo = tmp / "fifo.h5";
+  ::mkfifo(fifo.c_str(), 0644);
+  for (const std::string& cmd : std::vector<std::string>{
+           "inspect " + fifo, "extract -c " + fifo + " --out " + (tmp / "y.h5"),
+           "probe -a " + fifo + " --out " + (tmp / "y.h5"), "report --probes " + fifo,
+           "baselines --checkpoint " + fifo})
+    ExpectRefused(RunShell("timeout 30 '" + test::IclprobeBin() + "' " + cmd), cmd,
+                  "not a regular file");
+}
+
+TEST_F(Reliability, MessagesNameTheFileAndWhatWasExpected) {
+  TempDir tmp;
+  const std::string run = Copy(tmp, "run.h5");
+  fs::copy_file(In("run.train.csv"), tmp / "run.train.csv");
+  { std::ofstream(tmp / "run.train.csv", std::ios::app) << "garbage,line\n"; }
+  ExpectRefused(RunIclprobe("train --resume --quiet --threads 1 --out " + run), "garbage log",
+                "run.train.csv' line");
+  const std::string trunc = Copy(tmp, "init.h5");
+  Truncate(trunc, 0.5);
+  ExpectRefused(RunIclprobe("inspect " + trunc), "truncated", "truncated");
+  const std::string bad = Copy(tmp, "acts.h5");
+  SetStringAttr(bad, "/", "model_config", "{\"d\":");
+  ExpectRefused(RunIclprobe("probe -a " + bad + " --out " + (tmp / "p.h5")), "bad JSON",
+                "model_config");
+}
+
+// ---- 4. A full disk never leaves a finished-looking file -----------------------------------
+
+TEST_F(Reliability, FullDiskDuringExtractLeavesNoFileAndResumeEqualsAnUninterruptedRun) {
+  TempDir tmp;
+  const std::string common = "'" + test::IclprobeBin() + "' extract -c " + In("init.h5") +
+                             " --prompts 2000 --batch 32 --threads 1 --quiet --out ";
+  ASSERT_EQ(RunShell(common + (tmp / "full.h5")).exit_code, 0);
+  // About 3 kB per prompt (6.5 MB in all): a 3 MB limit stops it part way.
+  const auto r = RunShellWithFileLimit(common + (tmp / "cut.h5"), 3 << 20);
+  ExpectRefused(r, "extract under a 3 MB limit");
+  EXPECT_GT(h5::File::Open(tmp / "cut.h5.partial").GetInt("n_complete"), 0);
+  EXPECT_FALSE(fs::exists(tmp / "cut.h5"));
+  ASSERT_TRUE(fs::exists(tmp / "cut.h5.partial"));
+  ASSERT_EQ(RunShell(common + (tmp / "cut.h5") + " --resume").exit_code, 0);
+  const h5::File a = h5::File::Open(tmp / "full.h5"), b = h5::File::Open(tmp / "cut.h5");
+  for (const std::string& name : std::vector<std::string>{
+           "hidden/layer_00", "hidden/layer_01", "hidden/layer_02", "predictions", "prompts/x",
+           "targets/w_ols", "targets/xty", "targets/xtx"}) {
+    const auto va = a.OpenDataset(name).ReadAll<double>(),
+               vb = b.OpenDataset(name).ReadAll<double>();
+    EXPECT_TRUE(va == vb) << name;  // the same computation on one thread: exact
+  }
+}
+
+TEST_F(Reliability, FullDiskDuringTrainingKeepsTheLastGoodCheckpointAndResumesExactly) {
+  TempDir tmp;
+  const std::string train = "'" + test::IclprobeBin() + "' train " + kTiny +
+                            "--steps 30 --batch 8 --eval-every 10 --save-every 10 "
+                            "--eval-prompts 16 --threads 1 --quiet ";
+  ASSERT_EQ(RunShell(train + "--out " + (tmp / "whole.h5")).exit_code, 0);
+  // No room for even the first checkpoint: exit 2 and no checkpoint at all.
+  ExpectRefused(RunShellWithFileLimit(train + "--out " + (tmp / "none.h5"), 20000), "first save");
+  EXPECT_FALSE(fs::exists(tmp / "none.h5"));
+  EXPECT_FALSE(fs::exists(tmp / "none.h5.partial"));
+  // A good checkpoint at step 10, then the disk fills at the next save.
+  ASSERT_EQ(RunShell(train + "--stop-after-steps 10 --out " + (tmp / "cut.h5")).exit_code, 0);
+  const auto failed = RunShellWithFileLimit(
+      "'" + test::IclprobeBin() + "' train --resume --threads 1 --quiet --out " + (tmp / "cut.h5"),
+      20000);
+  ExpectRefused(failed, "second save", "last good checkpoint (step 10)");
+  const auto inspect = RunIclprobe("inspect " + (tmp / "cut.h5"));
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("step         10 of 30"), std::string::npos) << inspect.out;
+  ASSERT_EQ(RunShell("'" + test::IclprobeBin() + "' train --resume --threads 1 --quiet --out " +
+                     (tmp / "cut.h5"))
+                .exit_code,
+            0);
+  const h5::File a = h5::File::Open(tmp / "whole.h5"), b = h5::File::Open(tmp / "cut.h5");
+  for (const auto& name : a.OpenGroup("params").Members())
+    EXPECT_TRUE(a.OpenDataset("params/" + name).ReadAll<float>() ==
+                b.OpenDataset("params/" + name).ReadAll<float>())
+        << name;  // resume is exact: same batches, one thread, same kernels
+  EXPECT_EQ(test::ReadFile(tmp / "whole.train.csv"), test::ReadFile(tmp / "cut.train.csv"));
+}
+
+TEST_F(Reliability, FullDiskLeavesNoOutputFromAnyOtherWriter) {
+  TempDir tmp;
+  const std::string bin = "'" + test::IclprobeBin() + "' ";
+  struct Case {
+    std::string name, command;
+    long limit;
+    std::vector<std::string> outputs;
+  };
+  const std::string plots = tmp / "plots";
+  fs::create_directories(plots);
+  const std::vector<Case> cases = {
+      {"inspect --export",
+       "inspect " + In("run.h5") + " --export " + (tmp / "e.h5"),
+       20000,
+       {tmp / "e.h5", tmp / "e.h5.partial"}},
+      {"probe",
+       "probe -a " + In("acts.h5") + " --probes ridge --k 2,5 --quiet --threads 1 --out " +
+           (tmp / "p.h5") + " --csv " + (tmp / "p.csv"),
+       4000,
+       {tmp / "p.h5", tmp / "p.csv", tmp / "p.h5.partial", tmp / "p.csv.partial"}},
+      {"report --out",
+       "report --probes " + In("probes.h5") + " --out " + (tmp / "t.md"),
+       200,
+       {tmp / "t.md", tmp / "t.md.partial"}},
+      {"report --plot-dir",
+       "report --probes " + In("probes.h5") + " --plot-dir " + plots,
+       3000,
+       {plots + "/xty_r2_by_layer.png", plots + "/plots.gp"}},
+      {"baselines --csv",
+       "baselines --prompts 50 --learners ols --csv " + (tmp / "b.csv"),
+       300,
+       {tmp / "b.csv", tmp / "b.csv.partial"}},
+      {"compare --csv",
+       "compare -c " + In("init.h5") +
+           " --prompts 20 --ilwd-prompts 2 --learners ols --quiet --csv " + (tmp / "c.csv"),
+       300,
+       {tmp / "c.csv", tmp / "c.linearity.csv"}},
+  };
+  for (const auto& c : cases) {
+    ExpectRefused(RunShellWithFileLimit(bin + c.command, c.limit), c.name);
+    for (const auto& o : c.outputs)
+      EXPECT_FALSE(fs::exists(o)) << c.name << ": " << o;
+  }
+  EXPECT_TRUE(fs::is_empty(plots));  // no scratch folder left either
+}
+
+// ---- 5. --force never destroys an input; two runs never share an output --------------------
+
+TEST_F(Reliability, ForceNeverReplacesAnInput) {
+  TempDir tmp;
+  const std::string ck = Copy(tmp, "init.h5"), run = Copy(tmp, "run.h5"),
+                    acts = Copy(tmp, "acts.h5"), probes = Copy(tmp, "probes.h5");
+  fs::create_symlink(ck, tmp / "link.h5");
+  const std::string before_ck = Bytes(ck), before_run = Bytes(run), before_acts = Bytes(acts),
+                    before_probes = Bytes(probes);
+  const std::vector<std::string> commands = {
+      "extract -c " + ck + " --prompts 10 --quiet --force --out " + ck,
+      "extract -c " + ck + " --prompts 10 --quiet --force --out " + (tmp / "link.h5"),
+      "probe -a " + acts + " --k 2 --quiet --force --out " + acts,
+      "probe -a " + acts + " --k 2 --quiet --force --out " + (tmp / "p.h5") + " --csv " + acts,
+      "inspect " + run + " --force --export " + run,
+      "report --probes " + probes + " --force --out " + probes,
+      "baselines --checkpoint " + ck + " --prompts 5 --force --csv " + ck,
+      "compare -c " + ck + " --prompts 5 --ilwd-prompts 1 --quiet --force --csv " + ck,
+  };
+  for (const auto& c : commands)
+    ExpectRefused(RunIclprobe(c), c, "input");
+  EXPECT_EQ(Bytes(ck), before_ck);
+  EXPECT_EQ(Bytes(run), before_run);
+  EXPECT_EQ(Bytes(acts), before_acts);
+  EXPECT_EQ(Bytes(probes), before_probes);
+  // Two outputs of one run on one path.
+  ExpectRefused(RunIclprobe("probe -a " + acts + " --k 2 --quiet --out " + (tmp / "x") + " --csv " +
+                            (tmp / "x")),
+                "--out = --csv", "same file");
+  EXPECT_FALSE(fs::exists(tmp / "x"));
+}
+
+TEST_F(Reliability, ForceNeverReplacesAFifoOrDevice) {
+  TempDir tmp;
+  const std::string fifo = tmp / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& c : std::vector<std::string>{
+           "extract -c " + In("init.h5") + " --prompts 10 --quiet --force --out " + fifo,
+           "train " + kTiny + "--init-only --force --out " + fifo,
+           "probe -a " + In("acts.h5") + " --k 2 --quiet --force --out " + fifo,
+           "baselines --prompts 5 --force --csv " + fifo,
+           "inspect " + In("init.h5") + " --force --export " + fifo,
+           "report --probes " + In("probes.h5") + " --force --out " + fifo}) {
+    ExpectRefused(RunShell("timeout 60 '" + test::IclprobeBin() + "' " + c), c, "regular file");
+    struct stat st;
+    ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode)) << c;
+  }
+}
+
+TEST_F(Reliability, ASecondWriterOfAnOutputIsRefused) {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> writers = {
+      {tmp / "e.h5",
+       "extract -c " + In("init.h5") + " --prompts 10 --quiet --out " + (tmp / "e.h5")},
+      {tmp / "t.h5",
+       "train " + kTiny + "--steps 2 --batch 4 --eval-prompts 8 --quiet --out " + (tmp / "t.h5")},
+      {tmp / "p.h5", "probe -a " + In("acts.h5") + " --k 2 --quiet --out " + (tmp / "p.h5")},
+      {tmp / "x.h5", "inspect " + In("init.h5") + " --export " + (tmp / "x.h5")},
+      {tmp / "r.md", "report --probes " + In("probes.h5") + " --out " + (tmp / "r.md")},
+      {tmp / "b.csv", "baselines --prompts 5 --csv " + (tmp / "b.csv")},
+  };
+  for (const auto& [out, cmd] : writers) {
+    HeldLock lock(out);
+    ExpectRefused(RunIclprobe(cmd), cmd, "another process");
+    EXPECT_FALSE(fs::exists(out)) << cmd;
+  }
+}
+
+TEST_F(Reliability, TwoExtractsToOneOutputNeverInterleave) {
+  TempDir tmp;
+  const std::string out = tmp / "a.h5";
+  const std::string cmd = "'" + test::IclprobeBin() + "' extract -c " + In("init.h5") +
+                          " --prompts 30000 --batch 32 --threads 1 --quiet --force --out " + out;
+  // The first run in the background; the second starts once the first holds the lock.
+  const std::string first_rc = tmp / "first.rc";
+  ASSERT_EQ(
+      RunShell("(" + cmd + " --seed 1; echo $? > " + first_rc + ") >/dev/null 2>&1 &").exit_code,
+      0);
+  for (int i = 0; i < 400 && !fs::exists(out + ".lock"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(fs::exists(out + ".lock"));
+  ExpectRefused(RunShell(cmd + " --seed 2"), "second writer", "another process");
+  for (int i = 0; i < 2400 && !fs::exists(first_rc); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(test::ReadFile(first_rc), "0\n");
+  const h5::File f = h5::File::Open(out);
+  EXPECT_EQ(f.GetInt("seed"), 1);
+  EXPECT_EQ(f.GetInt("n_complete"), 30000);
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+}
+
+TEST_F(Reliability, TrainRefusesToOverwriteItsLogWithoutForce) {
+  TempDir tmp;
+  { std::ofstream(tmp / "m.train.csv") << "mine\n"; }
+  ExpectRefused(
+      RunIclprobe("train " + kTiny + "--steps 2 --batch 4 --quiet --out " + (tmp / "m.h5")),
+      "existing log", "m.train.csv");
+  EXPECT_EQ(test::ReadFile(tmp / "m.train.csv"), "mine\n");
+}

@@ -68,5 +68,6 @@ int RunExtract(int argc, char** argv);
 int RunProbe(int argc, char** argv);
 int RunCompare(int argc, char** argv);
 int RunReport(int argc, char** argv);
+int RunConstruct(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -32,6 +32,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunCompare},
     {"inspect", "describe a checkpoint; export a copy without its training state",
      icl::cli::RunInspect},
+    {"construct", "write a transformer whose weights compute a known algorithm (RAW programs)",
+     icl::cli::RunConstruct},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -138,6 +138,7 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
     }
     ts.SetAttr("adam_step", adam_step);
   }
+  if (options.extra) options.extra(f);
   f.Close();  // flushed, every error checked, fsync'ed
   out.Commit();
 }

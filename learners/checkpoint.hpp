@@ -5,11 +5,16 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "learners/model_config.hpp"
 #include "learners/transformer.hpp"
+
+namespace icl::h5 {
+class File;
+}
 
 namespace icl::learners {
 
@@ -35,6 +40,8 @@ struct SaveOptions {
   std::vector<std::string> inputs;  // files that must not be replaced (e.g. an exported source)
   bool lock = true;                 // take the output lock (false: the caller holds it)
   std::string field = "out";        // the setting that names the output, for messages
+  // Writes more groups into the file before it is closed (construct's /construction).
+  std::function<void(h5::File&)> extra;
 };
 
 // Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary

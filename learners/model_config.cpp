@@ -32,6 +32,8 @@ void ModelConfig::Validate() const {
   Require(heads > 0, "model: heads must be positive, got " + std::to_string(heads));
   Require(hidden % heads == 0, "model: hidden (" + std::to_string(hidden) +
                                    ") must be a multiple of heads (" + std::to_string(heads) + ")");
+  Require(norm == "layer" || norm == "none",
+          "model: norm must be \"layer\" or \"none\", got \"" + norm + "\"");
   Require(mlp_ratio > 0 && mlp_ratio <= 64,
           "model: mlp_ratio must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
@@ -45,9 +47,12 @@ void ModelConfig::Validate() const {
 }
 
 std::string ModelConfig::ToJson() const {
-  return nlohmann::json{{"d", d},           {"n_max", n_max}, {"layers", layers},
-                        {"hidden", hidden}, {"heads", heads}, {"mlp_ratio", mlp_ratio}}
-      .dump();
+  nlohmann::json j{{"d", d},           {"n_max", n_max}, {"layers", layers},
+                   {"hidden", hidden}, {"heads", heads}, {"mlp_ratio", mlp_ratio}};
+  // Written only when not the default, so that files of trained learners keep their exact
+  // configuration text (resume compares it).
+  if (norm != "layer") j["norm"] = norm;
+  return j.dump();
 }
 
 ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& what) {
@@ -60,6 +65,7 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
   c.heads = static_cast<int>(data::json::Int(j, "heads", what, 1, kMaxHidden));
   c.mlp_ratio =
       j.contains("mlp_ratio") ? static_cast<int>(data::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
+  c.norm = j.contains("norm") ? data::json::String(j, "norm", what) : "layer";
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -70,7 +76,7 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
 
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
   return a.d == b.d && a.n_max == b.n_max && a.layers == b.layers && a.hidden == b.hidden &&
-         a.heads == b.heads && a.mlp_ratio == b.mlp_ratio;
+         a.heads == b.heads && a.mlp_ratio == b.mlp_ratio && a.norm == b.norm;
 }
 
 double TrainConfig::LearningRate(std::int64_t step) const {

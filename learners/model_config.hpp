@@ -24,6 +24,11 @@ struct ModelConfig {
   int hidden = 64;    // H
   int heads = 4;      // M; H must be a multiple of M
   int mlp_ratio = 4;  // MLP width = mlp_ratio * H
+  // "layer": pre-LayerNorm blocks and a final LayerNorm (trained learners, the paper's).
+  // "none": no normalisation anywhere, the residual stream passes unchanged into attention,
+  // MLP and readout. Constructed models (construct/) need it: their weights compute exact
+  // quantities in fixed rows, which a LayerNorm would rescale.
+  std::string norm = "layer";
 
   void Validate() const;  // throws std::invalid_argument naming the field
   std::string ToJson() const;

@@ -33,29 +33,33 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Te
   return out_proj(out);
 }
 
-BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio)
-    : ln1(register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
-      ln2(register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})))),
-      attn(register_module("attn", CausalSelfAttention(hidden, heads))),
-      fc1(register_module("fc1", torch::nn::Linear(hidden, mlp_ratio * hidden))),
-      fc2(register_module("fc2", torch::nn::Linear(mlp_ratio * hidden, hidden))) {}
+BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm) {
+  // Registration order = parameter order in checkpoints: ln1, ln2, attn, fc1, fc2.
+  if (norm) {
+    ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})));
+    ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})));
+  }
+  attn = register_module("attn", CausalSelfAttention(hidden, heads));
+  fc1 = register_module("fc1", torch::nn::Linear(hidden, mlp_ratio * hidden));
+  fc2 = register_module("fc2", torch::nn::Linear(mlp_ratio * hidden, hidden));
+}
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attention) {
-  auto out = h + attn(ln1(h), attention);
-  return out + fc2(torch::gelu(fc1(ln2(out)), /*approximate=*/"tanh"));
+  auto out = h + attn(ln1 ? ln1(h) : h, attention);
+  return out + fc2(torch::gelu(fc1(ln2 ? ln2(out) : out), /*approximate=*/"tanh"));
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c)
-    : config(c),
-      input_proj(register_module("input_proj", torch::nn::Linear(c.d + 1, c.hidden))),
-      final_ln(register_module("final_ln",
-                               torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})))),
-      readout(register_module("readout", torch::nn::Linear(c.hidden, 1))) {
+    : config(c), input_proj(register_module("input_proj", torch::nn::Linear(c.d + 1, c.hidden))) {
   c.Validate();
+  if (c.norm == "layer")
+    final_ln =
+        register_module("final_ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden})));
+  readout = register_module("readout", torch::nn::Linear(c.hidden, 1));
   pos_embed = register_parameter("pos_embed", torch::randn({2L * c.n_max, c.hidden}) * 0.02);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int l = 0; l < c.layers; ++l)
-    blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio));
+    blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio, c.norm == "layer"));
 }
 
 torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
@@ -70,7 +74,7 @@ torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
 torch::Tensor TransformerImpl::Readout(const torch::Tensor& h) {
   // Predictions are read at the x-tokens, positions 0, 2, 4, ...
   const auto x_states = h.slice(/*dim=*/1, /*start=*/0, /*end=*/h.size(1), /*step=*/2);
-  return readout(final_ln(x_states)).squeeze(-1);
+  return readout(final_ln ? final_ln(x_states) : x_states).squeeze(-1);
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {

@@ -24,9 +24,10 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
 };
 TORCH_MODULE(CausalSelfAttention);
 
-// h + attn(ln1(h)), then h + mlp(ln2(h)).
+// h + attn(ln1(h)), then h + mlp(ln2(h)); without norm (ModelConfig::norm "none") ln1 and ln2
+// are absent and the sublayers read h itself.
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int hidden, int heads, int mlp_ratio);
+  BlockImpl(int hidden, int heads, int mlp_ratio, bool norm = true);
   torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
@@ -56,7 +57,7 @@ struct TransformerImpl : torch::nn::Module {
   torch::nn::Linear input_proj{nullptr};
   torch::Tensor pos_embed;  // [2 n_max, H]
   torch::nn::ModuleList blocks;
-  torch::nn::LayerNorm final_ln{nullptr};
+  torch::nn::LayerNorm final_ln{nullptr};  // absent when config.norm == "none"
   torch::nn::Linear readout{nullptr};
 
  private:

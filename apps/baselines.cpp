@@ -37,7 +37,7 @@ int RunBaselines(int argc, char** argv) {
       ("seed", po::value(&seed)->default_value(seed), "prompt-set seed")
       ("learners", po::value(&learner_specs)->default_value(learner_specs),
        "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
-       "gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")
+       "gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero")
       ("checkpoint,c", po::value(&checkpoints)->composing(),
        "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
        "default to the checkpoint's training task")

@@ -31,7 +31,7 @@ int RunCompare(int argc, char** argv) {
       ("checkpoint,c", po::value(&checkpoints)->composing(), "trained learner (repeatable: several give the "
        "matrix learners x checkpoints of mean SPD)")
       ("learners", po::value(&learner_specs)->default_value(learner_specs), "reference learners: ols, "
-       "ridge:LAMBDA, bayes, gd:ALPHA, sgd:ALPHA, knn:K[:weighted], zero")
+       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero")
       ("prompts,N", po::value(&prompts)->default_value(prompts), "prompts for SPD")
       ("seed", po::value(&seed)->default_value(seed), "prompt-set (and query) seed")
       ("queries", po::value(&queries)->default_value(queries), "query points per context for the implicit "

@@ -19,8 +19,10 @@ int RunConstruct(int argc, char** argv) {
   // clang-format off
   opts.add_options()
       ("program", po::value(&program)->default_value(program), "the RAW program: gd (one step of "
-       "batch gradient descent from w0 = 0; prediction 2 alpha x^T X^T y)")
-      ("alpha", po::value(&alpha)->default_value(alpha), "gd: step size alpha")
+       "batch gradient descent from w0 = 0; prediction 2 alpha x^T X^T y) or gd:K (K steps, "
+       "K <= 16; compare with the learner gd:ALPHA:K)")
+      ("alpha", po::value(&alpha)->default_value(alpha), "gd: step size alpha (K steps track "
+       "gd:ALPHA:K while 2 alpha times the largest eigenvalue of X^T X stays below 2)")
       ("d", po::value(&d)->default_value(d), "input dimension d")
       ("n", po::value(&n)->default_value(n), "examples per prompt the model reads (its n_max)")
       ("init-only", "write the program's architecture with random weights instead (seeded by "
@@ -31,28 +33,26 @@ int RunConstruct(int argc, char** argv) {
   // clang-format on
   po::variables_map vm;
   if (!Parse(argc, argv, opts, vm,
-             "Usage: iclprobe construct --program gd --alpha A --d D --n N --out FILE\n\n"
+             "Usage: iclprobe construct --program gd|gd:K --alpha A --d D --n N --out FILE\n\n"
              "Writes a transformer whose weights compute a known algorithm (PAPER.md, the RAW\n"
              "constructions), as an ordinary checkpoint that baselines, compare, extract, probe\n"
              "and report read unchanged. No LayerNorm (norm \"none\"), one head, zero biases.\n"
-             "Program gd, layout of the hidden state (rows, in order): x [d], y [1], pos [2n]\n"
-             "(one-hot position), count [1] (t+1), xprev [d], yx [d], mean_yx [d], xty [d],\n"
-             "pred [1]. Block 1: mov x from the previous position, yx = y * xprev; block 2: mean\n"
-             "of yx over positions, xty = mean * count (X_k^T y_k at the y-token of example k);\n"
-             "block 3: pred = 2 alpha x . xty, read out at the x-tokens. /construction in the\n"
-             "file names each quantity's layer and rows.",
+             "Layout of the hidden state (rows, in order): x [d], y [1], pos [2n] (one-hot\n"
+             "position), count [1] (t+1), xprev [d], yx [d], mean_yx [d], xty [d], for gd:K\n"
+             "also xx, mean_xx, xtx [d*d each, row-major], then w [d], pred [1].\n"
+             "Block 1: mov x from the previous position; yx = y * xprev (gd:K: xx = xprev\n"
+             "xprev^T). Block 2: mean over positions, times count: xty = X_k^T y_k at the y-token\n"
+             "of example k (gd:K: xtx = X_k^T X_k); w = w_1 = 2 alpha xty. Blocks 3..K+1 (gd:K):\n"
+             "w += 2 alpha (xty - xtx w). Last block: pred = x . w, read out at the x-tokens.\n"
+             "/construction in the file names each quantity's layer and rows.",
              "iclprobe construct --program gd --alpha 0.05 --d 4 --n 12 --out gd.h5"))
     return 0;
   if (out.empty()) throw std::invalid_argument("--out: required (the checkpoint to write)");
-  bool known = false;
-  for (const auto& p : construct::ProgramNames())
-    known = known || p == program;
-  if (!known)
-    throw std::invalid_argument("--program: unknown program '" + program + "'; known: gd");
+  const int steps = construct::ParseGdSteps(program);
   RequirePositive("alpha", alpha);
   RequirePositive("d", d);
   RequirePositive("n", n);
-  const construct::Construction c = construct::GdProgram(d, n, alpha);
+  const construct::Construction c = construct::GdProgram(d, n, alpha, steps);
   c.model.Validate();
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;

@@ -58,7 +58,7 @@ void PredictFromWeights(const arma::mat& x, LearnerRun& out) {
 }
 
 const char* kSpecHelp =
-    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA, sgd:ALPHA, knn:K, knn:K:weighted, zero";
+    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, knn:K, knn:K:weighted, zero";
 
 }  // namespace
 
@@ -79,18 +79,23 @@ void RidgeLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) 
   PredictFromWeights(x, out);
 }
 
-GdLearner::GdLearner(double alpha) : alpha_(alpha) {}
+GdLearner::GdLearner(double alpha, int steps) : alpha_(alpha), steps_(steps) {}
 std::string GdLearner::spec() const {
-  return "gd:" + FormatNumber(alpha_);
+  return "gd:" + FormatNumber(alpha_) + (steps_ == 1 ? "" : ":" + std::to_string(steps_));
 }
 
 void GdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
   const int d = x.n_rows, n = x.n_cols;
   out.weights.zeros(d, n);
   arma::vec xty(d, arma::fill::zeros);
+  arma::mat xtx(d, d, arma::fill::zeros);
   for (int k = 1; k < n; ++k) {
     xty += y(k - 1) * x.col(k - 1);
-    out.weights.col(k) = 2.0 * alpha_ * xty;  // one step from w0 = 0
+    xtx += x.col(k - 1) * x.col(k - 1).t();
+    arma::vec w = 2.0 * alpha_ * xty;  // the first step from w0 = 0
+    for (int t = 1; t < steps_; ++t)
+      w -= 2.0 * alpha_ * (xtx * w - xty);
+    out.weights.col(k) = w;
   }
   PredictFromWeights(x, out);
 }
@@ -195,12 +200,18 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
   }
   if (kind == "gd" || kind == "sgd") {
     const std::string form =
-        kind + ":ALPHA with ALPHA a positive step size, e.g. " + kind + ":0.01";
-    arity(2, 2, form);
+        kind == "gd" ? "gd:ALPHA or gd:ALPHA:STEPS with ALPHA a positive step size and STEPS an "
+                       "integer in 1..1000, e.g. gd:0.01 or gd:0.01:3"
+                     : "sgd:ALPHA with ALPHA a positive step size, e.g. sgd:0.01";
+    arity(2, kind == "gd" ? 3 : 2, form);
     const double alpha = ParseNumber(p[1], spec, form);
     if (!(alpha > 0)) throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    if (kind == "gd") return std::make_unique<GdLearner>(alpha);
-    return std::make_unique<SgdLearner>(alpha);
+    if (kind == "sgd") return std::make_unique<SgdLearner>(alpha);
+    double steps = 1;
+    if (p.size() == 3) steps = ParseNumber(p[2], spec, form);
+    if (!(steps >= 1 && steps <= 1000) || steps != std::floor(steps))
+      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
+    return std::make_unique<GdLearner>(alpha, static_cast<int>(steps));
   }
   if (kind == "knn") {
     const std::string form = "knn:K or knn:K:weighted with K a positive integer, e.g. knn:3";

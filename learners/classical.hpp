@@ -31,7 +31,8 @@ class ClassicalLearner {
 // (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
 
-// Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA | sgd:ALPHA | knn:K[:weighted] | zero.
+// Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA | knn:K[:weighted] |
+// zero.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws std::invalid_argument
 // saying what was expected for an unknown or malformed spec.
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
@@ -53,17 +54,18 @@ class RidgeLearner : public ClassicalLearner {  // lambda = 0 is minimum-norm OL
   std::string spec_;
 };
 
-// One step of batch GD from w0 = 0: w = w0 - 2 alpha (X^T X w0 - X^T y + lambda w0) = 2 alpha X^T
-// y.
+// `steps` steps of batch GD on the k examples so far, from w0 = 0:
+// w_{t+1} = w_t - 2 alpha (X^T X w_t - X^T y); one step gives 2 alpha X^T y.
 class GdLearner : public ClassicalLearner {
  public:
-  explicit GdLearner(double alpha);
+  explicit GdLearner(double alpha, int steps = 1);
   std::string spec() const override;
   bool is_linear() const override { return true; }
   void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
 
  private:
   double alpha_;
+  int steps_;
 };
 
 // One pass of SGD, batch 1, from w0 = 0: w_i = w_{i-1} - 2 alpha (x_i x_i^T w_{i-1} - y_i x_i).

@@ -111,6 +111,27 @@ TEST(Gd, OneStepMatchesFormula) {
   EXPECT_NEAR(run.predictions(1), 2 * 0.1 * 2 * 0.0, 1e-15);  // x_1 . x_2 = 0
 }
 
+TEST(Gd, SeveralStepsMatchTheClosedForm) {
+  // K steps of w <- w - 2a (A w - b) from 0, with A = X^T X invertible, give
+  // w_K = (I - (I - 2a A)^K) A^{-1} b: a second, independent path to the same numbers.
+  arma::arma_rng::set_seed(4);
+  const arma::mat x(3, 9, arma::fill::randn);
+  const arma::vec y(9, arma::fill::randn);
+  const double a = 0.02;
+  const int K = 5, k = 8;
+  LearnerRun run;
+  learners::GdLearner(a, K).Run(x, y, run);
+  const arma::mat A = x.cols(0, k - 1) * x.cols(0, k - 1).t();
+  const arma::vec b = x.cols(0, k - 1) * y.head(k);
+  const arma::mat M = arma::eye(3, 3) - 2 * a * A;
+  const arma::vec want = (arma::eye(3, 3) - M * M * M * M * M) * arma::solve(A, b);
+  // Both paths are a few dozen double operations on numbers of size ~ |A| |w| <= 100: agreement
+  // to 1e-12 relative leaves room for cond(A) amplification of the solve (checked below).
+  ASSERT_LT(arma::cond(A), 100.0);
+  EXPECT_LT(arma::norm(run.weights.col(k) - want), 1e-12 * std::max(1.0, arma::norm(want)));
+  EXPECT_EQ(learners::GdLearner(a, K).spec(), "gd:0.02:5");
+}
+
 TEST(Sgd, FirstStepsMatchHandComputation) {
   const arma::mat x = {{1, 2, 1}, {1, 0, -1}};
   const arma::vec y = {3, 1, 0};
@@ -160,6 +181,8 @@ TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
   EXPECT_EQ(MakeLearner("ridge:0.1", noisy)->spec(), "ridge:0.1");
   EXPECT_EQ(MakeLearner("bayes", noisy)->spec(), "bayes");
   EXPECT_EQ(MakeLearner("gd:0.01", noisy)->spec(), "gd:0.01");
+  EXPECT_EQ(MakeLearner("gd:0.01:1", noisy)->spec(), "gd:0.01");
+  EXPECT_EQ(MakeLearner("gd:0.01:4", noisy)->spec(), "gd:0.01:4");
   EXPECT_EQ(MakeLearner("sgd:0.03", noisy)->spec(), "sgd:0.03");
   EXPECT_EQ(MakeLearner("knn:3", noisy)->spec(), "knn:3");
   EXPECT_EQ(MakeLearner("knn:3:weighted", noisy)->spec(), "knn:3:weighted");
@@ -170,6 +193,9 @@ TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
   EXPECT_NE(ErrorOf("ridge").find("expected ridge:LAMBDA"), std::string::npos);
   EXPECT_NE(ErrorOf("ridge:-1").find("non-negative"), std::string::npos);
   EXPECT_NE(ErrorOf("gd:0").find("positive step size"), std::string::npos);
+  EXPECT_NE(ErrorOf("gd:0.1:0").find("gd:ALPHA:STEPS"), std::string::npos);
+  EXPECT_NE(ErrorOf("gd:0.1:2.5").find("gd:ALPHA:STEPS"), std::string::npos);
+  EXPECT_NE(ErrorOf("sgd:0.1:2").find("sgd:ALPHA"), std::string::npos);
   EXPECT_NE(ErrorOf("knn:2.5").find("positive integer"), std::string::npos);
   EXPECT_NE(ErrorOf("knn:3:heavy").find("knn:K:weighted"), std::string::npos);
   EXPECT_NE(ErrorOf("lasso:1").find("unknown learner spec 'lasso:1'"), std::string::npos);

@@ -47,11 +47,56 @@ Summary OverSeeds(const arma::cube& c, arma::uword ki, arma::uword li) {
   return s;
 }
 
+Scorer::Scorer(const ProbeResults& r) : r_(r) {
+  if (r.has_errors())
+    boot_ = std::make_shared<probes::Bootstrap>(r.n_test, r.seeds, r.bootstrap, r.bootstrap_seed);
+}
+
+arma::vec Scorer::Replicates(const std::string& t, const std::string& p, const std::string& s,
+                             arma::uword li, arma::uword ki) const {
+  const arma::mat* sse = r_.Sse(t, p, s, li, ki);
+  const arma::mat* sst = r_.Sst(t, ki);
+  if (!sse || !sst)
+    throw data::InputError("report", "probes",
+                           "'" + r_.path + "' has no per-prompt errors for " + t + "/" + p + "/" +
+                               s + "; re-run iclprobe probe");
+  return boot_->MeanR2(*sse, *sst);
+}
+
+Scorer::Score Scorer::R2(const std::string& t, const std::string& p, const std::string& s,
+                         arma::uword li, arma::uword ki) const {
+  const arma::cube* c = r_.Find(t, p, s, "r2");
+  Score out;
+  out.mean = OverSeeds(*c, ki, li).mean;
+  out.lo = out.hi = out.mean;
+  if (boot_) {
+    const probes::Interval i = probes::PercentileInterval(Replicates(t, p, s, li, ki));
+    out.lo = i.lo, out.hi = i.hi;
+  }
+  return out;
+}
+
+Scorer::Score Scorer::Difference(const std::string& t, const std::string& p, const std::string& sa,
+                                 arma::uword la, const std::string& sb, arma::uword lb,
+                                 arma::uword ki) const {
+  Score out;
+  out.mean = OverSeeds(*r_.Find(t, p, sa, "r2"), ki, la).mean -
+             OverSeeds(*r_.Find(t, p, sb, "r2"), ki, lb).mean;
+  out.lo = out.hi = out.mean;
+  if (boot_) {
+    const probes::Interval i =
+        probes::PercentileInterval(Replicates(t, p, sa, la, ki) - Replicates(t, p, sb, lb, ki));
+    out.lo = i.lo, out.hi = i.hi;
+  }
+  return out;
+}
+
 std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule) {
   const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
   if (kit == r.ks.end())
     throw std::invalid_argument("report: k=" + std::to_string(k) + " was not probed");
   const arma::uword ki = kit - r.ks.begin();
+  const Scorer scorer(r);
   std::vector<Onset> out;
   for (const auto& t : r.targets)
     for (const auto& p : r.probes) {
@@ -61,28 +106,45 @@ std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rul
       o.target = t;
       o.probe = p;
       o.k = k;
+      o.intervals = scorer.intervals();
       o.best_r2 = -arma::datum::inf;
+      arma::uword best_li = 0;
       for (arma::uword li = 0; li < r.layers.size(); ++li) {
         const double v = OverSeeds(*model, ki, li).mean;
-        if (v > o.best_r2) o.best_r2 = v, o.best_layer = r.layers[li];
+        if (v > o.best_r2) o.best_r2 = v, o.best_layer = r.layers[li], best_li = li;
       }
+      o.best = scorer.R2(t, p, "model", best_li, ki);
       o.threshold = rule.threshold >= 0 ? rule.threshold : rule.relative * o.best_r2;
       for (arma::uword li = 0; li < r.layers.size() && o.layer < 0; ++li) {
-        const double v = OverSeeds(*model, ki, li).mean;
-        if (v < o.threshold || v <= 0) continue;
+        const Scorer::Score v = scorer.R2(t, p, "model", li, ki);
+        // The lower bound must reach the threshold (the point estimate, without intervals).
+        if (v.lo < o.threshold || v.mean <= 0) continue;
         bool selective = true;
+        std::vector<std::pair<std::string, Scorer::Score>> margins;
         for (std::size_t s = 1; s < r.sources.size(); ++s) {
-          const arma::cube* c = r.Find(t, p, r.sources[s], "r2");
-          if (c && v - OverSeeds(*c, ki, li).mean <= rule.margin) selective = false;
+          if (!r.Find(t, p, r.sources[s], "r2")) continue;
+          const Scorer::Score m = scorer.Difference(t, p, "model", li, r.sources[s], li, ki);
+          margins.emplace_back(r.sources[s], m);
+          if (m.lo <= rule.margin) selective = false;
         }
-        if (selective) o.layer = r.layers[li];
+        if (!selective) continue;
+        o.layer = r.layers[li];
+        o.at_onset = v;
+        o.margins = margins;
+        o.has_previous = li > 0;
+        if (li > 0) o.over_previous = scorer.Difference(t, p, "model", li, "model", li - 1, ki);
       }
+      if (o.intervals)
+        for (arma::uword li = 0; li < r.layers.size(); ++li)
+          if (li == best_li || scorer.Difference(t, p, "model", best_li, "model", li, ki).lo <= 0)
+            o.indistinguishable.push_back(r.layers[li]);
       for (std::size_t s = 1; s < r.sources.size(); ++s) {
         const arma::cube* c = r.Find(t, p, r.sources[s], "r2");
         if (!c) continue;
         int first = -1;
         for (arma::uword li = 0; li < r.layers.size() && first < 0; ++li)
-          if (OverSeeds(*c, ki, li).mean >= o.threshold && o.threshold > 0) first = r.layers[li];
+          if (scorer.R2(t, p, r.sources[s], li, ki).lo >= o.threshold && o.threshold > 0)
+            first = r.layers[li];
         o.controls.emplace_back(r.sources[s], first);
       }
       out.push_back(o);
@@ -90,15 +152,31 @@ std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rul
   return out;
 }
 
+namespace {
+
+std::string Ci(const Scorer::Score& s, const char* f = "{:.3f}") {
+  return fmt::format(fmt::runtime(std::string(f) + " [" + f + ", " + f + "]"), s.mean, s.lo, s.hi);
+}
+
+}  // namespace
+
 void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const OnsetRule& rule) {
   if (onsets.empty()) return;
-  os << fmt::format(
-      "Decodability onset at k = {} (rule: R2 >= {} and selectivity > {:g} over every control):\n",
-      onsets[0].k,
+  const std::string threshold =
       rule.threshold >= 0
           ? fmt::format("{:g}", rule.threshold)
-          : fmt::format("{:g} x the best layer's R2 of that target and probe", rule.relative),
-      rule.margin);
+          : fmt::format("{:g} x the best layer's R2 of that target and probe", rule.relative);
+  if (onsets[0].intervals)
+    os << fmt::format(
+        "Decodability onset at k = {} (rule: the 95% interval of R2 lies above {} and the "
+        "paired margin over every control above {:g}; R2 [95% bootstrap interval over test "
+        "prompts and seeds]):\n",
+        onsets[0].k, threshold, rule.margin);
+  else
+    os << fmt::format(
+        "Decodability onset at k = {} (rule: R2 >= {} and selectivity > {:g} over every "
+        "control; no intervals: the probes file keeps no per-prompt errors):\n",
+        onsets[0].k, threshold, rule.margin);
   std::set<std::string> targets;
   for (const auto& o : onsets)
     targets.insert(o.target);
@@ -107,11 +185,25 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
     std::map<std::string, std::vector<std::string>> control;
     for (const auto& o : onsets) {
       if (o.target != t) continue;
-      const std::string best = fmt::format("best R2 {:.3f} at layer {}", o.best_r2, o.best_layer);
-      if (o.layer >= 0)
+      std::string best = fmt::format("best R2 {:.3f} at layer {}", o.best_r2, o.best_layer);
+      if (o.intervals)
+        best = fmt::format("best R2 {} at layer {}, indistinguishable from it: layers {}",
+                           Ci(o.best), o.best_layer, fmt::join(o.indistinguishable, ","));
+      if (o.layer >= 0 && o.intervals) {
+        std::vector<std::string> m;
+        for (const auto& [c, v] : o.margins)
+          m.push_back(fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over {}", v.mean, v.lo, v.hi, c));
+        m.push_back(o.has_previous
+                        ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over the layer before",
+                                      o.over_previous.mean, o.over_previous.lo, o.over_previous.hi)
+                        : std::string("the first layer probed"));
+        found.push_back(fmt::format("layer {} ({}, R2 {}; {}; {})", o.layer, o.probe,
+                                    Ci(o.at_onset), fmt::join(m, ", "), best));
+      } else if (o.layer >= 0) {
         found.push_back(fmt::format("layer {} ({}, {})", o.layer, o.probe, best));
-      else
+      } else {
         missing.push_back(fmt::format("{} ({})", o.probe, best));
+      }
       for (const auto& [c, l] : o.controls)
         control[c].push_back(l < 0 ? "" : fmt::format("{} from layer {}", o.probe, l));
     }
@@ -211,6 +303,7 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
     const arma::cube* c;
   };
   if (format == TableFormat::kCsv) os << "target,probe,source,layer,k,metric,mean,lo,hi,seeds\n";
+  const Scorer scorer(r);
   for (const auto& t : r.targets) {
     std::vector<Column> cols;
     for (int k : ks) {
@@ -223,7 +316,18 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
           if (const arma::cube* c = r.Find(t, p, s, metric))
             cols.push_back({k, arma::uword(kit - r.ks.begin()), p, s, c});
     }
+    // Bootstrap intervals (R2, and nMSE = 1 - R2 mirrored) when the file keeps the errors.
+    const bool boot = scorer.intervals() && (metric == "r2" || metric == "nmse");
+    auto interval = [&](const Column& c, arma::uword li) {
+      Scorer::Score v = scorer.R2(t, c.probe, c.source, li, c.ki);
+      if (metric == "nmse") v = {1.0 - v.mean, 1.0 - v.hi, 1.0 - v.lo};
+      return v;
+    };
     auto cell = [&](const Column& c, arma::uword li) {
+      if (boot) {
+        const Scorer::Score v = interval(c, li);
+        return fmt::format("{:.3f} [{:.3f}, {:.3f}]", v.mean, v.lo, v.hi);
+      }
       const Summary s = OverSeeds(*c.c, c.ki, li);
       if (r.seeds == 1) return fmt::format("{:.3f}", s.mean);
       return format == TableFormat::kLatex ? fmt::format("{:.3f} $\\pm$ {:.3f}", s.mean, s.half)
@@ -233,15 +337,19 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
       for (const auto& c : cols)
         for (arma::uword li = 0; li < r.layers.size(); ++li) {
           const Summary s = OverSeeds(*c.c, c.ki, li);
+          Scorer::Score v{s.mean, s.mean - s.half, s.mean + s.half};
+          if (boot) v = interval(c, li);
           os << fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{}\n", t, c.probe, c.source,
-                            r.layers[li], c.k, metric, s.mean, s.mean - s.half, s.mean + s.half,
-                            r.seeds);
+                            r.layers[li], c.k, metric, v.mean, v.lo, v.hi, r.seeds);
         }
       continue;
     }
     const std::string label = MetricLabel(metric, format);
-    const std::string note =
+    std::string note =
         r.seeds > 1 ? fmt::format(", mean ± 95% interval over {} seeds", r.seeds) : "";
+    if (boot)
+      note = fmt::format(", mean over {} seed(s) [95% bootstrap interval over {} test prompts{}]",
+                         r.seeds, r.n_test, r.seeds > 1 ? " and the seeds" : "");
     if (format == TableFormat::kMarkdown) {
       os << fmt::format("\n**{}**: test {} by layer (0 = embedding){}\n\n| layer |", t, label,
                         note);
@@ -274,6 +382,113 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
       os << "\\bottomrule\n\\end{tabular}\n";
     }
   }
+}
+
+void WriteFamilyReport(std::ostream& os, std::ostream& summary,
+                       const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
+                       TableFormat format) {
+  if (learners.size() < 2)
+    throw data::InputError("report", "probes", "a family report needs two or more files");
+  const ProbeResults& first = learners[0];
+  for (const auto& r : learners) {
+    auto differs = [&](const std::string& what) {
+      throw data::InputError("report", "probes",
+                             "'" + r.path + "' is not from a learner of the configuration of '" +
+                                 first.path + "' (" + what +
+                                 " differ); a family report compares learners of one "
+                                 "configuration");
+    };
+    if (r.model_config.empty() || r.model_config != first.model_config)
+      differs("model configurations");
+    if (r.task_config != first.task_config) differs("task configurations");
+    if (r.layers != first.layers || r.ks != first.ks) differs("probed layers or ks");
+    if (r.targets != first.targets || r.probes != first.probes) differs("targets or probes");
+  }
+  if (std::find(first.ks.begin(), first.ks.end(), k) == first.ks.end())
+    throw data::InputError("report", "k", "k=" + std::to_string(k) + " was not probed");
+  const arma::uword ki = std::find(first.ks.begin(), first.ks.end(), k) - first.ks.begin();
+  const std::size_t M = learners.size();
+  std::vector<std::unique_ptr<Scorer>> scorers;
+  std::vector<std::vector<Onset>> onsets;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < M; ++i) {
+    scorers.push_back(std::make_unique<Scorer>(learners[i]));
+    onsets.push_back(FindOnsets(learners[i], k, rule));
+    names.push_back(fs::path(learners[i].path).stem().string());
+  }
+  const bool csv = format == TableFormat::kCsv;
+  if (csv) os << "target,probe,layer,k,learners,mean,sd,min,max,learner,r2,lo,hi\n";
+  std::ostringstream agreement;
+  for (const auto& t : first.targets)
+    for (const auto& p : first.probes) {
+      if (!first.Find(t, p, "model", "r2")) continue;
+      const arma::uword L = first.layers.size();
+      arma::mat v(L, M);
+      std::vector<std::vector<Scorer::Score>> cell(L, std::vector<Scorer::Score>(M));
+      for (arma::uword li = 0; li < L; ++li)
+        for (std::size_t i = 0; i < M; ++i) {
+          cell[li][i] = scorers[i]->R2(t, p, "model", li, ki);
+          v(li, i) = cell[li][i].mean;
+        }
+      if (csv) {
+        for (arma::uword li = 0; li < L; ++li)
+          for (std::size_t i = 0; i < M; ++i)
+            os << fmt::format(
+                "{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g}\n", t, p,
+                first.layers[li], k, M, arma::mean(v.row(li)), arma::stddev(v.row(li)),
+                v.row(li).min(), v.row(li).max(), names[i], cell[li][i].mean, cell[li][i].lo,
+                cell[li][i].hi);
+      } else {
+        const bool tex = format == TableFormat::kLatex;
+        os << fmt::format(
+            tex ? "\n% {} {} k={}: test R2 by layer over {} learners\n\\begin{{tabular}}{{r{}}}\n"
+                  "\\toprule\nlayer & mean & SD & min & max"
+                : "\n**{}**, {} probe, k = {}: test R2 by layer over {} learners (mean, SD and "
+                  "range over learners; each learner's R2 [95% interval]){}\n\n| layer | mean | "
+                  "SD | min | max |",
+            t, p, k, M, tex ? std::string(4 + M, 'r') : "");
+        for (const auto& n : names)
+          os << (tex ? " & " + n : " " + n + " |");
+        os << (tex ? " \\\\\n\\midrule\n" : "\n|---:|---:|---:|---:|---:|");
+        if (!tex)
+          for (std::size_t i = 0; i < M; ++i)
+            os << "---:|";
+        if (!tex) os << "\n";
+        for (arma::uword li = 0; li < L; ++li) {
+          const std::string sep = tex ? " & " : " | ";
+          os << (tex ? "" : "| ") << first.layers[li] << sep
+             << fmt::format("{:.3f}{}{:.3f}{}{:.3f}{}{:.3f}", arma::mean(v.row(li)), sep,
+                            arma::stddev(v.row(li)), sep, v.row(li).min(), sep, v.row(li).max());
+          for (std::size_t i = 0; i < M; ++i)
+            os << sep
+               << fmt::format("{:.3f} [{:.3f}, {:.3f}]", cell[li][i].mean, cell[li][i].lo,
+                              cell[li][i].hi);
+          os << (tex ? " \\\\\n" : " |\n");
+        }
+        if (tex) os << "\\bottomrule\n\\end{tabular}\n";
+      }
+      // Onsets of each learner and whether they agree.
+      std::vector<std::string> each;
+      std::set<int> layers;
+      for (std::size_t i = 0; i < M; ++i)
+        for (const auto& o : onsets[i])
+          if (o.target == t && o.probe == p) {
+            layers.insert(o.layer);
+            each.push_back(fmt::format("{} {}", names[i],
+                                       o.layer < 0 ? "never" : "layer " + std::to_string(o.layer)));
+          }
+      agreement << fmt::format(
+          "  {} ({}): {} — {}\n", t, p, fmt::join(each, ", "),
+          layers.size() == 1 ? (*layers.begin() < 0 ? "the learners agree: not decodable"
+                                                    : fmt::format("the learners agree on layer {}",
+                                                                  *layers.begin()))
+                             : "the learners disagree");
+    }
+  summary << fmt::format(
+                 "Onset per learner at k = {} ({} learners; each by the single-file "
+                 "rule):\n",
+                 k, M)
+          << agreement.str();
 }
 
 PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {

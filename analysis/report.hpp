@@ -4,11 +4,13 @@
 
 #include <armadillo>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "probes/probes_file.hpp"
+#include "probes/uncertainty.hpp"
 
 namespace icl::analysis {
 
@@ -18,11 +20,38 @@ inline ProbeResults ReadProbeResults(const std::string& path) {
   return probes::ReadProbesFile(path);
 }
 
+enum class TableFormat { kMarkdown, kCsv, kLatex };
+
 // Mean over seeds with a 95% Student-t interval (half-width 0 for one seed).
 struct Summary {
   double mean = 0, half = 0;
 };
 Summary OverSeeds(const arma::cube& c, arma::uword k_index, arma::uword layer_index);
+
+// Scores of one probes file's cells with 95% intervals. When the file keeps per-prompt test
+// errors, intervals are a bootstrap over test prompts (two-stage over seeds), and differences
+// (model vs control, layer vs layer) are paired: the same resamples for both sides. Older files
+// without errors get the point estimate (lo = hi = mean) and no pairing.
+class Scorer {
+ public:
+  explicit Scorer(const ProbeResults& r);
+  bool intervals() const { return boot_ != nullptr; }
+  struct Score {
+    double mean = 0, lo = 0, hi = 0;
+  };
+  // R2 of (target, probe, source) at layer index li, k index ki: mean over seeds.
+  Score R2(const std::string& t, const std::string& p, const std::string& s, arma::uword li,
+           arma::uword ki) const;
+  // R2(source a, layer a) - R2(source b, layer b), paired over the same test prompts.
+  Score Difference(const std::string& t, const std::string& p, const std::string& sa,
+                   arma::uword la, const std::string& sb, arma::uword lb, arma::uword ki) const;
+
+ private:
+  arma::vec Replicates(const std::string& t, const std::string& p, const std::string& s,
+                       arma::uword li, arma::uword ki) const;
+  const ProbeResults& r_;
+  std::shared_ptr<probes::Bootstrap> boot_;
+};
 
 struct OnsetRule {
   double threshold = -1;  // absolute R2 threshold; < 0: relative to the best layer
@@ -30,6 +59,9 @@ struct OnsetRule {
   double margin = 0.1;    // required selectivity over every control
 };
 
+// The onset: the first layer whose R2 (its interval's lower bound, when the file has
+// intervals) reaches the threshold and whose paired margin over every control (its lower bound)
+// exceeds the rule's margin.
 struct Onset {
   std::string target, probe;
   int k = 0;
@@ -39,11 +71,23 @@ struct Onset {
   int best_layer = 0;
   std::vector<std::pair<std::string, int>>
       controls;  // control -> first layer reaching the threshold (-1 never)
+  // With intervals:
+  bool intervals = false, has_previous = false;
+  Scorer::Score best, at_onset, over_previous;  // R2 at the best and onset layers; onset - (l-1)
+  std::vector<std::pair<std::string, Scorer::Score>> margins;  // at the onset layer
+  std::vector<int> indistinguishable;  // layers whose paired gap to the best includes 0
 };
 std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule);
 void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const OnsetRule& rule);
 
-enum class TableFormat { kMarkdown, kCsv, kLatex };
+// Several probes files of learners of one configuration (same model and task configuration,
+// layers, ks, targets and probes; throws data::InputError naming the file otherwise): per
+// target and probe, R2 by layer over the learners (mean, SD, range, each learner's value and
+// interval) into `tables`; each learner's onset and whether they agree into `summary`.
+void WriteFamilyReport(std::ostream& tables, std::ostream& summary,
+                       const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
+                       TableFormat format);
+
 // Per target: rows = layers, columns = (k, probe, source); cells = metric mean (+- 95% interval).
 void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& metric,
                  const std::vector<int>& ks, TableFormat format);

@@ -33,7 +33,10 @@ int RunProbe(int argc, char** argv) {
        "(w_ols, w_ridge, xty, xtx, w); xtx is probed as its upper triangle")
       ("probes", po::value(&families)->default_value(families), "comma-separated probe families: ridge, linear, mlp")
       ("seeds", po::value(&req.seeds)->default_value(req.seeds), "seeds (prompt splits and probe "
-       "initialisations); metrics get a 95% interval over them")
+       "initialisations); report's intervals combine them with the test prompts")
+      ("bootstrap", po::value(&req.bootstrap)->default_value(req.bootstrap), "bootstrap replicates "
+       "over test prompts for the 95% intervals (r2_lo, r2_hi, nmse_lo, nmse_hi); the per-prompt "
+       "errors are kept in the file so report can pair and pool them")
       ("seed", po::value(&req.seed)->default_value(req.seed), "base seed")
       ("shuffle-control", "add a probe fit on targets permuted across training prompts (source 'shuffled')")
       ("lambdas", po::value(&lambdas)->default_value(lambdas), "ridge penalties: LO:HI:COUNT log-spaced, or a "

@@ -33,12 +33,15 @@ std::string FindGnuplot() {
 }  // namespace
 
 int RunReport(int argc, char** argv) {
+  std::vector<std::string> probes_files;
   std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out;
   analysis::OnsetRule rule;
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
-      ("probes", po::value(&probes), "probes.h5 from iclprobe probe (required)")
+      ("probes", po::value(&probes_files)->multitoken()->composing(), "probes.h5 from iclprobe "
+       "probe (required); several (repeat the option or list them) from learners of one "
+       "configuration give the family report: R2 by layer over learners and onset agreement")
       ("format,f", po::value(&format)->default_value(format), "md (GitHub Markdown), tex (booktabs), csv (tidy)")
       ("metric,m", po::value(&metric)->default_value(metric), "r2, nmse or mse")
       ("k", po::value(&k_option)->default_value(k_option), "numbers of examples to tabulate: d, n, all, or a "
@@ -48,7 +51,8 @@ int RunReport(int argc, char** argv) {
       ("relative", po::value(&rule.relative)->default_value(rule.relative), "the fraction of the best R2 of "
        "the relative rule")
       ("margin", po::value(&rule.margin)->default_value(rule.margin), "selectivity (R2 model - R2 control) "
-       "an onset layer needs over every control")
+       "an onset layer needs over every control: the lower end of its paired 95% interval must "
+       "exceed it")
       ("plot-dir", po::value(&plot_dir), "write PNG and SVG plots (and their data) here")
       ("out,o", po::value(&out), "write the tables to this file instead of stdout")
       ("force", "overwrite an existing --out file");
@@ -56,12 +60,19 @@ int RunReport(int argc, char** argv) {
   po::variables_map vm;
   if (!Parse(argc, argv, opts, vm,
              "Usage: iclprobe report --probes FILE [options]\n\n"
+             "       iclprobe report --probes A.h5 B.h5 C.h5 [options]   (family report)\n\n"
              "Turns probe results into tables by layer, says where each target becomes decodable\n"
-             "(onset) and plots R2 by layer, R2 over (layer, k) and the pooling weights.",
+             "(onset) and plots R2 by layer, R2 over (layer, k) and the pooling weights. Every\n"
+             "score carries a 95% bootstrap interval over test prompts (and seeds); the onset is\n"
+             "the first layer whose interval lies above the threshold and whose paired margin\n"
+             "over every control lies above --margin. With several files (learners of one\n"
+             "configuration) it reports R2 by layer over the learners and whether their onsets\n"
+             "agree.",
              "iclprobe report --probes probes.h5 --format md --metric r2 --k d,n --plot-dir figs/"))
     return 0;
-  if (probes.empty())
+  if (probes_files.empty())
     throw std::invalid_argument("--probes: required (a probes.h5 file from iclprobe probe)");
+  probes = probes_files[0];
   analysis::TableFormat tf;
   if (format == "md")
     tf = analysis::TableFormat::kMarkdown;
@@ -82,11 +93,15 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--margin: expected an R2 difference in [0, 1], got " +
                                 std::to_string(rule.margin));
   const bool force = vm.count("force") > 0;
-  data::RequireRegularInput(probes, "probes");
+  for (const auto& p : probes_files)
+    data::RequireRegularInput(p, "probes");
+  if (probes_files.size() > 1 && vm.count("plot-dir"))
+    throw std::invalid_argument(
+        "--plot-dir: plots are drawn for one --probes file; run report once per learner");
   std::unique_ptr<data::AtomicOutput> file;
   if (vm.count("out"))
-    file = std::make_unique<data::AtomicOutput>(out, "out",
-                                                data::OutputOptions{force, {probes}, false, true});
+    file = std::make_unique<data::AtomicOutput>(
+        out, "out", data::OutputOptions{force, probes_files, false, true});
   std::string gnuplot;
   if (vm.count("plot-dir")) {
     if (plot_dir.empty()) throw std::invalid_argument("--plot-dir: empty path");
@@ -126,6 +141,20 @@ int RunReport(int argc, char** argv) {
   }
   if (ks.empty()) throw std::invalid_argument("--k: empty list");
 
+  if (probes_files.size() > 1) {
+    std::vector<analysis::ProbeResults> family;
+    for (const auto& p : probes_files)
+      family.push_back(analysis::ReadProbeResults(p));
+    std::ostringstream tables, summary;
+    analysis::WriteFamilyReport(tables, summary, family, ks.back(), rule, tf);
+    if (file) file->CommitText(tables.str());
+    std::cout << summary.str();
+    if (!file)
+      std::cout << tables.str();
+    else
+      std::cout << "wrote " << out << "\n";
+    return 0;
+  }
   const auto onsets = analysis::FindOnsets(r, ks.back(), rule);
   std::ostringstream tables;
   analysis::WriteTables(tables, r, metric, ks, tf);

@@ -138,8 +138,10 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
   const arma::mat ytest = targets.cols(test);
   arma::mat centred = ytest;
   centred.each_col() -= arma::vec(arma::mean(ytest, 1));
-  fit.test.sse = arma::accu(arma::square(ytest - yhat));
-  fit.test.sst = arma::accu(arma::square(centred));
+  fit.test.row_sse = arma::sum(arma::square(ytest - yhat), 0).t();
+  fit.test.row_sst = arma::sum(arma::square(centred), 0).t();
+  fit.test.sse = arma::accu(fit.test.row_sse);
+  fit.test.sst = arma::accu(fit.test.row_sst);
   fit.test.rows = test.n_elem;
   fit.test.dims = m;
   if (o.pooled) {

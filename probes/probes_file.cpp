@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 #include "data/sha256.hpp"
 #include "data/task.hpp"
 #include "learners/model_config.hpp"
+#include "probes/uncertainty.hpp"
 
 namespace icl::probes {
 
@@ -22,6 +24,18 @@ const arma::cube* ProbeResults::Find(const std::string& t, const std::string& p,
                                      const std::string& s, const std::string& m) const {
   const auto it = metric.find(t + "/" + p + "/" + s + "/" + m);
   return it == metric.end() ? nullptr : &it->second;
+}
+
+const arma::mat* ProbeResults::Sse(const std::string& t, const std::string& p, const std::string& s,
+                                   arma::uword li, arma::uword ki) const {
+  const auto it = sse.find(t + "/" + p + "/" + s);
+  if (it == sse.end()) return nullptr;
+  return &it->second.at(li * ks.size() + ki);
+}
+
+const arma::mat* ProbeResults::Sst(const std::string& t, arma::uword ki) const {
+  const auto it = sst.find(t);
+  return it == sst.end() ? nullptr : &it->second.at(ki);
 }
 
 namespace {
@@ -33,6 +47,80 @@ const std::string& CheckName(const std::string& name, const std::string& path,
     throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
                                 "' is not a plain name (1-64 letters, digits, _ . -)");
   return name;
+}
+
+// /errors: per-prompt squared errors, shape-checked against the metrics and checked to be
+// finite and non-negative, so that every bootstrap replicate is a number.
+void ReadErrors(const h5::File& f, ProbeResults& r) {
+  const std::string where = "'" + r.path + "'";
+  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
+  if (f.HasAttr("bootstrap_replicates")) {
+    const auto b = f.GetInt("bootstrap_replicates");
+    if (b < 100 || b > 100000)
+      throw std::invalid_argument(where + ": attribute 'bootstrap_replicates' is " +
+                                  std::to_string(b) + ", expected 100..100000");
+    r.bootstrap = static_cast<int>(b);
+    r.bootstrap_seed = static_cast<std::uint64_t>(f.GetInt("bootstrap_seed"));
+  }
+  auto read = [&](const std::string& name, std::vector<hsize_t> dims_prefix) {
+    const h5::Dataset ds = f.OpenDataset(name);
+    auto dims = ds.dims();
+    if (dims.size() != dims_prefix.size() + 1 ||
+        !std::equal(dims_prefix.begin(), dims_prefix.end(), dims.begin()) || dims.back() < 1 ||
+        dims.back() > 100000000)
+      throw std::invalid_argument(where + ": /" + name + " has the wrong shape; expected [" +
+                                  fmt::format("{}", fmt::join(dims_prefix, ", ")) +
+                                  ", test prompts]");
+    if (r.n_test == 0) r.n_test = dims.back();
+    if (dims.back() != r.n_test)
+      throw std::invalid_argument(where + ": /" + name + " has " + std::to_string(dims.back()) +
+                                  " test prompts, other errors " + std::to_string(r.n_test));
+    std::vector<double> raw = ds.ReadAll<double>();
+    for (double v : raw)
+      if (!(v >= 0) || !std::isfinite(v))
+        throw std::invalid_argument(where + ": /" + name +
+                                    " holds a negative, NaN or infinite squared error");
+    return raw;
+  };
+  for (const auto& t : f.OpenGroup("errors").Members()) {
+    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
+      throw std::invalid_argument(where + ": /errors/" + t.substr(0, 80) +
+                                  " is not a target of /metrics");
+    const auto sst = read("errors/" + t + "/sst", {K, S});
+    std::vector<arma::mat> per_k;
+    for (hsize_t ki = 0; ki < K; ++ki) {
+      arma::mat m(r.n_test, S);
+      for (hsize_t s = 0; s < S; ++s)
+        for (hsize_t i = 0; i < r.n_test; ++i)
+          m(i, s) = sst[(ki * S + s) * r.n_test + i];
+      if (!(arma::min(arma::sum(m, 0)) > 0))
+        throw std::invalid_argument(where + ": /errors/" + t +
+                                    "/sst sums to 0 on a test split; R2 is undefined");
+      per_k.push_back(std::move(m));
+    }
+    r.sst[t] = std::move(per_k);
+    for (const auto& p : f.OpenGroup("errors/" + t).Members()) {
+      if (p == "sst") continue;
+      if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end())
+        throw std::invalid_argument(where + ": /errors/" + t + "/" + p.substr(0, 80) +
+                                    " is not a probe of /metrics");
+      for (const auto& s : f.OpenGroup("errors/" + t + "/" + p).Members()) {
+        if (!r.Find(t, p, s, "r2"))
+          throw std::invalid_argument(where + ": /errors/" + t + "/" + p + "/" + s.substr(0, 80) +
+                                      " has no /metrics counterpart");
+        const auto sse = read("errors/" + t + "/" + p + "/" + s + "/sse", {L, K, S});
+        std::vector<arma::mat> cells;
+        for (hsize_t cell = 0; cell < L * K; ++cell) {
+          arma::mat m(r.n_test, S);
+          for (hsize_t s2 = 0; s2 < S; ++s2)
+            for (hsize_t i = 0; i < r.n_test; ++i)
+              m(i, s2) = sse[(cell * S + s2) * r.n_test + i];
+          cells.push_back(std::move(m));
+        }
+        r.sse[t + "/" + p + "/" + s] = std::move(cells);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -87,8 +175,9 @@ ProbeResults ReadProbesFile(const std::string& path) {
         if (std::find(r.sources.begin(), r.sources.end(), s) == r.sources.end())
           throw std::invalid_argument(where + ": /metrics/" + t + "/" + p + " has source '" +
                                       s.substr(0, 80) + "' that is not in the 'sources' attribute");
-        for (const char* m : {"mse", "nmse", "r2"}) {
+        for (const char* m : {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"}) {
           const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
+          if (std::string(m).find('_') != std::string::npos && !f.Exists(name)) continue;
           const h5::Dataset ds = f.OpenDataset(name);
           ds.ExpectDims({L, K, S});
           arma::cube c(S, K, L);  // column-major (seed, k, layer) == row-major [L, K, S]
@@ -104,6 +193,9 @@ ProbeResults ReadProbesFile(const std::string& path) {
     }
   }
   if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
+  if (f.HasAttr("model_config")) r.model_config = f.GetString("model_config");
+  r.task_config = f.GetString("task_config");
+  if (f.Exists("errors")) ReadErrors(f, r);
   // Canonical probe order.
   std::vector<std::string> order;
   for (const char* p : {"ridge", "linear", "mlp"})
@@ -138,10 +230,11 @@ ProbeResults ReadProbesFile(const std::string& path) {
 }
 
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
-  os << "target,probe,source,layer,k,seed,mse,nmse,r2\n";
+  os << "target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi\n";
   for (const auto& r : out.records)
-    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g}\n", r.target, r.probe, r.source,
-                      r.layer, r.k, r.seed, r.mse, r.nmse, r.r2);
+    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}\n",
+                      r.target, r.probe, r.source, r.layer, r.k, r.seed, r.mse, r.nmse, r.r2,
+                      r.r2_lo, r.r2_hi, r.nmse_lo, r.nmse_hi);
 }
 
 void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
@@ -177,19 +270,49 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     return std::find(out.layers.begin(), out.layers.end(), layer) - out.layers.begin();
   };
   auto ki = [&](int k) { return std::find(out.ks.begin(), out.ks.end(), k) - out.ks.begin(); };
-  std::map<std::string, std::array<arma::cube, 3>> metrics;  // key target/probe/source
+  std::map<std::string, std::array<arma::cube, 7>> metrics;  // key target/probe/source
+  const hsize_t n_test = out.records.empty() ? 0 : out.records[0].sse.n_elem;
+  std::map<std::string, std::vector<double>> sse;  // key target/probe/source: [L, K, S, n]
+  std::map<std::string, std::vector<double>> sst;  // key target: [K, S, n]
   for (const auto& r : out.records) {
-    auto& m = metrics[r.target + "/" + r.probe + "/" + r.source];
+    const std::string key = r.target + "/" + r.probe + "/" + r.source;
+    auto& m = metrics[key];
     if (m[0].is_empty())
       for (auto& c : m)
         c.set_size(S, K, L), c.fill(arma::datum::nan);  // column-major S x K x L == [L, K, S]
-    m[0](r.seed, ki(r.k), li(r.layer)) = r.mse;
-    m[1](r.seed, ki(r.k), li(r.layer)) = r.nmse;
-    m[2](r.seed, ki(r.k), li(r.layer)) = r.r2;
+    const double values[] = {r.mse, r.nmse, r.r2, r.r2_lo, r.r2_hi, r.nmse_lo, r.nmse_hi};
+    for (int i = 0; i < 7; ++i)
+      m[i](r.seed, ki(r.k), li(r.layer)) = values[i];
+    if (r.sse.n_elem != n_test || r.sst.n_elem != n_test)
+      throw std::logic_error("probes file: records with different numbers of test prompts");
+    auto& e = sse[key];
+    if (e.empty()) e.assign(L * K * S * n_test, NAN);
+    std::copy(r.sse.begin(), r.sse.end(),
+              e.begin() + ((li(r.layer) * K + ki(r.k)) * S + r.seed) * n_test);
+    auto& t = sst[r.target];
+    if (t.empty()) t.assign(K * S * n_test, NAN);
+    std::copy(r.sst.begin(), r.sst.end(), t.begin() + (ki(r.k) * S + r.seed) * n_test);
+  }
+  f.SetAttr("bootstrap_replicates", req.bootstrap);
+  f.SetAttr("bootstrap_seed", static_cast<std::int64_t>(req.seed));
+  f.SetAttr("confidence", kConfidence);
+  for (const auto& [key, e] : sse) {
+    h5::Dataset d = f.CreateDataset<double>("errors/" + key + "/sse", {L, K, S, n_test});
+    d.Write(e.data(), e.size());
+    d.SetAttr("description",
+              std::string("[layer, k, seed, test prompt]: squared error of the probe's prediction "
+                          "summed over the target's entries; test prompts in prompt order "
+                          "(/splits/seed_<s> == 2)"));
+  }
+  for (const auto& [target, t] : sst) {
+    h5::Dataset d = f.CreateDataset<double>("errors/" + target + "/sst", {K, S, n_test});
+    d.Write(t.data(), t.size());
+    d.SetAttr("description", std::string("[k, seed, test prompt]: squared distance of the target "
+                                         "from its test-split mean (sum sse / sum sst = nmse)"));
   }
   for (const auto& [key, m] : metrics) {
-    const char* names[] = {"mse", "nmse", "r2"};
-    for (int i = 0; i < 3; ++i)
+    const char* names[] = {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"};
+    for (int i = 0; i < 7; ++i)
       f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S})
           .Write(m[i].memptr(), m[i].n_elem);
     // Selectivity of the model over each control: R2(model) - R2(control).

@@ -3,6 +3,12 @@
 //   root attrs: format, format_version, created_by, activations(_sha256), checkpoint_sha256,
 //     model_config, task_config, probe_config (JSON), sources, controls, layers, ks, seeds
 //   /metrics/<target>/<probe>/<source>/{mse,nmse,r2}  [layer index, k index, seed]
+//   /metrics/<target>/<probe>/<source>/{r2_lo,r2_hi,nmse_lo,nmse_hi}  95% bootstrap interval
+//     over that seed's test prompts, same shape
+//   /errors/<target>/<probe>/<source>/sse  [layer, k, seed, test prompt]: per-prompt squared
+//     error (summed over the target's entries), test prompts in prompt order
+//   /errors/<target>/sst  [k, seed, test prompt]: the same for the test mean (sum sse / sum sst
+//     = nmse); files without /errors (older runs) carry no intervals
 //   /selectivity/<target>/<probe>/<control>            R2(model) - R2(control), same shape
 //   /ridge/<target>/<source>/{weights [L,K,S,p,m], intercept [L,K,S,m], lambda [L,K,S],
 //     loo_mse [L,K,S,lambdas]}
@@ -31,15 +37,29 @@ struct ProbeResults {
   std::map<std::string, arma::cube> metric;           // key "target/probe/source/metric"
   std::map<std::string, arma::mat>
       alpha;  // key "target/probe/source": positions x (layer*K + k) mean over seeds
+  // Per-prompt test errors (when the file has them): key "target/probe/source" -> per
+  // (layer index * K + k index) an n_test x seeds matrix; sst: key target -> per k index.
+  std::map<std::string, std::vector<arma::mat>> sse;
+  std::map<std::string, std::vector<arma::mat>> sst;
+  arma::uword n_test = 0;
+  int bootstrap = 1000;
+  std::uint64_t bootstrap_seed = 0;
+  std::string model_config, task_config;  // JSON, as stored
+  bool has_errors() const { return !sse.empty(); }
   const arma::cube* Find(const std::string& target, const std::string& probe,
                          const std::string& source, const std::string& metric) const;
+  // nullptr when the file has no per-prompt errors for that probe.
+  const arma::mat* Sse(const std::string& target, const std::string& probe,
+                       const std::string& source, arma::uword layer_index,
+                       arma::uword k_index) const;
+  const arma::mat* Sst(const std::string& target, arma::uword k_index) const;
 };
 
 // Reads and checks a probes file: names plain, shapes as the attributes say, every score
 // finite; throws std::invalid_argument naming the file and the object.
 ProbeResults ReadProbesFile(const std::string& path);
 
-// The tidy CSV: target,probe,source,layer,k,seed,mse,nmse,r2.
+// The tidy CSV: target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi.
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);
 // `sha256` maps each input path (activations and controls) to its SHA-256; missing ones are
 // computed here (the CLI computes them on another thread while the probes run).

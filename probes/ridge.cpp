@@ -89,6 +89,7 @@ void RidgeProbe::Begin(const TargetStats& train) {
   beta_ = eigvec_.t() * zty;
   loo_sum_.zeros(lambdas_.n_elem);
   heldout_sse_.zeros(lambdas_.n_elem);
+  heldout_rows_.clear();
   loo_rows_ = 0;
 }
 
@@ -99,11 +100,27 @@ void RidgeProbe::AccumulateHeldOut(const arma::mat& x, const arma::mat& y) {
   const arma::mat q = eigvec_.t() * z;
   arma::mat yc = y;
   yc.each_col() -= ybar_;
+  arma::mat rows(lambdas_.n_elem, x.n_cols);
   for (arma::uword l = 0; l < lambdas_.n_elem; ++l) {
     arma::mat bg = beta_;
     bg.each_col() /= (eigval_ + lambdas_(l));
-    heldout_sse_(l) += arma::accu(arma::square(yc - bg.t() * q));
+    rows.row(l) = arma::sum(arma::square(yc - bg.t() * q), 0);
+    heldout_sse_(l) += arma::accu(rows.row(l));
   }
+  heldout_rows_.push_back(std::move(rows));
+}
+
+arma::vec RidgeProbe::held_out_row_sse() const {
+  arma::uword n = 0;
+  for (const auto& b : heldout_rows_)
+    n += b.n_cols;
+  arma::vec out(n);
+  arma::uword at = 0;
+  for (const auto& b : heldout_rows_) {
+    if (b.n_cols) out.subvec(at, at + b.n_cols - 1) = b.row(best_).t();
+    at += b.n_cols;
+  }
+  return out;
 }
 
 void RidgeProbe::AccumulateLoo(const arma::mat& x, const arma::mat& y) {

@@ -4,6 +4,7 @@
 
 #include <armadillo>
 #include <cstdint>
+#include <vector>
 
 namespace icl::probes {
 
@@ -35,6 +36,9 @@ struct Errors {
   double sst = 0;  // sum of (y - mean_y)^2 with that set's own mean
   std::int64_t rows = 0;
   arma::uword dims = 0;
+  // Per row (in row order), when kept: the row's share of sse and of sst. The bootstrap over
+  // test prompts resamples these.
+  arma::vec row_sse, row_sst;
   double Mse() const { return sse / (double(rows) * dims); }
   double Nmse() const { return sse / sst; }  // 1 = predicting the mean
   double R2() const { return 1.0 - Nmse(); }
@@ -71,6 +75,8 @@ class RidgeProbe {
   const arma::vec& loo_mse() const { return loo_; }  // per lambda, mean over rows and entries
   // Held-out squared error (sum over rows and entries) at the selected lambda.
   double held_out_sse() const { return heldout_sse_(best_); }
+  // The same per held-out row, in the order the rows were accumulated.
+  arma::vec held_out_row_sse() const;
   double lambda() const { return lambda_; }
   arma::uword lambda_index() const { return best_; }
   const arma::mat& weights() const { return w_; }    // p x m, on raw features
@@ -89,6 +95,7 @@ class RidgeProbe {
   std::int64_t loo_rows_ = 0;
   arma::vec loo_;
   arma::vec heldout_sse_;
+  std::vector<arma::mat> heldout_rows_;  // per block: lambdas x rows
   double lambda_ = 0;
   arma::uword best_ = 0;
   arma::mat w_;

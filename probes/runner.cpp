@@ -1,6 +1,7 @@
 // The probing run: streaming passes over each layer, ridge and gradient probes, outputs.
 #include "probes/runner.hpp"
 #include "data/errors.hpp"
+#include "probes/uncertainty.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -47,31 +48,38 @@ std::string ProbeRequest::ToJson() const {
   std::vector<std::string> fam;
   for (auto f : families)
     fam.push_back(FamilyName(f));
-  nlohmann::json j = {
-      {"activations", activations},
-      {"controls", controls},
-      {"targets", targets},
-      {"probes", fam},
-      {"seeds", seeds},
-      {"shuffle_control", shuffle_control},
-      {"lambdas", std::vector<double>(lambdas.begin(), lambdas.end())},
-      {"lambda_selection", "exact leave-one-out on the training split"},
-      {"split", split},
-      {"seed", seed},
-      {"pooling", pooled ? "attention" : "position"},
-      {"mlp_hidden", gradient.mlp_hidden},
-      {"lr", gradient.lr},
-      {"batch", gradient.batch},
-      {"max_epochs", gradient.max_epochs},
-      {"patience", gradient.patience},
-      {"layers", layers},
-      {"ks", ks},
-      {"standardize", "features by training mean/std; ridge intercept unpenalised"}};
+  nlohmann::json j = {{"activations", activations},
+                      {"controls", controls},
+                      {"targets", targets},
+                      {"probes", fam},
+                      {"seeds", seeds},
+                      {"shuffle_control", shuffle_control},
+                      {"lambdas", std::vector<double>(lambdas.begin(), lambdas.end())},
+                      {"lambda_selection", "exact leave-one-out on the training split"},
+                      {"split", split},
+                      {"seed", seed},
+                      {"pooling", pooled ? "attention" : "position"},
+                      {"mlp_hidden", gradient.mlp_hidden},
+                      {"lr", gradient.lr},
+                      {"batch", gradient.batch},
+                      {"max_epochs", gradient.max_epochs},
+                      {"patience", gradient.patience},
+                      {"layers", layers},
+                      {"ks", ks},
+                      {"standardize", "features by training mean/std; ridge intercept unpenalised"},
+                      {"bootstrap",
+                       {{"replicates", bootstrap},
+                        {"seed", seed},
+                        {"level", kConfidence},
+                        {"interval", "percentile, over the test prompts of each seed's split"}}}};
   return j.dump();
 }
 
 std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
   if (r.seeds < 1) throw data::InputError("probe", "seeds", "must be at least 1");
+  if (r.bootstrap < 100 || r.bootstrap > 100000)
+    throw data::InputError("probe", "bootstrap",
+                           "must be 100..100000 replicates, got " + std::to_string(r.bootstrap));
   std::vector<extract::ActivationsInfo> infos;
   infos.push_back(extract::ReadActivationsInfo(r.activations));
   for (const auto& c : r.controls)
@@ -356,7 +364,9 @@ void RidgeOverLayer(const LayerJob& job) {
       c.each_col() -= arma::vec(arma::mean(yt, 1));
       Errors e;
       e.sse = p.held_out_sse();
-      e.sst = arma::accu(arma::square(c));
+      e.row_sse = p.held_out_row_sse();
+      e.row_sst = arma::sum(arma::square(c), 0).t();
+      e.sst = arma::accu(e.row_sst);
       e.rows = yt.n_cols;
       e.dims = yt.n_rows;
       job.record(variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0);
@@ -505,8 +515,10 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
           throw std::invalid_argument("'" + info.path + "': target " + target +
                                       " has zero variance on the test split at k=" +
                                       std::to_string(k) + "; nMSE is undefined");
-        ProbeRecord rec{target,  FamilyName(f), src.name, layer,  k,     s,
-                        e.Mse(), e.Nmse(),      e.R2(),   lambda, epochs};
+        if (e.row_sse.n_elem != test[s].n_elem || e.row_sst.n_elem != test[s].n_elem)
+          throw std::logic_error("probe: per-prompt test errors of the wrong length");
+        ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
+                        e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
         std::lock_guard<std::mutex> lock(out_mutex);
         out.records.push_back(rec);
       };
@@ -528,6 +540,15 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       };
       if (ridge) RidgeOverLayer(job);
       if (!gradient.empty()) GradientJobs(job, gradient);
+    }
+  }
+  // Intervals: every record of a seed is resampled with the same draws of its test prompts.
+  if (!out.records.empty()) {
+    const Bootstrap boot(out.records[0].sse.n_elem, S, r.bootstrap, r.seed);
+    for (auto& rec : out.records) {
+      const Interval i = PercentileInterval(boot.R2(rec.seed, rec.sse, rec.sst));
+      rec.r2_lo = i.lo, rec.r2_hi = i.hi;
+      rec.nmse_lo = 1.0 - i.hi, rec.nmse_hi = 1.0 - i.lo;
     }
   }
   // A stable order: target, probe, source, layer, k, seed as requested.

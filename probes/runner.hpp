@@ -36,6 +36,7 @@ struct ProbeRequest {
   std::vector<int> ks;            // empty: 1..n
   int threads = 0;                // 0: all cores
   int block_rows = 2048;          // rows per read
+  int bootstrap = 1000;           // replicates of the bootstrap over test prompts
 
   std::string ToJson() const;
 };
@@ -46,6 +47,11 @@ struct ProbeRecord {
   double mse = 0, nmse = 0, r2 = 0;
   double lambda = -1;  // ridge only
   int epochs = 0;      // gradient probes only
+  // Per test prompt of this seed's split (in prompt order): the probe's squared error and the
+  // test mean's (the bootstrap resamples these; sum sse / sum sst = nmse).
+  arma::vec sse, sst;
+  // 95% percentile bootstrap intervals over this seed's test prompts.
+  double r2_lo = 0, r2_hi = 0, nmse_lo = 0, nmse_hi = 0;
 };
 
 struct ProbeOutput {

@@ -69,19 +69,29 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   f.CreateDataset<double>(extract::schema::kPromptsX, {N, kn, kd});
 }
 
-// (target, probe, source, layer, k, seed) -> r2
+// (target, probe, source, layer, k, seed) -> r2; checks each row's interval columns.
 std::map<std::string, double> ReadR2(const std::string& csv) {
   std::map<std::string, double> out;
   std::istringstream in(test::ReadFile(csv));
   std::string line;
   std::getline(in, line);
-  EXPECT_EQ(line, "target,probe,source,layer,k,seed,mse,nmse,r2");
+  EXPECT_EQ(line, "target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi");
   while (std::getline(in, line)) {
-    const auto last = line.rfind(',');
-    auto key = line.substr(0, last);
-    for (int i = 0; i < 2; ++i)
-      key = key.substr(0, key.rfind(','));  // drop mse, nmse
-    out[key] = std::stod(line.substr(last + 1));
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');)
+      f.push_back(x);
+    EXPECT_EQ(f.size(), 13u) << line;
+    if (f.size() != 13) continue;
+    const double r2 = std::stod(f[8]), lo = std::stod(f[9]), hi = std::stod(f[10]);
+    EXPECT_LE(lo, hi) << line;
+    // nMSE = 1 - R2 on every resample, so its interval is R2's mirrored; the CSV prints 9
+    // significant digits (half a unit of the 9th: 5e-9 relative) of both numbers.
+    const double tol_hi = 5e-9 * (std::abs(hi) + std::abs(1.0 - hi)) + 1e-15;
+    const double tol_lo = 5e-9 * (std::abs(lo) + std::abs(1.0 - lo)) + 1e-15;
+    EXPECT_NEAR(std::stod(f[11]), 1.0 - hi, tol_hi) << line;
+    EXPECT_NEAR(std::stod(f[12]), 1.0 - lo, tol_lo) << line;
+    out[f[0] + "," + f[1] + "," + f[2] + "," + f[3] + "," + f[4] + "," + f[5]] = r2;
   }
   return out;
 }

@@ -1,0 +1,71 @@
+// Percentile bootstrap over test prompts, two-stage over seeds.
+#include "probes/uncertainty.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "data/task.hpp"
+
+namespace icl::probes {
+
+Interval PercentileInterval(const arma::vec& replicates, double level) {
+  Interval out;
+  if (replicates.is_empty() || !replicates.is_finite()) return out;
+  const arma::vec s = arma::sort(replicates);
+  const double tail = (1.0 - level) / 2.0;
+  // Linear interpolation between order statistics (type 7 quantiles).
+  auto q = [&](double p) {
+    const double h = p * double(s.n_elem - 1);
+    const arma::uword lo = static_cast<arma::uword>(std::floor(h));
+    const arma::uword hi = std::min<arma::uword>(lo + 1, s.n_elem - 1);
+    return s(lo) + (h - double(lo)) * (s(hi) - s(lo));
+  };
+  out.lo = q(tail);
+  out.hi = q(1.0 - tail);
+  return out;
+}
+
+Bootstrap::Bootstrap(arma::uword n, int seeds, int replicates, std::uint64_t seed)
+    : n_(n), seeds_(seeds), replicates_(replicates) {
+  if (n < 1 || seeds < 1 || replicates < 10)
+    throw std::invalid_argument("bootstrap: needs test prompts, seeds and >= 10 replicates");
+  for (int s = 0; s < seeds; ++s) {
+    data::Rng rng(seed * 1000003ULL + static_cast<std::uint64_t>(s), /*stream=*/0xb0075);
+    arma::mat c(replicates, n, arma::fill::zeros);
+    for (int b = 0; b < replicates; ++b)
+      for (arma::uword i = 0; i < n; ++i)
+        c(b, rng.NextU64() % n) += 1.0;
+    counts_.push_back(std::move(c));
+  }
+  data::Rng rng(seed, /*stream=*/0x5eed5);
+  draws_.set_size(replicates, seeds);
+  for (int b = 0; b < replicates; ++b)
+    for (int j = 0; j < seeds; ++j)
+      draws_(b, j) = rng.NextU64() % static_cast<std::uint64_t>(seeds);
+}
+
+arma::vec Bootstrap::R2(int s, const arma::vec& sse, const arma::vec& sst) const {
+  if (sse.n_elem != n_ || sst.n_elem != n_)
+    throw std::invalid_argument("bootstrap: expected " + std::to_string(n_) +
+                                " per-prompt errors, got " + std::to_string(sse.n_elem));
+  return 1.0 - (counts_.at(s) * sse) / (counts_.at(s) * sst);
+}
+
+arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
+  if (sse.n_cols != arma::uword(seeds_) || sst.n_cols != arma::uword(seeds_))
+    throw std::invalid_argument("bootstrap: expected errors of " + std::to_string(seeds_) +
+                                " seeds");
+  if (seeds_ == 1) return R2(0, sse.col(0), sst.col(0));
+  arma::mat per(replicates_, seeds_);
+  for (int s = 0; s < seeds_; ++s)
+    per.col(s) = R2(s, sse.col(s), sst.col(s));
+  // A seed drawn twice in one replicate takes two different prompt resamples of it.
+  arma::vec out(replicates_, arma::fill::zeros);
+  for (int b = 0; b < replicates_; ++b)
+    for (int j = 0; j < seeds_; ++j)
+      out(b) += per((b + 7919 * j) % replicates_, draws_(b, j));
+  return out / double(seeds_);
+}
+
+}  // namespace icl::probes

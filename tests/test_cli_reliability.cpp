@@ -387,6 +387,26 @@ TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
                  H5Lmove(f.id(), "metrics/xty/ridge", f.id(), "metrics/xty/zzz", H5P_DEFAULT,
                          H5P_DEFAULT);
                }});
+  // The per-prompt errors the intervals resample.
+  for (const auto& [what, value] :
+       std::vector<std::pair<std::string, double>>{{"NaN", NAN}, {"negative", -1.0}}) {
+    m.push_back({what + " per-prompt error", [value = value](const std::string& p) {
+                   const auto dims =
+                       h5::File::Open(p).OpenDataset("errors/xty/ridge/model/sse").dims();
+                   ReplaceDataset(p, "errors/xty/ridge/model/sse", dims, value);
+                 }});
+  }
+  m.push_back({"per-prompt errors of the wrong shape", [](const std::string& p) {
+                 ReplaceDataset(p, "errors/xty/ridge/model/sse", {1, 1, 1, 3}, 0.5);
+               }});
+  m.push_back({"zero test variance", [](const std::string& p) {
+                 const auto dims = h5::File::Open(p).OpenDataset("errors/xty/sst").dims();
+                 ReplaceDataset(p, "errors/xty/sst", dims, 0.0);
+               }});
+  m.push_back({"bootstrap replicates 2^40", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 f.SetAttr("bootstrap_replicates", std::int64_t(1) << 40);
+               }});
   ExpectEveryMutationRefused(In("probes.h5"), m, "report --probes {} --plot-dir {out}");
 }
 

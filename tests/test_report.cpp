@@ -19,15 +19,19 @@ namespace {
 // Layers 0..4, k in {2, 4} (d = 2, n = 4), two seeds; sources model, acts_init, shuffled.
 // xty is decodable from layer 3 (R2 0.9+), ridge and mlp; the control stays at 0.2; w_ols
 // reaches only 0.5 at layer 4, and the control follows it closely (no selectivity).
-void WriteProbes(const std::string& path) {
+// `shift` is added to every model score; `layer3` replaces xty's layer-3 score of the model;
+// `model_config` names the learner's configuration (family reports compare it).
+void WriteProbes(const std::string& path, double shift = 0, double layer3 = 0.92,
+                 const std::string& model_config = "{\"layers\":4}") {
   h5::File f = h5::File::Create(path, true);
   data::WriteFormatAttrs(f, probes::kProbesFormat);  // the owner's format name
+  f.SetAttr("model_config", model_config);
   f.SetAttr("task_config", "{\"d\":2,\"n\":4,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
   f.SetAttr("layers", "[0,1,2,3,4]");
   f.SetAttr("ks", "[2,4]");
   f.SetAttr("seeds", 2);
   f.SetAttr("sources", "[\"model\",\"acts_init\",\"shuffled\"]");
-  const double xty_model[5] = {0.05, 0.2, 0.6, 0.92, 0.95};
+  const double xty_model[5] = {0.05, 0.2, 0.6, layer3, 0.95};
   const double wols_model[5] = {0.0, 0.1, 0.2, 0.3, 0.5};
   for (const char* probe : {"ridge", "mlp"}) {
     for (const char* source : {"model", "acts_init", "shuffled"}) {
@@ -41,6 +45,7 @@ void WriteProbes(const std::string& path) {
                 v = std::string(target) == "xty" ? 0.2 : v - 0.05;
               if (std::string(source) == "shuffled") v = 0.0;
               if (std::string(probe) == "mlp") v += 0.01;
+              if (std::string(source) == "model") v += shift;
               v += (k == 0 ? -0.1 : 0.0) + (s == 0 ? -0.01 : 0.01);
               r2[(l * 2 + k) * 2 + s] = v;
             }
@@ -172,4 +177,41 @@ TEST(Report, RefusesOtherFilesAndBadOptions) {
     EXPECT_EQ(test::CountLines(r.err), 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
   }
+}
+
+TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
+  TempDir tmp;
+  WriteProbes(tmp / "a.h5");
+  WriteProbes(tmp / "b.h5", 0.02);
+  WriteProbes(tmp / "c.h5", 0.0, 0.5);  // xty's onset moves to layer 4 in this learner
+  WriteProbes(tmp / "other.h5", 0.0, 0.92, "{\"layers\":8}");
+  // Two learners: mean and SD over learners of the seed means, in the tidy CSV.
+  const auto two =
+      RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b.h5") + " --format csv");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("xty (ridge): a layer 3, b layer 3 — the learners agree on layer 3"),
+            std::string::npos)
+      << two.out;
+  // xty ridge at layer 3, k = 4: a's seed mean is 0.92, b's 0.94: mean 0.93, SD 0.02 / sqrt 2.
+  EXPECT_NE(two.out.find("xty,ridge,3,4,2,0.93,0.0141421,0.92,0.94,a,0.92,0.92,0.92"),
+            std::string::npos)
+      << two.out;
+  // Three, one of which disagrees; --probes repeated works like a list.
+  const auto three = RunIclprobe("report --probes " + (tmp / "a.h5") + " --probes " +
+                                 (tmp / "b.h5") + " --probes " + (tmp / "c.h5"));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_NE(three.out.find("a layer 3, b layer 3, c layer 4 — the learners disagree"),
+            std::string::npos)
+      << three.out;
+  EXPECT_NE(three.out.find("| layer | mean | SD | min | max | a | b | c |"), std::string::npos);
+  // A learner of another configuration is refused: one line, exit 2, naming the file.
+  const auto bad = RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "other.h5"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(test::CountLines(bad.err), 1) << bad.err;
+  EXPECT_NE(bad.err.find("other.h5"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("model configurations differ"), std::string::npos) << bad.err;
+  const auto plots = RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b.h5") +
+                                 " --plot-dir " + (tmp / "figs"));
+  EXPECT_EQ(plots.exit_code, 2);
+  EXPECT_NE(plots.err.find("--plot-dir"), std::string::npos) << plots.err;
 }

@@ -34,6 +34,8 @@ int RunProbe(int argc, char** argv) {
       ("probes", po::value(&families)->default_value(families), "comma-separated probe families: ridge, linear, mlp")
       ("seeds", po::value(&req.seeds)->default_value(req.seeds), "seeds (prompt splits and probe "
        "initialisations); report's intervals combine them with the test prompts")
+      ("max-prompts", po::value(&req.max_prompts)->default_value(req.max_prompts), "probe only the "
+       "first N prompts of every file (0: all), e.g. gradient probes on a part of a large file")
       ("bootstrap", po::value(&req.bootstrap)->default_value(req.bootstrap), "bootstrap replicates "
        "over test prompts for the 95% intervals (r2_lo, r2_hi, nmse_lo, nmse_hi); the per-prompt "
        "errors are kept in the file so report can pair and pool them")

@@ -102,6 +102,19 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     if (c.task.n != main.task.n)
       mismatch("n", std::to_string(main.task.n), std::to_string(c.task.n));
     if (c.positions != main.positions) mismatch("positions", "another layout", "its layout");
+    // Model and control are compared prompt by prompt (paired intervals): the same prompts.
+    if (c.seed != main.seed)
+      throw data::InputError("probe", "control",
+                             "'" + c.path + "' was extracted on prompts of seed " +
+                                 std::to_string(c.seed) + " but '" + main.path + "' on seed " +
+                                 std::to_string(main.seed) +
+                                 "; extract controls on the main file's prompts (--seed)");
+    if (c.prompts != main.prompts && (r.max_prompts <= 0 || c.prompts < r.max_prompts))
+      throw data::InputError(
+          "probe", "control",
+          "'" + c.path + "' has " + std::to_string(c.prompts) + " prompts but '" + main.path +
+              "' has " + std::to_string(main.prompts) +
+              "; controls must hold the same prompts (or pass --max-prompts at most the smaller)");
     if (!data::IsPlainName(SourceName(c.path)))
       throw data::InputError("probe", "control",
                              "the file name of '" + c.path +
@@ -110,6 +123,18 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     if (!names.insert(SourceName(c.path)).second)
       throw data::InputError("probe", "control",
                              "two sources are named '" + SourceName(c.path) + "'; rename a file");
+  }
+  if (r.max_prompts < 0)
+    throw data::InputError("probe", "max-prompts", "must be 0 (all) or a positive count");
+  if (r.max_prompts > 0) {
+    if (r.max_prompts > main.prompts)
+      throw data::InputError("probe", "max-prompts",
+                             std::to_string(r.max_prompts) + " is more than the " +
+                                 std::to_string(main.prompts) + " prompts of '" + main.path + "'");
+    // Every file is probed on its first max_prompts prompts (prompt i depends only on the seed
+    // and i, so these are the same prompts in every file).
+    for (auto& info : infos)
+      info.prompts = r.max_prompts;
   }
   for (const auto& t : r.targets)
     if (!data::IsPlainName(t))

@@ -37,6 +37,7 @@ struct ProbeRequest {
   int threads = 0;                // 0: all cores
   int block_rows = 2048;          // rows per read
   int bootstrap = 1000;           // replicates of the bootstrap over test prompts
+  std::int64_t max_prompts = 0;   // probe only the first this many prompts of every file; 0: all
 
   std::string ToJson() const;
 };

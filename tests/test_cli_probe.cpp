@@ -26,6 +26,7 @@ struct Synthetic {
   bool nan_hidden = false;  // a NaN at prompt 5, position 1 of layer 1
   bool nan_target = false;  // a NaN in w_ols of prompt 7
   unsigned seed = 1;
+  int prompt_seed = 1;  // the file's prompt-set seed
 };
 
 // Writes a file with the layout iclprobe extract produces (only what probe reads).
@@ -37,7 +38,7 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   f.SetAttr("model_config", "{\"d\":2,\"n_max\":3,\"layers\":2,\"hidden\":" + std::to_string(H) +
                                 ",\"heads\":1,\"mlp_ratio\":4}");
   f.SetAttr("task_config", "{\"d\":2,\"n\":3,\"w_scale\":1.0,\"noise\":0.0,\"fixed_w\":false}");
-  f.SetAttr("seed", 1);
+  f.SetAttr("seed", s.prompt_seed);
   f.SetAttr("prompts", std::int64_t(N));
   f.SetAttr("n_complete", std::int64_t(N));
   f.SetAttr("checkpoint_sha256", std::string(64, '0'));
@@ -174,6 +175,9 @@ TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
   Synthetic few;
   few.prompts = 10;
   WriteActivations(tmp / "few.h5", few);
+  Synthetic other_prompts;
+  other_prompts.prompt_seed = 2;
+  WriteActivations(tmp / "other_prompts.h5", other_prompts);
   const std::string out = tmp / "probes.h5";
   const std::string a = " -a " + (tmp / "acts.h5");
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -189,6 +193,12 @@ TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
       {a + " --lambdas 1:0.5:3", "--lambdas"},
       {a + " --layers 7", "--layers: layer 7 is not stored"},
       {a + " --k 4", "--k: 4 is outside 1..3"},
+      // Model and control are paired prompt by prompt: the same prompt set, the same count.
+      {a + " --control " + (tmp / "other_prompts.h5"), "--control: '"},
+      {a + " --control " + (tmp / "few.h5"), "controls must hold the same prompts"},
+      {a + " --max-prompts 5000", "--max-prompts: 5000 is more than the 2000 prompts"},
+      {a + " --max-prompts -1", "--max-prompts"},
+      {a + " --bootstrap 5", "--bootstrap: must be 100..100000"},
       {" -a " + (tmp / "none.h5"), "no such file"},
   };
   for (const auto& [args, message] : cases) {
@@ -229,4 +239,28 @@ TEST(CliProbe, GradientProbesDoNotDependOnTheThreadCount) {
   // sorted into a fixed order before writing. So every probe's float32 arithmetic is the same
   // instruction sequence whatever the thread count (same machine, same binary).
   EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));
+}
+
+// --max-prompts N probes the first N prompts of a file: the same numbers as a file of exactly
+// those prompts (prompt i depends only on the seed and i, and extract's datasets do not depend
+// on the batch), so the CSVs are byte-identical.
+TEST(CliProbe, MaxPromptsEqualsAFileOfThoseFirstPrompts) {
+  TempDir tmp;
+  auto ok = [](const test::CommandResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  ok(RunIclprobe("construct --program gd --d 2 --n 3 --out " + (tmp / "gd.h5")));
+  ok(RunIclprobe("extract -c " + (tmp / "gd.h5") + " --prompts 400 --threads 1 --quiet --out " +
+                 (tmp / "big.h5")));
+  ok(RunIclprobe("extract -c " + (tmp / "gd.h5") +
+                 " --prompts 250 --batch 37 --threads 1 --quiet --out " + (tmp / "small.h5")));
+  ok(RunIclprobe("probe -a " + (tmp / "big.h5") +
+                 " --max-prompts 250 --targets xty --probes ridge --threads 1 --quiet --out " +
+                 (tmp / "p1.h5") + " --csv " + (tmp / "p1.csv")));
+  ok(RunIclprobe("probe -a " + (tmp / "small.h5") +
+                 " --targets xty --probes ridge --threads 1 --quiet --out " + (tmp / "p2.h5") +
+                 " --csv " + (tmp / "p2.csv")));
+  EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));
+  EXPECT_EQ(h5::File::Open(tmp / "p1.h5").OpenDataset("splits/seed_0").dims()[0], 250u);
 }

@@ -502,19 +502,26 @@ PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {
   gp << "# gnuplot script written by iclprobe report; rerun with: gnuplot plots.gp\n";
   gp << "set datafile separator ','\nset key outside right top\nset grid\n";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
+  const Scorer scorer(r);
   for (const auto& t : r.targets) {
-    // R2 against layer: a line per probe family, controls dashed.
+    // R2 against layer with 95% intervals: a line per probe family, controls dashed.
     std::ostringstream dat;
     dat << "layer";
     std::vector<std::pair<std::string, std::string>> series;
     for (const auto& p : r.probes)
       for (const auto& s : r.sources)
-        if (r.Find(t, p, s, "r2")) series.emplace_back(p, s), dat << "," << p << "/" << s;
+        if (r.Find(t, p, s, "r2")) {
+          series.emplace_back(p, s);
+          dat << fmt::format(",{0}/{1},{0}/{1}_lo,{0}/{1}_hi", p, s);
+        }
     dat << "\n";
+    // Each series: mean and its 95% interval (the mean twice without per-prompt errors).
     for (arma::uword li = 0; li < r.layers.size(); ++li) {
       dat << r.layers[li];
-      for (const auto& [p, s] : series)
-        dat << fmt::format(",{:.6g}", OverSeeds(*r.Find(t, p, s, "r2"), ki, li).mean);
+      for (const auto& [p, s] : series) {
+        const Scorer::Score v = scorer.R2(t, p, s, li, ki);
+        dat << fmt::format(",{:.6g},{:.6g},{:.6g}", v.mean, v.lo, v.hi);
+      }
       dat << "\n";
     }
     files.data[t + "_r2_by_layer.csv"] = dat.str();
@@ -526,14 +533,15 @@ PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {
           "set title {} noenhanced\nset xlabel 'layer (0 = "
           "embedding)'\n"
           "set ylabel 'R^2'\nset yrange [*:1.05]\nset xtics 1\n",
-          q(fmt::format("{}: test R^2 by layer (k = {})", t, k)));
+          q(fmt::format("{}: test R^2 by layer (k = {}){}", t, k,
+                        scorer.intervals() ? ", 95% intervals" : "")));
       gp << "plot ";
       for (std::size_t i = 0; i < series.size(); ++i) {
         const auto& [p, s] = series[i];
         const std::size_t pi = std::find(r.probes.begin(), r.probes.end(), p) - r.probes.begin();
         gp << fmt::format(
-            "{}{} using 1:{} with linespoints lw 2 dt {} lc rgb '{}' title {} noenhanced",
-            i ? ", " : "", q(t + "_r2_by_layer.csv"), i + 2,
+            "{}{} using 1:{}:{}:{} with yerrorlines lw 2 dt {} lc rgb '{}' title {} noenhanced",
+            i ? ", " : "", q(t + "_r2_by_layer.csv"), 3 * i + 2, 3 * i + 3, 3 * i + 4,
             s == "model"
                 ? 1
                 : 2 + int(std::find(r.sources.begin(), r.sources.end(), s) - r.sources.begin()) % 4,

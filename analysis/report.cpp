@@ -416,6 +416,15 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
     onsets.push_back(FindOnsets(learners[i], k, rule));
     names.push_back(fs::path(learners[i].path).stem().string());
   }
+  // Files of one name in different folders (s1/probes.h5, s2/probes.h5) are named by folder.
+  if (std::set<std::string>(names.begin(), names.end()).size() < M)
+    for (std::size_t i = 0; i < M; ++i)
+      names[i] =
+          (fs::path(learners[i].path).parent_path().filename() / fs::path(learners[i].path).stem())
+              .string();
+  if (std::set<std::string>(names.begin(), names.end()).size() < M)
+    for (std::size_t i = 0; i < M; ++i)
+      names[i] = "learner" + std::to_string(i + 1);
   const bool csv = format == TableFormat::kCsv;
   if (csv) os << "target,probe,layer,k,learners,mean,sd,min,max,learner,r2,lo,hi\n";
   std::ostringstream agreement;

@@ -210,6 +210,15 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
   EXPECT_EQ(test::CountLines(bad.err), 1) << bad.err;
   EXPECT_NE(bad.err.find("other.h5"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("model configurations differ"), std::string::npos) << bad.err;
+  // Files of one name in different folders are told apart by their folder.
+  fs::create_directories(tmp / "s1");
+  fs::create_directories(tmp / "s2");
+  fs::copy_file(tmp / "a.h5", tmp / "s1/probes.h5");
+  fs::copy_file(tmp / "c.h5", tmp / "s2/probes.h5");
+  const auto folders =
+      RunIclprobe("report --probes " + (tmp / "s1/probes.h5") + " " + (tmp / "s2/probes.h5"));
+  EXPECT_NE(folders.out.find("s1/probes layer 3, s2/probes layer 4"), std::string::npos)
+      << folders.out;
   const auto plots = RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b.h5") +
                                  " --plot-dir " + (tmp / "figs"));
   EXPECT_EQ(plots.exit_code, 2);

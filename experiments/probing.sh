@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 13: where X'y, w_OLS and X'X become decodable, on a family of independently trained
+# learners of one recipe, every score with its 95% bootstrap interval. Per learner: its own
+# random-init twin and the shared fixed-w twin as controls; ridge at every k on all prompts,
+# attention-pooled linear and MLP probes at k = d and k = n on the first GRAD prompts; then the
+# family report (R2 by layer over learners, onset agreement).
+source "$(dirname "$0")/lib.sh"
+setup_out probing
+if [ "$PROFILE" = full ]; then
+  # The shipped learner and the family (checkpoints/README.md): same recipe, seeds 1..4.
+  LEARNERS=("$ROOT/checkpoints/d4_l8_h64.h5" "$ROOT/checkpoints/family/d4_l8_h64_s2.h5"
+            "$ROOT/checkpoints/family/d4_l8_h64_s3.h5" "$ROOT/checkpoints/family/d4_l8_h64_s4.h5")
+  SEEDS=(1 2 3 4); FIXEDW="$ROOT/checkpoints/d4_l8_h64_fixedw.h5"
+  ARCH="--layers 8 --hidden 64 --heads 4"; P=20000; GRAD=4000; EPOCHS=30
+else
+  # Two tiny learners trained here for a few steps: the pipeline, not the science.
+  LEARNERS=(); SEEDS=(1 2); ARCH="--layers 2 --hidden 16 --heads 2"
+  for s in 1 2; do
+    run "$ICLPROBE" train --d 4 --n 12 $ARCH --steps 20 --batch 32 --warmup 2 --seed $s --threads 1 \
+      --eval-prompts 100 --eval-every 20 --save-every 20 --quiet --force --out "$RUNS/learner_s$s.h5" > /dev/null
+    LEARNERS+=("$RUNS/learner_s$s.h5")
+  done
+  run "$ICLPROBE" train --d 4 --n 12 $ARCH --steps 20 --batch 32 --warmup 2 --seed 1 --fixed-w --threads 1 \
+    --eval-prompts 100 --eval-every 20 --save-every 20 --quiet --force --out "$RUNS/fixedw.h5" > /dev/null
+  FIXEDW="$RUNS/fixedw.h5"; P=600; GRAD=300; EPOCHS=3
+fi
+for ck in "${LEARNERS[@]}"; do
+  if "$ICLPROBE" inspect "$ck" | awk '$1 == "step" && $2 != $4 {bad = 1} END {exit !bad}'; then
+    echo "experiments/probing: $ck is an unfinished training run; finish it with train --resume" >&2; exit 2
+  fi
+done
+# The fixed-w twin is probed on ordinary tasks (w ~ N(0, I)), once for all learners.
+run "$ICLPROBE" extract -c "$FIXEDW" --fixed-w false --prompts $P --seed 7 --threads 1 --quiet --force \
+  --out "$RUNS/acts_fixedw.h5" > /dev/null
+RIDGE=(); GRADS=()
+for i in "${!LEARNERS[@]}"; do
+  s=${SEEDS[$i]}; L="s$s"; mkdir -p "$OUT/$L"
+  run "$ICLPROBE" train --d 4 --n 12 $ARCH --seed $s --init-only --force --out "$RUNS/init_$L.h5" > /dev/null
+  run "$ICLPROBE" extract -c "${LEARNERS[$i]}" --prompts $P --seed 7 --threads 1 --quiet --force \
+    --out "$RUNS/acts_$L.h5" > /dev/null
+  run "$ICLPROBE" extract -c "$RUNS/init_$L.h5" --prompts $P --seed 7 --threads 1 --quiet --force \
+    --out "$RUNS/acts_init_$L.h5" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --control "$RUNS/acts_init_$L.h5" --control "$RUNS/acts_fixedw.h5" \
+    --targets w_ols,xty,xtx --probes ridge --threads 1 --quiet --force \
+    --out "$OUT/$L/probes_ridge.h5" --csv "$OUT/$L/probes_ridge.csv" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --control "$RUNS/acts_init_$L.h5" --control "$RUNS/acts_fixedw.h5" \
+    --targets w_ols,xty,xtx --probes linear,mlp --k 4,12 --max-prompts $GRAD --epochs $EPOCHS --threads 1 \
+    --quiet --force --out "$OUT/$L/probes_grad.h5" --csv "$OUT/$L/probes_grad.csv" > /dev/null
+  rm -f "$RUNS/acts_$L.h5" "$RUNS/acts_init_$L.h5"  # 1.1 GB each in the full profile
+  RIDGE+=("$OUT/$L/probes_ridge.h5"); GRADS+=("$OUT/$L/probes_grad.h5")
+done
+rm -f "$RUNS/acts_fixedw.h5"
+for i in "${!LEARNERS[@]}"; do
+  L="s${SEEDS[$i]}"
+  run "$ICLPROBE" report --probes "$OUT/$L/probes_ridge.h5" --k d,n --force --out "$OUT/$L/report_ridge.md" > "$OUT/$L/onset_ridge.txt"
+  run "$ICLPROBE" report --probes "$OUT/$L/probes_grad.h5" --k d,n --force --out "$OUT/$L/report_grad.md" > "$OUT/$L/onset_grad.txt"
+done
+run "$ICLPROBE" report --probes "${RIDGE[@]}" --k n --force --out "$OUT/family_ridge.md" > "$OUT/family_ridge_onset.txt"
+run "$ICLPROBE" report --probes "${GRADS[@]}" --k n --force --out "$OUT/family_grad.md" > "$OUT/family_grad_onset.txt"
+run "$ICLPROBE" report --probes "${RIDGE[@]}" --k n --format csv --force --out "$OUT/family_ridge.csv" > /dev/null
+{ echo "${#LEARNERS[@]} learners of one recipe (seeds ${SEEDS[*]}), $P prompts each (seed 7; ridge on all,"
+  echo "linear and MLP on the first $GRAD), one probe seed, 95% bootstrap intervals over test prompts."
+  echo; echo "## Onset per learner and agreement (k = n)"; echo; echo '```'
+  cat "$OUT/family_ridge_onset.txt" "$OUT/family_grad_onset.txt" | grep -v '^wrote'; echo '```'
+  echo; echo "## Ridge R² by layer over the learners (k = n)"; cat "$OUT/family_ridge.md"
+  echo; echo "## Linear and MLP probes over the learners (k = n)"; cat "$OUT/family_grad.md"
+  echo; echo "Each learner's own report (onsets with intervals, tables at k = d and n): \`s<seed>/\`."; } > "$OUT/summary.md"
+finish "Probing a family of learners: where each quantity becomes decodable, with intervals" "$OUT/summary.md"

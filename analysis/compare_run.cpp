@@ -1,5 +1,6 @@
 // The compare pipeline: references on each learner's task, SPD, implicit weights, ILWD.
 #include "analysis/compare_run.hpp"
+#include "probes/uncertainty.hpp"
 
 #include <fmt/format.h>
 
@@ -147,9 +148,17 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
       if (progress) progress(static_cast<long long>(c) * P + i + 1, total);
     }
     out.implicit_r2.push_back(r2);
-    for (std::size_t j = 0; j < ref.learners.size(); ++j)
+    std::vector<int> ks;
+    for (int k = 0; k < n; ++k)
+      if (m.task.noise == 0 || (k != d && k != d + 1)) ks.push_back(k);
+    out.summary_ks.push_back(ks);
+    const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
+    for (std::size_t j = 0; j < ref.learners.size(); ++j) {
+      const arma::mat per = arma::square(pred - ref.pred[j]) / d;  // n x N
       out.entries.push_back({m.name, ref.learners[j]->spec(), Spd(pred, ref.pred[j], d),
-                             ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec()});
+                             ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec(),
+                             arma::mean(per.rows(rows), 0).t()});
+    }
   }
   if (req.all_pairs) {
     const References ref = MakeReferences(models[0].task, req, P);
@@ -158,7 +167,8 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
       for (std::size_t b = a + 1; b < L.size(); ++b)
         out.entries.push_back(
             {L[a]->spec(), L[b]->spec(), Spd(ref.pred[a], ref.pred[b], d),
-             L[a]->is_linear() && L[b]->is_linear() ? Ilwd(ref.w[a], ref.w[b]) : arma::vec()});
+             L[a]->is_linear() && L[b]->is_linear() ? Ilwd(ref.w[a], ref.w[b]) : arma::vec(),
+             arma::vec()});
     for (const auto& l : L)
       if (std::find(out.models.begin(), out.models.end(), l->spec()) == out.models.end())
         out.models.push_back(l->spec());
@@ -239,27 +249,128 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r, const std::st
   os << "* = closest learner in that column\n";
   if (r.tasks.size() > 1) {
     // The paper's noisy-regime layout: rows = reference learners, columns = learners under
-    // test, mean SPD over k.
+    // test, with the paired significance of each column's minimum.
+    const PairedTable t = MakePairedTable(r);
+    bool dropped = false;
+    for (std::size_t c = 0; c < t.columns.size(); ++c)
+      dropped = dropped || r.summary_ks[c].size() < std::size_t(r.n);
     os << fmt::format(
-        "\nmean SPD over k (rows: learners, columns: checkpoints; * = column minimum)\n{:<16}", "");
-    for (std::size_t c = 0; c < r.tasks.size(); ++c)
-      os << fmt::format("{:>24}", r.models[c].substr(0, 23));
+        "\nmean SPD / d over k{} (rows: learners, columns: checkpoints; * = column minimum whose "
+        "paired 95% interval against the runner-up excludes 0, ~ = a minimum that does not)\n"
+        "{:<16}",
+        dropped ? ", k = d and d+1 left out for noisy columns (OLS's SPD has no finite mean there)"
+                : "",
+        "");
+    for (const auto& c : t.columns)
+      os << fmt::format("{:>24}", c.substr(0, 23));
     os << "\n";
-    for (const auto& l : learners::MakeLearners(specs, r.tasks[0])) {
-      os << fmt::format("{:<16}", l->spec());
-      for (std::size_t c = 0; c < r.tasks.size(); ++c) {
-        double v = 0, best = arma::datum::inf;
-        for (const auto& e : r.entries)
-          if (e.model == r.models[c]) {
-            const double m = arma::mean(e.spd.mean);
-            best = std::min(best, m);
-            if (e.learner == l->spec()) v = m;
-          }
-        os << fmt::format("{:>23.3e}{}", v, v == best ? '*' : ' ');
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      os << fmt::format("{:<16}", t.rows[i].substr(0, 15));
+      for (std::size_t c = 0; c < t.columns.size(); ++c) {
+        const PairedCell& x = t.cells[i][c];
+        os << fmt::format("{:>23.3e}{}", x.mean, x.minimum ? (x.significant ? '*' : '~') : ' ');
+      }
+      os << "\n";
+    }
+    os << fmt::format(
+        "\npaired difference from the diagonal learner (ridge with lambda = the column's "
+        "sigma^2/tau^2), mean [95% bootstrap interval over the {} prompts]\n{:<16}",
+        r.prompts, "");
+    for (std::size_t c = 0; c < t.columns.size(); ++c)
+      os << fmt::format(
+          "{:>34}",
+          (t.columns[c] + " vs " + (t.diagonal[c].empty() ? "-" : t.diagonal[c])).substr(0, 33));
+    os << "\n";
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      os << fmt::format("{:<16}", t.rows[i].substr(0, 15));
+      for (std::size_t c = 0; c < t.columns.size(); ++c) {
+        const PairedCell& x = t.cells[i][c];
+        os << (std::isnan(x.diff) ? fmt::format("{:>34}", "-")
+                                  : fmt::format("{:>34}", fmt::format("{:+.2e} [{:+.2e}, {:+.2e}]",
+                                                                      x.diff, x.lo, x.hi)));
       }
       os << "\n";
     }
   }
+}
+
+namespace {
+
+// The ridge penalty a reference spec stands for on `task`, or NaN when it is no ridge learner.
+double RidgeLambdaOf(const std::string& spec, const data::TaskConfig& task) {
+  if (spec == "ols") return 0.0;
+  if (spec == "bayes") return task.BayesLambda();
+  if (spec.rfind("ridge:", 0) == 0) {
+    try {
+      return std::stod(spec.substr(6));
+    } catch (const std::exception&) {
+    }
+  }
+  return arma::datum::nan;
+}
+
+}  // namespace
+
+PairedTable MakePairedTable(const CompareResult& r, int replicates) {
+  PairedTable t;
+  t.replicates = replicates;
+  const std::size_t C = r.tasks.size();
+  for (std::size_t c = 0; c < C; ++c)
+    t.columns.push_back(r.models[c]);
+  for (const auto& e : r.entries)
+    if (e.model == r.models[0]) t.rows.push_back(e.learner);
+  t.cells.assign(t.rows.size(), std::vector<PairedCell>(C));
+  const probes::Bootstrap boot(r.prompts, 1, replicates, r.seed);
+  for (std::size_t c = 0; c < C; ++c) {
+    std::vector<const CompareEntry*> col(t.rows.size(), nullptr);
+    for (const auto& e : r.entries)
+      if (e.model == r.models[c])
+        for (std::size_t i = 0; i < t.rows.size(); ++i)
+          if (e.learner == t.rows[i]) col[i] = &e;
+    // The diagonal: the ridge whose lambda matches this column's noise (relative 1e-6, as
+    // printed specs round lambda), preferring `bayes`.
+    const double want = r.tasks[c].BayesLambda();
+    int diag = -1;
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      const double l = RidgeLambdaOf(t.rows[i], r.tasks[c]);
+      if (!std::isnan(l) && std::abs(l - want) <= 1e-6 * std::max(want, 1e-12) &&
+          (diag < 0 || t.rows[i] == "bayes"))
+        diag = static_cast<int>(i);
+    }
+    t.diagonal.push_back(diag < 0 ? "" : t.rows[diag]);
+    std::vector<std::pair<double, std::size_t>> order;
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      PairedCell& x = t.cells[i][c];
+      x.mean = arma::mean(col[i]->spd_prompt);
+      x.diff = x.lo = x.hi = arma::datum::nan;
+      if (diag >= 0) {
+        const arma::vec delta = col[i]->spd_prompt - col[diag]->spd_prompt;
+        const probes::Interval ci = probes::PercentileInterval(boot.Mean(0, delta));
+        x.diff = arma::mean(delta), x.lo = ci.lo, x.hi = ci.hi;
+      }
+      order.emplace_back(x.mean, i);
+    }
+    std::sort(order.begin(), order.end());
+    if (order.empty()) continue;
+    PairedCell& best = t.cells[order[0].second][c];
+    best.minimum = true;
+    if (order.size() > 1) {
+      const arma::vec gap = col[order[1].second]->spd_prompt - col[order[0].second]->spd_prompt;
+      best.significant = probes::PercentileInterval(boot.Mean(0, gap)).lo > 0;
+    }
+  }
+  return t;
+}
+
+void WritePairedCsv(std::ostream& os, const PairedTable& t) {
+  os << "model,learner,spd_summary,diagonal,diff,diff_lo,diff_hi,minimum,significant\n";
+  for (std::size_t c = 0; c < t.columns.size(); ++c)
+    for (std::size_t i = 0; i < t.rows.size(); ++i) {
+      const PairedCell& x = t.cells[i][c];
+      os << fmt::format("{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{},{}\n", t.columns[c], t.rows[i],
+                        x.mean, t.diagonal[c], x.diff, x.lo, x.hi, int(x.minimum),
+                        int(x.significant));
+    }
 }
 
 }  // namespace icl::analysis

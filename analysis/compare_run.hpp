@@ -49,6 +49,8 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
   std::string model, learner;
   Curve spd;       // per k, / d
   arma::vec ilwd;  // per k, / d; empty when B is not linear
+  // Per prompt: SPD / d averaged over the model's summary k (CompareResult::summary_ks).
+  arma::vec spd_prompt;
 };
 
 struct CompareResult {
@@ -58,7 +60,32 @@ struct CompareResult {
   std::vector<data::TaskConfig> tasks;  // per learner under test
   std::vector<arma::mat> implicit_r2;   // per learner under test: n x contexts
   std::vector<CompareEntry> entries;
+  // Per learner under test: the k that the one-number summary averages. With noise, k = d and
+  // d + 1 are left out: there minimum-norm OLS inverts X^T X of at most d + 1 Gaussian
+  // examples, whose inverse has no finite mean, so OLS's SPD has no finite expectation.
+  std::vector<std::vector<int>> summary_ks;
 };
+
+// The noisy-regime table with significance: per learner under test (column) and reference
+// (row), the mean over prompts of the per-prompt summary SPD; the paired difference of each row
+// from the column's diagonal learner (the ridge whose lambda is that column's sigma^2 / tau^2:
+// `bayes`, `ridge:LAMBDA` or, noiseless, `ols`) with a 95% bootstrap interval over prompts; and
+// whether the column minimum is significant (its paired interval against the runner-up excludes
+// 0).
+struct PairedCell {
+  double mean = 0;                            // summary SPD / d
+  double diff = 0, lo = 0, hi = 0;            // row - diagonal; NaN without a diagonal row
+  bool minimum = false, significant = false;  // column minimum, and significantly so
+};
+struct PairedTable {
+  std::vector<std::string> rows, columns;
+  std::vector<std::string> diagonal;           // per column: its diagonal row ("" when none)
+  std::vector<std::vector<PairedCell>> cells;  // [row][column]
+  int replicates = 0;
+};
+PairedTable MakePairedTable(const CompareResult& r, int replicates = 1000);
+// model,learner,spd_summary,diagonal,diff,diff_lo,diff_hi,minimum,significant
+void WritePairedCsv(std::ostream& os, const PairedTable& t);
 
 // Every learner under test must read prompts of d and n equal to the first one's.
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& learners,

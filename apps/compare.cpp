@@ -43,7 +43,9 @@ int RunCompare(int argc, char** argv) {
       ("w-scale", po::value(&w_scale), "weight scale tau (default: the first checkpoint's)")
       ("all-pairs", "also compare every pair of reference learners")
       ("csv", po::value(&csv), "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd; the implicit-fit R2 goes "
-       "to <csv stem>.linearity.csv (model,k,r2,contexts)")
+       "to <csv stem>.linearity.csv (model,k,r2,contexts), the paired table (each learner's "
+       "difference from the diagonal ridge, column minima and their significance) to "
+       "<csv stem>.paired.csv")
       ("force", "overwrite existing CSV files")
       ("quiet,q", "no progress bar");
   // clang-format on
@@ -95,16 +97,19 @@ int RunCompare(int argc, char** argv) {
         " query points, got " + std::to_string(queries));
   CheckThreads(threads);
   const bool force = vm.count("force") > 0;
-  std::unique_ptr<data::AtomicOutput> out, lin_out;
+  std::unique_ptr<data::AtomicOutput> out, lin_out, paired_out;
   if (vm.count("csv")) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
-    data::RequireDistinctOutputs({{"csv", csv}, {"csv", lin}});
+    const std::string paired = lp.string() + ".paired.csv";
+    data::RequireDistinctOutputs({{"csv", csv}, {"csv", lin}, {"csv", paired}});
     out = std::make_unique<data::AtomicOutput>(
         csv, "csv", data::OutputOptions{force, checkpoints, false, true});
     lin_out = std::make_unique<data::AtomicOutput>(
         lin, "csv", data::OutputOptions{force, checkpoints, false, true});
+    paired_out = std::make_unique<data::AtomicOutput>(
+        paired, "csv", data::OutputOptions{force, checkpoints, false, true});
   }
   SetThreads(threads);
 
@@ -136,15 +141,19 @@ int RunCompare(int argc, char** argv) {
   analysis::PrintCompareSummary(std::cout, result, learner_specs);
 
   if (out) {
-    std::ostringstream f, g;
+    std::ostringstream f, g, h;
     analysis::WriteCompareCsv(f, result);
     analysis::WriteLinearityCsv(g, result);
+    analysis::WritePairedCsv(h, analysis::MakePairedTable(result));
     out->WriteText(f.str());
     lin_out->WriteText(g.str());
-    // Both complete and synced before either takes its final name.
+    paired_out->WriteText(h.str());
+    // All complete and synced before any takes its final name.
     out->Commit();
     lin_out->Commit();
-    std::cout << "wrote " << out->path() << " and " << lin_out->path() << "\n";
+    paired_out->Commit();
+    std::cout << "wrote " << out->path() << ", " << lin_out->path() << " and " << paired_out->path()
+              << "\n";
   }
   return 0;
 }

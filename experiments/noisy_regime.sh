@@ -17,6 +17,6 @@ done
 run "$ICLPROBE" compare "${CKPTS[@]}" --learners ols,ridge:0.0625,ridge:0.111111111,ridge:0.25,ridge:0.444444444 \
   --prompts $P --ilwd-prompts $Q --seed 3 --quiet --force --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 { echo "Columns: training (sigma/tau)^2 = 0, 1/16, 1/9, 1/4, 4/9 (checkpoints noise_0 ... noise_4_9)."
-  echo "Cells: mean SPD / d over k = 0..11 against each reference learner, on prompts with the column's noise."
-  echo; echo '```'; sed -n '/mean SPD over k/,$p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'; } > "$OUT/summary.md"
+  echo "Cells: mean SPD / d over k = 0..11 (k = d and d+1 left out in noisy columns, where OLS's SPD has no finite mean) against each reference learner, on prompts with the column's noise; * = a column minimum whose paired 95% bootstrap interval against the runner-up excludes 0, ~ = one that does not. Below it, each row's paired difference from the column's diagonal ridge."
+  echo; echo '```'; sed -n '/mean SPD \/ d over k/,$p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'; } > "$OUT/summary.md"
 finish "Noisy regime: OLS vs ridge(lambda) against learners trained with label noise" "$OUT/summary.md"

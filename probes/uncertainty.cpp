@@ -52,6 +52,13 @@ arma::vec Bootstrap::R2(int s, const arma::vec& sse, const arma::vec& sst) const
   return 1.0 - (counts_.at(s) * sse) / (counts_.at(s) * sst);
 }
 
+arma::vec Bootstrap::Mean(int s, const arma::vec& x) const {
+  if (x.n_elem != n_)
+    throw std::invalid_argument("bootstrap: expected " + std::to_string(n_) +
+                                " per-prompt values, got " + std::to_string(x.n_elem));
+  return (counts_.at(s) * x) / double(n_);
+}
+
 arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
   if (sse.n_cols != arma::uword(seeds_) || sst.n_cols != arma::uword(seeds_))
     throw std::invalid_argument("bootstrap: expected errors of " + std::to_string(seeds_) +

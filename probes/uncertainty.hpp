@@ -38,6 +38,8 @@ class Bootstrap {
   // R2 = 1 - sum sse / sum sst on each resample of seed s's test prompts; sse and sst are the
   // per-prompt squared errors of the probe and of the test mean (n each).
   arma::vec R2(int s, const arma::vec& sse, const arma::vec& sst) const;
+  // Replicates of the mean of x (n per-prompt values) over resamples of seed s's prompts.
+  arma::vec Mean(int s, const arma::vec& x) const;
   // Replicates of the mean over seeds of R2; sse and sst are n x S.
   arma::vec MeanR2(const arma::mat& sse, const arma::mat& sst) const;
 

@@ -23,8 +23,10 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
                              "--all-pairs --threads 1 --quiet --csv " +
                              csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("mean SPD over k (rows: learners, columns: checkpoints"), std::string::npos)
+  EXPECT_NE(r.out.find("mean SPD / d over k (rows: learners, columns: checkpoints"),
+            std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("paired difference from the diagonal learner"), std::string::npos) << r.out;
   const std::string table = icl::test::ReadFile(csv);
   EXPECT_EQ(table.substr(0, table.find('\n')), "model,learner,k,spd,spd_lo,spd_hi,ilwd");
   EXPECT_EQ(CountLines(table), 1 + (2 * 2 + 1) * 5);  // (2 checkpoints x 2 learners + 1 pair) x 5 k
@@ -33,6 +35,11 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
   const std::string lin = icl::test::ReadFile(tmp / "cmp.linearity.csv");
   EXPECT_EQ(lin.substr(0, lin.find('\n')), "model,k,r2,contexts");
   EXPECT_EQ(CountLines(lin), 1 + 2 * 5);
+  const std::string paired = icl::test::ReadFile(tmp / "cmp.paired.csv");
+  EXPECT_EQ(paired.substr(0, paired.find('\n')),
+            "model,learner,spd_summary,diagonal,diff,diff_lo,diff_hi,minimum,significant");
+  EXPECT_EQ(CountLines(paired), 1 + 2 * 2);  // checkpoints x learners
+  EXPECT_NE(paired.find("\na,ols,"), std::string::npos);
 }
 
 TEST(CliCompare, BadInputIsOneLineExitTwo) {

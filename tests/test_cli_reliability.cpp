@@ -586,7 +586,7 @@ TEST_F(Reliability, FullDiskLeavesNoOutputFromAnyOtherWriter) {
        "compare -c " + In("init.h5") +
            " --prompts 20 --ilwd-prompts 2 --learners ols --quiet --csv " + (tmp / "c.csv"),
        300,
-       {tmp / "c.csv", tmp / "c.linearity.csv"}},
+       {tmp / "c.csv", tmp / "c.linearity.csv", tmp / "c.paired.csv"}},
   };
   for (const auto& c : cases) {
     ExpectRefused(RunShellWithFileLimit(bin + c.command, c.limit), c.name);

@@ -165,3 +165,55 @@ TEST(ComparePipeline, TwoRidgeLearnersGiveTheClosedFormDifference) {
   }
   EXPECT_GT(spd.max(), 1e-4);  // the two learners do differ
 }
+
+// The noisy-regime table: planted learners whose diagonal is known. A ridge(0.25) learner on
+// tasks of sigma^2 / tau^2 = 0.25 has SPD exactly 0 from ridge:0.25 (its diagonal) and a
+// positive one from ridge:1; the paired interval must say so. With `bayes` (also ridge 0.25
+// there) in the list, the minimum is a tie and must not be starred.
+TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
+  data::TaskConfig quarter;
+  quarter.d = 4, quarter.n = 12, quarter.noise = 0.5;  // lambda = 0.25
+  data::TaskConfig noiseless = quarter;
+  noiseless.noise = 0;
+  auto ridge = [&](double l) {
+    return std::shared_ptr<const learners::ClassicalLearner>(
+        learners::MakeLearner(l == 0 ? "ols" : "ridge:" + std::to_string(l), quarter));
+  };
+  analysis::CompareRequest req;
+  req.prompts = 400;
+  req.ilwd_prompts = 4;
+  req.seed = 9;
+  req.learner_specs = "ols,ridge:0.25,ridge:1";
+  const auto r = analysis::RunCompare({analysis::ClassicalUnderTest("r025", quarter, ridge(0.25)),
+                                       analysis::ClassicalUnderTest("ols0", noiseless, ridge(0))},
+                                      req);
+  // k = d and d + 1 are left out of the noisy column's summary only.
+  EXPECT_EQ(r.summary_ks[0].size(), 10u);
+  EXPECT_EQ(r.summary_ks[1].size(), 12u);
+  const auto t = analysis::MakePairedTable(r);
+  ASSERT_EQ(t.rows, (std::vector<std::string>{"ols", "ridge:0.25", "ridge:1"}));
+  EXPECT_EQ(t.diagonal[0], "ridge:0.25");
+  EXPECT_EQ(t.diagonal[1], "ols");
+  const auto& on = t.cells[1][0];  // ridge:0.25 in its own column: identical predictions
+  EXPECT_EQ(on.mean, 0.0);
+  EXPECT_TRUE(on.minimum);
+  EXPECT_TRUE(on.significant);
+  EXPECT_EQ(on.diff, 0.0);
+  const auto& off = t.cells[2][0];  // ridge:1 differs on every prompt: interval above 0
+  EXPECT_GT(off.lo, 0.0);
+  EXPECT_LE(off.lo, off.diff);
+  EXPECT_LE(off.diff, off.hi);
+  EXPECT_TRUE(t.cells[0][1].minimum && t.cells[0][1].significant);  // OLS, noiseless column
+  // A tie: bayes is ridge 0.25 on the quarter column.
+  req.learner_specs = "ols,ridge:0.25,bayes";
+  const auto tie = analysis::MakePairedTable(
+      analysis::RunCompare({analysis::ClassicalUnderTest("r025", quarter, ridge(0.25))}, req));
+  EXPECT_EQ(tie.diagonal[0], "bayes");
+  int minima = 0;
+  for (std::size_t i = 0; i < tie.rows.size(); ++i)
+    if (tie.cells[i][0].minimum) {
+      ++minima;
+      EXPECT_FALSE(tie.cells[i][0].significant) << tie.rows[i];
+    }
+  EXPECT_EQ(minima, 1);
+}

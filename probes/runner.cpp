@@ -108,13 +108,13 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
                              "'" + c.path + "' was extracted on prompts of seed " +
                                  std::to_string(c.seed) + " but '" + main.path + "' on seed " +
                                  std::to_string(main.seed) +
-                                 "; extract controls on the main file's prompts (--seed)");
+                                 "; extract the control with the main file's prompt seed");
     if (c.prompts != main.prompts && (r.max_prompts <= 0 || c.prompts < r.max_prompts))
       throw data::InputError(
           "probe", "control",
           "'" + c.path + "' has " + std::to_string(c.prompts) + " prompts but '" + main.path +
               "' has " + std::to_string(main.prompts) +
-              "; controls must hold the same prompts (or pass --max-prompts at most the smaller)");
+              "; controls must hold the same prompts (or pass {max-prompts} at most the smaller)");
     if (!data::IsPlainName(SourceName(c.path)))
       throw data::InputError("probe", "control",
                              "the file name of '" + c.path +

@@ -3,6 +3,7 @@
 #include "data/errors.hpp"
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -86,6 +87,21 @@ Scorer::Score Scorer::Difference(const std::string& t, const std::string& p, con
   if (boot_) {
     const probes::Interval i =
         probes::PercentileInterval(Replicates(t, p, sa, la, ki) - Replicates(t, p, sb, lb, ki));
+    out.lo = i.lo, out.hi = i.hi;
+  }
+  return out;
+}
+
+Scorer::Score Scorer::TargetDifference(const std::string& ta, const std::string& tb,
+                                       const std::string& p, const std::string& s, arma::uword li,
+                                       arma::uword ki) const {
+  Score out;
+  out.mean = OverSeeds(*r_.Find(ta, p, s, "r2"), ki, li).mean -
+             OverSeeds(*r_.Find(tb, p, s, "r2"), ki, li).mean;
+  out.lo = out.hi = out.mean;
+  if (boot_) {
+    const probes::Interval i =
+        probes::PercentileInterval(Replicates(ta, p, s, li, ki) - Replicates(tb, p, s, li, ki));
     out.lo = i.lo, out.hi = i.hi;
   }
   return out;
@@ -381,6 +397,143 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
       }
       os << "\\bottomrule\n\\end{tabular}\n";
     }
+  }
+}
+
+std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
+                                             std::vector<std::string> targets, int k) {
+  const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
+  if (kit == r.ks.end())
+    throw data::InputError("report", "k",
+                           "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
+  const arma::uword ki = kit - r.ks.begin();
+  if (targets.empty())
+    for (const char* t : {"w_ols", "w_ridge", "w"})
+      if (std::find(r.targets.begin(), r.targets.end(), t) != r.targets.end()) targets.push_back(t);
+  for (const auto& t : targets)
+    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
+      throw data::InputError("report", "compare-targets",
+                             "target '" + t + "' was not probed in '" + r.path + "'");
+  if (targets.size() < 2)
+    throw data::InputError("report", "compare-targets",
+                           "needs two or more targets probed in '" + r.path + "'");
+  const Scorer scorer(r);
+  std::vector<TargetComparison> out;
+  for (const auto& p : r.probes) {
+    bool all = true;
+    for (const auto& t : targets)
+      all = all && r.Find(t, p, "model", "r2") != nullptr;
+    if (!all) continue;
+    for (arma::uword li = 0; li < r.layers.size(); ++li) {
+      TargetComparison c;
+      c.probe = p, c.k = k, c.layer = r.layers[li], c.intervals = scorer.intervals();
+      for (const auto& t : targets)
+        c.r2.emplace_back(t, scorer.R2(t, p, "model", li, ki));
+      std::vector<std::size_t> order(c.r2.size());
+      for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return c.r2[a].second.mean > c.r2[b].second.mean;
+      });
+      c.best = c.r2[order[0]].first, c.runner_up = c.r2[order[1]].first;
+      c.margin = scorer.TargetDifference(c.best, c.runner_up, p, "model", li, ki);
+      c.significant = c.intervals && c.margin.lo > 0;
+      out.push_back(c);
+    }
+  }
+  if (out.empty())
+    throw data::InputError("report", "compare-targets",
+                           "no probe of '" + r.path + "' was fitted to every compared target");
+  return out;
+}
+
+void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,
+                           TableFormat format) {
+  if (rows.empty()) return;
+  if (format == TableFormat::kCsv) {
+    os << "probe,layer,k,target,r2,r2_lo,r2_hi,best,runner_up,margin,margin_lo,margin_hi,"
+          "significant\n";
+    for (const auto& c : rows)
+      for (const auto& [t, v] : c.r2)
+        os << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{},{:.6g},{:.6g},{:.6g},{}\n",
+                          c.probe, c.layer, c.k, t, v.mean, v.lo, v.hi, c.best, c.runner_up,
+                          c.margin.mean, c.margin.lo, c.margin.hi, c.significant ? 1 : 0);
+    return;
+  }
+  const bool md = format == TableFormat::kMarkdown;
+  std::vector<std::string> names;
+  for (const auto& [t, v] : rows[0].r2)
+    names.push_back(t);
+  const std::string note =
+      rows[0].intervals
+          ? "R² [95% bootstrap interval]; the margin is R²(best) − R²(runner-up), paired over "
+            "the same test prompts; * its interval excludes 0, ~ it does not"
+          : "R² point estimates (the file keeps no per-prompt errors: no intervals)";
+  std::string probe;
+  for (const auto& c : rows) {
+    if (c.probe != probe) {
+      probe = c.probe;
+      if (md) {
+        os << fmt::format("\n**Which target each layer carries best** ({} probe, k = {}): {}\n\n",
+                          probe, c.k, note);
+        os << "| layer |";
+        for (const auto& t : names)
+          os << " " << t << " |";
+        os << " best | margin over runner-up |\n|---:|";
+        for (std::size_t i = 0; i < names.size(); ++i)
+          os << "---:|";
+        os << ":---|---:|\n";
+      } else {
+        os << fmt::format("\n% which target each layer carries best ({} probe, k = {})\n",
+                          Escape(probe, format), c.k);
+        os << "\\begin{tabular}{r" << std::string(names.size(), 'r') << "lr}\n\\toprule\nlayer";
+        for (const auto& t : names)
+          os << " & " << Escape(t, format);
+        os << " & best & margin \\\\\n\\midrule\n";
+      }
+    }
+    const std::string sep = md ? " | " : " & ";
+    os << (md ? "| " : "") << c.layer;
+    for (const auto& [t, v] : c.r2)
+      os << sep
+         << (c.intervals ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", v.mean, v.lo, v.hi)
+                         : fmt::format("{:.3f}", v.mean));
+    const std::string mark = !c.intervals ? "" : (c.significant ? "*" : "~");
+    os << sep << Escape(c.best, format) << mark << sep
+       << (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over {}", c.margin.mean,
+                                     c.margin.lo, c.margin.hi, Escape(c.runner_up, format))
+                       : fmt::format("{:+.3f} over {}", c.margin.mean, Escape(c.runner_up, format)))
+       << (md ? " |\n" : " \\\\\n");
+    if (!md && (&c == &rows.back() || (&c + 1)->probe != probe))
+      os << "\\bottomrule\n\\end{tabular}\n";
+  }
+}
+
+void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows) {
+  std::vector<std::string> probes;
+  for (const auto& c : rows)
+    if (std::find(probes.begin(), probes.end(), c.probe) == probes.end()) probes.push_back(c.probe);
+  for (const auto& p : probes) {
+    std::map<std::string, std::vector<int>> best;  // target (or "tie") -> layers
+    std::vector<std::string> order;
+    int k = 0;
+    bool intervals = false;
+    for (const auto& c : rows) {
+      if (c.probe != p) continue;
+      k = c.k, intervals = c.intervals;
+      const std::string key = !c.intervals || c.significant ? c.best : "";
+      if (!best.count(key)) order.push_back(key);
+      best[key].push_back(c.layer);
+    }
+    std::vector<std::string> parts;
+    for (const auto& key : order)
+      parts.push_back(
+          key.empty() ? fmt::format("no significant best at layers {}", fmt::join(best[key], ","))
+                      : fmt::format("{} at layers {}", key, fmt::join(best[key], ",")));
+    os << fmt::format("Best-carried target, {} probe, k = {} ({}): {}\n", p, k,
+                      intervals ? "the paired 95% interval over the runner-up excludes 0"
+                                : "point estimates, no intervals",
+                      fmt::join(parts, "; "));
   }
 }
 

@@ -45,6 +45,10 @@ class Scorer {
   // R2(source a, layer a) - R2(source b, layer b), paired over the same test prompts.
   Score Difference(const std::string& t, const std::string& p, const std::string& sa,
                    arma::uword la, const std::string& sb, arma::uword lb, arma::uword ki) const;
+  // R2 of target a - R2 of target b (same probe, source, layer and k), paired: every target of
+  // one file is scored on the same test prompts of each seed's split.
+  Score TargetDifference(const std::string& ta, const std::string& tb, const std::string& p,
+                         const std::string& s, arma::uword li, arma::uword ki) const;
 
  private:
   arma::vec Replicates(const std::string& t, const std::string& p, const std::string& s,
@@ -87,6 +91,26 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
 void WriteFamilyReport(std::ostream& tables, std::ostream& summary,
                        const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
                        TableFormat format);
+
+// Which of several targets (e.g. w_ols, w_ridge and the true w, which differ under label noise)
+// a layer carries best: per (probe, layer), each target's R2 at k, the best, and the paired
+// difference to the runner-up; `significant` when that interval excludes 0.
+struct TargetComparison {
+  std::string probe;
+  int k = 0, layer = 0;
+  std::vector<std::pair<std::string, Scorer::Score>> r2;  // in the order asked for
+  std::string best, runner_up;
+  Scorer::Score margin;  // R2(best) - R2(runner-up), paired
+  bool intervals = false, significant = false;
+};
+// The weight targets of the file (w_ols, w_ridge, w) when `targets` is empty; throws
+// data::InputError when fewer than two of the asked targets were probed with the model source.
+std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
+                                             std::vector<std::string> targets, int k);
+void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,
+                           TableFormat format);
+// One line per probe: the layers where each target is the significant best, and the ties.
+void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows);
 
 // Per target: rows = layers, columns = (k, probe, source); cells = metric mean (+- 95% interval).
 void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& metric,

@@ -34,7 +34,7 @@ std::string FindGnuplot() {
 
 int RunReport(int argc, char** argv) {
   std::vector<std::string> probes_files;
-  std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out;
+  std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare;
   analysis::OnsetRule rule;
   po::options_description opts("Options");
   // clang-format off
@@ -53,6 +53,10 @@ int RunReport(int argc, char** argv) {
       ("margin", po::value(&rule.margin)->default_value(rule.margin), "selectivity (R2 model - R2 control) "
        "an onset layer needs over every control: the lower end of its paired 95% interval must "
        "exceed it")
+      ("compare-targets", po::value(&compare)->implicit_value("auto"), "also say which of several "
+       "targets each layer carries best at the last --k (R2 of each, the best and its paired margin "
+       "over the runner-up with a 95% interval): a comma list, or alone for the weight targets "
+       "probed (w_ols, w_ridge, w); with --format csv the output is this comparison's tidy CSV")
       ("plot-dir", po::value(&plot_dir), "write PNG and SVG plots (and their data) here")
       ("out,o", po::value(&out), "write the tables to this file instead of stdout")
       ("force", "overwrite an existing --out file");
@@ -155,9 +159,23 @@ int RunReport(int argc, char** argv) {
       std::cout << "wrote " << out << "\n";
     return 0;
   }
+  if (vm.count("compare-targets") && probes_files.size() > 1)
+    throw std::invalid_argument(
+        "--compare-targets: compares targets within one --probes file; run report once per "
+        "learner");
   const auto onsets = analysis::FindOnsets(r, ks.back(), rule);
   std::ostringstream tables;
-  analysis::WriteTables(tables, r, metric, ks, tf);
+  std::vector<analysis::TargetComparison> comparison;
+  if (vm.count("compare-targets")) {
+    std::vector<std::string> names;
+    std::stringstream cs(compare == "auto" ? "" : compare);
+    for (std::string t; std::getline(cs, t, ',');)
+      if (!t.empty()) names.push_back(t);
+    comparison = analysis::CompareTargets(r, names, ks.back());
+  }
+  if (tf != analysis::TableFormat::kCsv || comparison.empty())
+    analysis::WriteTables(tables, r, metric, ks, tf);
+  analysis::WriteTargetComparison(tables, comparison, tf);
   // Plots are planned, and their paths checked, before anything is written.
   analysis::PlotFiles plots;
   if (vm.count("plot-dir") && !gnuplot.empty()) {
@@ -179,6 +197,7 @@ int RunReport(int argc, char** argv) {
   }
   if (file) file->CommitText(tables.str());
   analysis::PrintOnsets(std::cout, onsets, rule);
+  analysis::PrintTargetComparison(std::cout, comparison);
   if (!file)
     std::cout << tables.str();
   else

@@ -17,9 +17,10 @@ setup_out() {
   START=$(date +%s)
 }
 
-# run CMD...: runs and records a command (paths relative to the repository root).
+# run CMD...: runs and records a command (paths relative to the repository root) in
+# $OUT/commands.txt, or in $CMDS where a script keeps a stage's commands apart.
 run() {
-  echo "${*//$ROOT\//}" | sed "s|$ICLPROBE|iclprobe|" >> "$OUT/commands.txt"
+  echo "${*//$ROOT\//}" | sed "s|$ICLPROBE|iclprobe|" >> "${CMDS:-$OUT/commands.txt}"
   "$@"
 }
 

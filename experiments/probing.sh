@@ -24,17 +24,33 @@ else
     --eval-prompts 100 --eval-every 20 --save-every 20 --quiet --force --out "$RUNS/fixedw.h5" > /dev/null
   FIXEDW="$RUNS/fixedw.h5"; P=600; GRAD=300; EPOCHS=3
 fi
-for ck in "${LEARNERS[@]}"; do
+for i in "${!LEARNERS[@]}"; do
+  ck=${LEARNERS[$i]}
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" ${SEEDS[$i]} "* ]]; then continue; fi
   if "$ICLPROBE" inspect "$ck" | awk '$1 == "step" && $2 != $4 {bad = 1} END {exit !bad}'; then
     echo "experiments/probing: $ck is an unfinished training run; finish it with train --resume" >&2; exit 2
   fi
 done
-# The fixed-w twin is probed on ordinary tasks (w ~ N(0, I)), once for all learners.
-run "$ICLPROBE" extract -c "$FIXEDW" --fixed-w false --prompts $P --seed 7 --threads 1 --quiet --force \
-  --out "$RUNS/acts_fixedw.h5" > /dev/null
+# A learner's probes are reused when its stamp (checkpoint digest and the profile's sizes) matches,
+# so a family can be probed learner by learner as its training runs finish (ONLY="1 2" probes
+# just those seeds and stops before the family report).
+stamp() { echo "$(cat "$1" "$FIXEDW" | sha256sum | cut -c1-64) P=$P GRAD=$GRAD EPOCHS=$EPOCHS ARCH=$ARCH"; }
+fixedw_acts() {  # the fixed-w twin, probed on ordinary tasks (w ~ N(0, I)), extracted once
+  [ -f "$RUNS/acts_fixedw.h5" ] && return 0
+  run "$ICLPROBE" extract -c "$FIXEDW" --fixed-w false --prompts $P --seed 7 --threads 1 --quiet --force \
+    --out "$RUNS/acts_fixedw.h5" > /dev/null
+}
 RIDGE=(); GRADS=()
 for i in "${!LEARNERS[@]}"; do
   s=${SEEDS[$i]}; L="s$s"; mkdir -p "$OUT/$L"
+  RIDGE+=("$OUT/$L/probes_ridge.h5"); GRADS+=("$OUT/$L/probes_grad.h5")
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $s "* ]]; then continue; fi
+  want=$(stamp "${LEARNERS[$i]}")
+  if [ -f "$OUT/$L/stamp" ] && [ "$(cat "$OUT/$L/stamp")" = "$want" ] && [ -f "$OUT/$L/commands.txt" ]; then
+    echo "experiments/probing: $L: reusing probes made from the same checkpoint" >&2; continue
+  fi
+  rm -f "$OUT/$L/stamp"; CMDS="$OUT/$L/commands.txt"; : > "$CMDS"
+  fixedw_acts
   run "$ICLPROBE" train --d 4 --n 12 $ARCH --seed $s --init-only --force --out "$RUNS/init_$L.h5" > /dev/null
   run "$ICLPROBE" extract -c "${LEARNERS[$i]}" --prompts $P --seed 7 --threads 1 --quiet --force \
     --out "$RUNS/acts_$L.h5" > /dev/null
@@ -47,9 +63,11 @@ for i in "${!LEARNERS[@]}"; do
     --targets w_ols,xty,xtx --probes linear,mlp --k 4,12 --max-prompts $GRAD --epochs $EPOCHS --threads 1 \
     --quiet --force --out "$OUT/$L/probes_grad.h5" --csv "$OUT/$L/probes_grad.csv" > /dev/null
   rm -f "$RUNS/acts_$L.h5" "$RUNS/acts_init_$L.h5"  # 1.1 GB each in the full profile
-  RIDGE+=("$OUT/$L/probes_ridge.h5"); GRADS+=("$OUT/$L/probes_grad.h5")
+  echo "$want" > "$OUT/$L/stamp"; unset CMDS
 done
 rm -f "$RUNS/acts_fixedw.h5"
+if [ -n "${ONLY:-}" ]; then echo "experiments/probing: probed seeds $ONLY; run again without ONLY for the family report" >&2; exit 0; fi
+for i in "${!LEARNERS[@]}"; do cat "$OUT/s${SEEDS[$i]}/commands.txt" >> "$OUT/commands.txt"; done
 for i in "${!LEARNERS[@]}"; do
   L="s${SEEDS[$i]}"
   run "$ICLPROBE" report --probes "$OUT/$L/probes_ridge.h5" --k d,n --force --out "$OUT/$L/report_ridge.md" > "$OUT/$L/onset_ridge.txt"

@@ -138,7 +138,10 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
 
   // Held-out prompts: a fixed seed, so every run is evaluated on the same set.
   const data::PromptSet eval_set = data::SamplePrompts(tc.task, tc.eval_seed, 0, tc.eval_prompts);
-  const arma::vec ols_error = arma::mean(PerPromptErrors(eval_set, RidgeLearner(0.0, "ols")), 1);
+  const double ref_lambda = tc.task.noise > 0 ? tc.task.BayesLambda() : 0.0;
+  const std::string ref_name = tc.task.noise > 0 ? "bayes" : "ols";
+  const arma::vec ref_error =
+      arma::mean(PerPromptErrors(eval_set, RidgeLearner(ref_lambda, ref_name)), 1);
 
   std::int64_t last_saved = req.resume ? step : -1;
   double loss_sum = 0;
@@ -166,7 +169,8 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
     r.lr = tc.LearningRate(std::max<std::int64_t>(0, step - 1));
     r.train_loss = loss_count ? loss_sum / loss_count : std::nan("");
     r.model_error = arma::mean(TransformerErrors(model, eval_set), 1);
-    r.ols_error = ols_error;
+    r.ref_error = ref_error;
+    r.ref_name = ref_name;
     r.eval_loss = arma::mean(r.model_error);
     loss_sum = 0;
     loss_count = 0;

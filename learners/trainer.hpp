@@ -36,7 +36,10 @@ struct EvalRecord {
   double train_loss = 0;  // mean loss since the previous evaluation
   double eval_loss = 0;   // mean over k of model_error
   arma::vec model_error;  // per k = 0..n-1, squared error / d, held-out prompts
-  arma::vec ols_error;    // OLS on the same prompts
+  // The reference on the same prompts: the Bayes-optimal ridge of the training task,
+  // lambda = noise^2 / w_scale^2, which is OLS for a noiseless task.
+  arma::vec ref_error;
+  std::string ref_name;  // "ols" (noiseless) or "bayes"
 };
 
 struct TrainCallbacks {

@@ -1,8 +1,12 @@
 // End to end: `iclprobe train` — checkpoints, resume, the evaluation log and bad options.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "data/hdf5.hpp"
 #include "tests/test_util.hpp"
@@ -151,4 +155,48 @@ TEST(CliTrain, InspectDescribesAndExportsWithoutTrainState) {
   r = RunIclprobe("inspect " + ckpt + " --export " + shipped);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+}
+
+// With label noise the evaluation log's reference is the Bayes ridge (lambda = sigma^2 / tau^2),
+// not OLS, which interpolates at k = d. Two paths: the log's column and `baselines --learners
+// bayes` on the same held-out prompts (seed 999, the evaluation seed, 16 prompts); both are the
+// same double-precision closed form, so they agree to the 9 significant digits both print.
+TEST(CliTrain, NoisyRunsAreEvaluatedAgainstTheBayesRidge) {
+  TempDir tmp;
+  const std::string out = tmp / "noisy.h5", csv = tmp / "b.csv";
+  ASSERT_EQ(
+      RunIclprobe("train " + kTiny + "--noise 0.5 --steps 2 --eval-every 2 --out " + out).exit_code,
+      0);
+  std::istringstream log(test::ReadFile(tmp / "noisy.train.csv"));
+  std::string line;
+  std::getline(log, line);
+  EXPECT_EQ(line, "step,lr,train_loss,eval_loss,k,model_error,bayes_error");
+  std::map<int, double> from_log;
+  while (std::getline(log, line)) {
+    std::vector<std::string> f;
+    std::istringstream row(line);
+    for (std::string x; std::getline(row, x, ',');)
+      f.push_back(x);
+    ASSERT_EQ(f.size(), 7u) << line;
+    from_log[std::stoi(f[4])] = std::stod(f[6]);
+  }
+  ASSERT_EQ(from_log.size(), 5u);  // k = 0..n-1 at the one evaluation
+  ASSERT_EQ(
+      RunIclprobe("baselines -c " + out + " --learners bayes --prompts 16 --seed 999 --csv " + csv)
+          .exit_code,
+      0);
+  std::istringstream table(test::ReadFile(csv));
+  int matched = 0;
+  while (std::getline(table, line)) {
+    if (line.rfind("bayes,", 0) != 0) continue;
+    std::vector<std::string> f;
+    std::istringstream row(line);
+    for (std::string x; std::getline(row, x, ',');)
+      f.push_back(x);
+    const int k = std::stoi(f[1]);
+    ASSERT_TRUE(from_log.count(k)) << line;
+    EXPECT_NEAR(std::stod(f[2]), from_log[k], 2e-8 * std::abs(from_log[k]) + 1e-12) << line;
+    ++matched;
+  }
+  EXPECT_EQ(matched, 5);
 }

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
 
 #include "analysis/report.hpp"
+#include "data/errors.hpp"
 #include "data/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "tests/test_util.hpp"
@@ -223,4 +226,72 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
                                  " --plot-dir " + (tmp / "figs"));
   EXPECT_EQ(plots.exit_code, 2);
   EXPECT_NE(plots.err.find("--plot-dir"), std::string::npos) << plots.err;
+}
+
+// Which target a layer carries best, on planted per-prompt errors (one seed, 200 test prompts,
+// k = 4): layer 0 carries w_ols (R2 0.8 vs 0.5), layer 1 carries w_ridge and w equally (the same
+// errors: a paired difference of exactly 0, never significant), layer 2 carries w_ridge (0.9 vs
+// 0.85; per-prompt noise of +-50% leaves the paired interval about +-0.01 wide).
+TEST(Report, CompareTargetsFindsThePlantedBestAndTies) {
+  analysis::ProbeResults r;
+  r.path = "planted.h5";
+  r.d = 2, r.n = 4, r.seeds = 1, r.layers = {0, 1, 2}, r.ks = {4};
+  r.targets = {"w_ols", "w_ridge", "w"}, r.probes = {"ridge"}, r.sources = {"model"};
+  r.n_test = 200, r.bootstrap = 1000, r.bootstrap_seed = 5;
+  arma::arma_rng::set_seed(11);
+  const arma::vec u = 0.5 + arma::randu<arma::vec>(200);  // per-prompt noise on the errors
+  const arma::mat sst_w = 0.5 + arma::randu<arma::mat>(200, 1);
+  // w_ridge shares w's per-prompt sst, so equal fractions give identical errors: the tie.
+  const std::map<std::string, arma::mat> sst = {
+      {"w_ols", 0.5 + arma::randu<arma::mat>(200, 1)}, {"w_ridge", sst_w}, {"w", sst_w}};
+  const std::map<std::string, std::vector<double>> fraction = {
+      {"w_ols", {0.2, 0.7, 0.4}}, {"w_ridge", {0.5, 0.3, 0.1}}, {"w", {0.5, 0.3, 0.15}}};
+  for (const auto& [t, f] : fraction) {
+    r.sst[t] = {sst.at(t)};
+    arma::cube r2(1, 1, 3);
+    for (int l = 0; l < 3; ++l) {
+      const arma::mat sse = f[l] * sst.at(t) % u;
+      r.sse[t + "/ridge/model"].push_back(sse);
+      r2(0, 0, l) = 1 - arma::accu(sse) / arma::accu(sst.at(t));
+    }
+    r.metric[t + "/ridge/model/r2"] = r2;
+  }
+  const auto rows = analysis::CompareTargets(r, {}, 4);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].best, "w_ols");
+  EXPECT_TRUE(rows[0].significant);
+  EXPECT_NEAR(rows[0].margin.mean, 0.3, 0.05);  // 1 - 0.2 E[u] vs 1 - 0.5 E[u], E[u] ~ 1
+  EXPECT_FALSE(rows[1].significant);            // identical errors
+  EXPECT_EQ(rows[1].margin.mean, 0.0);
+  EXPECT_EQ(rows[1].margin.lo, 0.0);
+  EXPECT_EQ(rows[2].best, "w_ridge");
+  EXPECT_EQ(rows[2].runner_up, "w");
+  EXPECT_TRUE(rows[2].significant);
+  EXPECT_GT(rows[2].margin.lo, 0.0);
+  EXPECT_LT(rows[2].margin.lo, 0.05);
+  std::ostringstream line;
+  analysis::PrintTargetComparison(line, rows);
+  EXPECT_NE(
+      line.str().find("w_ols at layers 0; no significant best at layers 1; w_ridge at layers 2"),
+      std::string::npos)
+      << line.str();
+  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols", "xty"}, 4), data::InputError);
+  EXPECT_THROW(analysis::CompareTargets(r, {"w"}, 4), data::InputError);
+}
+
+TEST(Report, CompareTargetsOnTheCommandLine) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");  // targets xty and w_ols, no per-prompt errors
+  const auto only_one = RunIclprobe("report --probes " + (tmp / "p.h5") + " --compare-targets");
+  EXPECT_EQ(only_one.exit_code, 2);
+  EXPECT_NE(only_one.err.find("--compare-targets"), std::string::npos) << only_one.err;
+  const auto r = RunIclprobe("report --probes " + (tmp / "p.h5") +
+                             " --compare-targets xty,w_ols --format csv --k 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // xty (0.95 + 0.01 at layer 4 for mlp) beats w_ols (0.5) at every layer: point estimates.
+  EXPECT_NE(r.out.find("Best-carried target, ridge probe, k = 4 (point estimates, no intervals): "
+                       "xty at layers 0,1,2,3,4"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("probe,layer,k,target,r2,r2_lo,r2_hi,best,runner_up"), std::string::npos);
 }

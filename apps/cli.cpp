@@ -156,9 +156,14 @@ void SetSerialKernels() {
   openblas_set_num_threads(1);
 }
 
-void SetThreads(int threads) {
+int ResolveThreads(int threads) {
   CheckThreads(threads);
-  const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  return threads > 0 ? threads
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void SetThreads(int threads) {
+  const int n = ResolveThreads(threads);
   torch::set_num_threads(n);
   openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
 }

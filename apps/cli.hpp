@@ -53,6 +53,8 @@ void AddThreadsOption(po::options_description& options, int* threads);
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
+// --threads as a count: 0 (all cores) becomes the number of hardware threads.
+int ResolveThreads(int threads);
 // One intra-op thread for torch and OpenBLAS: for runs that parallelise over independent work
 // (probe fits) with their own pool, so kernels' threads never multiply with the workers.
 void SetSerialKernels();

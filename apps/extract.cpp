@@ -86,7 +86,9 @@ int RunExtract(int argc, char** argv) {
   }
   if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
   extract::ValidateConfig(cfg, info.model);
-  SetThreads(threads);
+  // Parallel over prompt groups, one intra-op thread each (see ExtractConfig::workers).
+  SetSerialKernels();
+  cfg.workers = ResolveThreads(threads);
 
   extract::ExtractOptions eo;
   eo.force = vm.count("force") > 0;

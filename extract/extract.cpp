@@ -5,11 +5,14 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "data/hdf5.hpp"
 #include "data/output.hpp"
@@ -295,31 +298,71 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   ExtractResult result;
   result.chunk_rows = chunk_rows;
   result.batch = static_cast<int>(batch);
-  std::int64_t batches = 0;
   const int G = kComputeGroup;
-  while (n_complete < std::int64_t(N)) {
-    if (opt.stop_after_batches >= 0 && batches >= opt.stop_after_batches) break;
-    const std::int64_t count = std::min<std::int64_t>(batch, N - n_complete);
-    const data::PromptSet set = data::SamplePrompts(cfg.task, cfg.seed, n_complete, count);
+  const int workers = std::max(1, cfg.workers);
 
+  // One batch: the prompts, every stored state, the predictions and the targets.
+  struct Batch {
+    std::int64_t count = 0;
+    data::PromptSet set;
     std::vector<torch::Tensor> hidden;
+    torch::Tensor predictions;
+    data::TargetSet targets;
+  };
+  // Groups of G prompts go round-robin to the workers; the targets are computed meanwhile on
+  // the calling thread. Each group is padded to G rows and run whole, so a prompt's states
+  // are the same whichever worker, batch size or thread count computed them.
+  auto compute = [&](std::int64_t first, std::int64_t count) {
+    Batch b;
+    b.count = count;
+    b.set = data::SamplePrompts(cfg.task, cfg.seed, first, count);
     for (std::size_t i = 0; i < cfg.layers.size(); ++i)
-      hidden.push_back(torch::empty({count, T, H}));
-    auto predictions = torch::empty({count, n});
-    for (std::int64_t g0 = 0; g0 < count; g0 += G) {
-      const std::int64_t g = std::min<std::int64_t>(G, count - g0);
-      auto tokens = torch::zeros({G, 2L * n, d + 1L});  // padded to a whole group
-      tokens.slice(0, 0, g).copy_(data::TokenTensor(set, g0, g));
-      const auto r = model->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
-      for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
-        auto h = r.hidden[cfg.layers[i]].slice(0, 0, g);
-        if (cfg.positions == Positions::kY)
-          h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n, /*step=*/2);
-        hidden[i].slice(0, g0, g0 + g).copy_(h);
+      b.hidden.push_back(torch::empty({count, T, H}));
+    b.predictions = torch::empty({count, n});
+    const std::int64_t groups = (count + G - 1) / G;
+    auto run_groups = [&](int w) {
+      torch::NoGradGuard no_grad_here;  // grad mode is per thread
+      for (std::int64_t j = w; j < groups; j += workers) {
+        const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, count - g0);
+        auto tokens = torch::zeros({G, 2L * n, d + 1L});  // padded to a whole group
+        tokens.slice(0, 0, g).copy_(data::TokenTensor(b.set, g0, g));
+        const auto r = model->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+        for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
+          auto h = r.hidden[cfg.layers[i]].slice(0, 0, g);
+          if (cfg.positions == Positions::kY)
+            h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n, /*step=*/2);
+          b.hidden[i].slice(0, g0, g0 + g).copy_(h);
+        }
+        b.predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
       }
-      predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
+    };
+    const int used = static_cast<int>(std::min<std::int64_t>(workers, groups));
+    std::vector<std::exception_ptr> errors(used);
+    std::vector<std::thread> threads;
+    for (int w = 1; w < used; ++w)
+      threads.emplace_back([&, w] {
+        try {
+          run_groups(w);
+        } catch (...) {
+          errors[w] = std::current_exception();
+        }
+      });
+    try {
+      if (used > 0) run_groups(0);
+      b.targets = data::ComputeTargets(b.set, cfg.ridge_lambda);
+    } catch (...) {
+      errors[0] = std::current_exception();
     }
-    const data::TargetSet t = data::ComputeTargets(set, cfg.ridge_lambda);
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    return b;
+  };
+  // Stores one batch and then, once its rows are durably on disk, raises n_complete. Runs on
+  // the writer thread; only it touches the file while batches are in flight.
+  auto store = [&](const Batch& b) {
+    const std::int64_t count = b.count;
     // Room for the whole batch before HDF5 writes any of it (see h5::File::Reserve): rows plus
     // a quarter for chunk indexes and headers.
     try {
@@ -330,10 +373,11 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                                " prompts are safe in the partial file: free space and run the "
                                "same command with {resume}");
     }
-
-    for (std::size_t i = 0; i < hidden.size(); ++i)
-      ds.hidden[i].Append(count, hidden[i].data_ptr<float>(), hidden[i].numel());
-    ds[schema::kPredictions].Append(count, predictions.data_ptr<float>(), predictions.numel());
+    for (std::size_t i = 0; i < b.hidden.size(); ++i)
+      ds.hidden[i].Append(count, b.hidden[i].data_ptr<float>(), b.hidden[i].numel());
+    ds[schema::kPredictions].Append(count, b.predictions.data_ptr<float>(), b.predictions.numel());
+    const data::PromptSet& set = b.set;
+    const data::TargetSet& t = b.targets;
     ds[schema::kPromptsX].Append(count, set.x.memptr(), set.x.n_elem);
     ds[schema::kPromptsY].Append(count, set.y.memptr(), set.y.n_elem);
     ds[schema::kPromptsW].Append(count, set.w.memptr(), set.w.n_elem);
@@ -348,9 +392,33 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     n_complete += count;
     file->SetAttr("n_complete", n_complete);
     file->Sync();
-    ++batches;
     if (on_batch)
       on_batch({n_complete, std::int64_t(N), double(fs::file_size(partial)) / (1 << 20)});
+  };
+
+  // A pipeline two batches deep: batch b + 1 is computed while the writer stores batch b, so
+  // memory stays at two batches whatever N is. A write error surfaces at the next hand-over.
+  std::future<void> writing;
+  std::int64_t next = n_complete, batches = 0;
+  auto hand_over = [&](std::unique_ptr<Batch> b) {
+    if (writing.valid()) writing.get();  // rethrows the writer's error
+    if (b)
+      writing = std::async(std::launch::async,
+                           [&, b = std::shared_ptr<Batch>(std::move(b))] { store(*b); });
+  };
+  try {
+    while (next < std::int64_t(N)) {
+      if (opt.stop_after_batches >= 0 && batches >= opt.stop_after_batches) break;
+      const std::int64_t count = std::min<std::int64_t>(batch, N - next);
+      auto b = std::make_unique<Batch>(compute(next, count));
+      next += count;
+      ++batches;
+      hand_over(std::move(b));
+    }
+    hand_over(nullptr);
+  } catch (...) {
+    if (writing.valid()) writing.wait();  // the file is closed only when the writer is done
+    throw;
   }
   result.n_complete = n_complete;
   ds = Datasets();

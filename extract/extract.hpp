@@ -34,6 +34,12 @@ struct ExtractConfig {
   double ridge_lambda = 0.1;
   bool compress = false;  // shuffle + deflate
   int batch = 256;        // prompts per write; rounded up to whole chunks
+  // Threads computing prompt groups in parallel, each with one intra-op thread (the caller
+  // sets torch's and OpenBLAS's pools to 1: 64-wide products gain nothing from splitting, and
+  // two pools on the same cores slow each other down). A separate writer thread stores batch
+  // b while batch b + 1 is computed. Results do not depend on it: every group is computed
+  // whole, padded to kComputeGroup, by single-threaded kernels.
+  int workers = 1;
 
   // What determines the file's contents (not batch, threads or paths), as JSON.
   std::string ContentJson(const learners::ModelConfig& model) const;

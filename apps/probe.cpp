@@ -57,6 +57,9 @@ int RunProbe(int argc, char** argv) {
       ("k", po::value(&ks), "only these numbers of examples k (default: 1..n)")
       ("out,o", po::value(&out), "probes.h5 to write (required)")
       ("csv", po::value(&csv), "also write the tidy CSV (target,probe,source,layer,k,seed,mse,nmse,r2)")
+      ("verify-inputs", "re-hash every row of the activations and control files against the "
+       "digests extract recorded (reads them whole; by default only their attributes and row "
+       "digests are checked against the content digest)")
       ("force", "overwrite existing outputs")
       ("quiet,q", "no progress bar");
   // clang-format on
@@ -112,12 +115,15 @@ int RunProbe(int argc, char** argv) {
                           req.ks.size() * req.families.size();
   Progress progress("probe", units, vm.count("quiet") > 0, "(layer,k) fits");
   const auto t0 = std::chrono::steady_clock::now();
-  // Hash the inputs on another thread while the probes run (a 1 GB file takes seconds).
-  auto hashes = std::async(std::launch::async, [&req] {
-    std::map<std::string, std::string> h;
-    h[req.activations] = data::Sha256File(req.activations);
+  // Record which inputs were probed on another thread while the probes run: extract's content
+  // digest after a cheap check (or, with --verify-inputs, every row re-hashed), the whole-file
+  // SHA-256 for files from before extract recorded one.
+  const bool verify = vm.count("verify-inputs") > 0;
+  auto hashes = std::async(std::launch::async, [&req, verify] {
+    std::map<std::string, probes::InputRecord> h;
+    h[req.activations] = probes::RecordInput(req.activations, verify);
     for (const auto& c : req.controls)
-      h[c] = data::Sha256File(c);
+      h[c] = probes::RecordInput(c, verify);
     return h;
   });
   const auto result = probes::RunProbes(

@@ -24,13 +24,44 @@ std::string Sha256File(const std::string& path) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  return Hex(digest, len);
+}
+
+std::string Hex(const unsigned char* bytes, std::size_t n) {
   static const char* hex = "0123456789abcdef";
   std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
+  for (std::size_t i = 0; i < n; ++i) {
+    out += hex[bytes[i] >> 4];
+    out += hex[bytes[i] & 15];
   }
   return out;
+}
+
+struct Sha256::Impl {
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  Reset();
+}
+Sha256::~Sha256() = default;
+Sha256::Sha256(Sha256&&) noexcept = default;
+Sha256& Sha256::operator=(Sha256&&) noexcept = default;
+
+void Sha256::Reset() {
+  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("sha256: cannot initialise OpenSSL digest");
+}
+
+void Sha256::Update(const void* data, std::size_t bytes) {
+  if (bytes) EVP_DigestUpdate(impl_->ctx.get(), data, bytes);
+}
+
+Sha256::Digest Sha256::Final() {
+  Digest d{};
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(impl_->ctx.get(), d.data(), &len);
+  return d;
 }
 
 }  // namespace icl::data

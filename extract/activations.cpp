@@ -11,6 +11,7 @@
 #include "data/hdf5.hpp"
 #include "data/json.hpp"
 #include "data/prompt_io.hpp"
+#include "data/sha256.hpp"
 #include "extract/activations_schema.hpp"
 
 namespace icl::extract {
@@ -39,6 +40,7 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
                                 std::to_string(a.prompts) +
                                 " prompts; finish it with iclprobe extract {resume}");
   a.checkpoint_sha256 = f.GetString("checkpoint_sha256");
+  if (f.HasAttr("content_sha256")) a.content_sha256 = f.GetString("content_sha256");
   const std::string pos = f.GetString("positions");
   if (pos != "all" && pos != "y")
     throw std::invalid_argument("'" + path + "': unknown positions '" + pos + "'");
@@ -77,6 +79,111 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
     a.target_per_k.push_back(per_k);
   }
   return a;
+}
+
+std::string ContentDigestOf(const std::string& extract_config, const std::string& checkpoint_sha256,
+                            const std::vector<std::uint8_t>& group_digests) {
+  // Storage settings (compression) do not change the content: left out.
+  std::string config = extract_config;
+  try {
+    nlohmann::json j = nlohmann::json::parse(extract_config);
+    if (j.is_object()) j.erase("compress");
+    config = j.dump();
+  } catch (const nlohmann::json::exception&) {
+    // Not JSON (a damaged file): hashed as it is, so it cannot match the recorded digest.
+  }
+  data::Sha256 h;
+  h.Update(config.data(), config.size());
+  h.Update("\n", 1);
+  h.Update(checkpoint_sha256.data(), checkpoint_sha256.size());
+  h.Update("\n", 1);
+  h.Update(group_digests.data(), group_digests.size());
+  const auto d = h.Final();
+  return data::Hex(d.data(), d.size());
+}
+
+namespace {
+
+// The stored group digests, checked for shape against the file's prompt count.
+std::vector<std::uint8_t> GroupDigests(const h5::File& f, const std::string& path,
+                                       std::int64_t prompts, const std::string& option) {
+  if (!f.Exists(schema::kGroupDigests))
+    throw data::InputError("probe", option,
+                           "'" + path + "' has no /" + schema::kGroupDigests +
+                               " (an older iclprobe made it): re-run extract to get a file "
+                               "whose content can be checked");
+  const h5::Dataset ds = f.OpenDataset(schema::kGroupDigests);
+  ds.ExpectDims({hsize_t((prompts + kComputeGroup - 1) / kComputeGroup), 32});
+  return ds.ReadAll<std::uint8_t>();
+}
+
+}  // namespace
+
+std::string ContentDigest(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  const std::int64_t prompts = f.GetInt("prompts");
+  if (prompts < 1 || prompts > (std::int64_t(1) << 40))
+    throw std::invalid_argument("'" + path + "': attribute 'prompts' is out of range");
+  return ContentDigestOf(f.GetString("extract_config"), f.GetString("checkpoint_sha256"),
+                         GroupDigests(f, path, prompts, "activations"));
+}
+
+void VerifyContentDigest(const std::string& path, const std::string& option) {
+  const h5::File f = h5::File::Open(path);
+  if (!f.HasAttr("content_sha256"))
+    throw data::InputError("probe", option,
+                           "'" + path + "' records no content digest (an older iclprobe made it)");
+  const std::string stored = f.GetString("content_sha256");
+  if (ContentDigest(path) != stored)
+    throw data::InputError("probe", option,
+                           "'" + path +
+                               "': its attributes or row digests no longer match the content "
+                               "digest extract recorded; the file was changed after it was "
+                               "written: extract it again");
+}
+
+void VerifyRows(const std::string& path, const std::string& option) {
+  VerifyContentDigest(path, option);
+  const ActivationsInfo info = ReadActivationsInfo(path);
+  const h5::File f = h5::File::Open(path);
+  const std::vector<std::uint8_t> stored = GroupDigests(f, path, info.prompts, option);
+  std::vector<h5::Dataset> hidden;
+  for (int l : info.layers)
+    hidden.push_back(f.OpenDataset(schema::Hidden(l)));
+  const auto per_prompt = schema::PerPromptDatasets(info.task.n, info.task.d);
+  std::vector<h5::Dataset> rest;
+  for (const auto& spec : per_prompt)
+    rest.push_back(f.OpenDataset(spec.name));
+  std::vector<float> fbuf;
+  std::vector<double> dbuf;
+  const std::int64_t G = kComputeGroup;
+  for (std::int64_t g0 = 0; g0 < info.prompts; g0 += G) {
+    const hsize_t count = std::min<std::int64_t>(G, info.prompts - g0);
+    data::Sha256 h;
+    auto hash_float = [&](const h5::Dataset& ds) {
+      fbuf.resize(count * ds.RowSize());
+      ds.ReadRows(g0, count, fbuf.data(), fbuf.size());
+      h.Update(fbuf.data(), fbuf.size() * sizeof(float));
+    };
+    for (const auto& ds : hidden)
+      hash_float(ds);
+    for (std::size_t i = 0; i < per_prompt.size(); ++i) {
+      if (per_prompt[i].is_float32) {
+        hash_float(rest[i]);
+        continue;
+      }
+      dbuf.resize(count * rest[i].RowSize());
+      rest[i].ReadRows(g0, count, dbuf.data(), dbuf.size());
+      h.Update(dbuf.data(), dbuf.size() * sizeof(double));
+    }
+    const auto d = h.Final();
+    if (!std::equal(d.begin(), d.end(), stored.begin() + (g0 / G) * 32))
+      throw data::InputError(
+          "probe", option,
+          fmt::format("'{}': the rows of prompts {}..{} do not match the digest extract recorded "
+                      "for them; the file was changed after it was written: extract it again",
+                      path, g0, g0 + count - 1));
+  }
 }
 
 }  // namespace icl::extract

@@ -23,11 +23,26 @@ struct ActivationsInfo {
   std::string checkpoint_sha256;
   std::vector<std::string> targets;  // names under /targets
   std::vector<bool> target_per_k;    // false for k-independent targets such as w
+  std::string content_sha256;        // recorded by extract ("" in files from before it did)
 };
 
 // Opens and checks an activations file (format, version, completeness, shapes).
 ActivationsInfo ReadActivationsInfo(const std::string& path);
 
 std::string LayerName(int layer);  // "layer_07"
+
+// The content digest of an activations file: SHA-256 over its extract_config (less the storage
+// setting compress), its
+// checkpoint_sha256 and the per-group row digests of /provenance/group_sha256. extract records
+// it as the attribute content_sha256 when it finishes; recomputing it here reads only the
+// attributes and the digests (kilobytes), so a reader can check cheaply that neither was
+// changed. `VerifyRows` recomputes every group digest from the rows themselves (reads the
+// whole file). Both throw data::InputError naming `option` on a mismatch.
+std::string ContentDigest(const std::string& path);
+// The same from its parts: 32 bytes per group, in group order.
+std::string ContentDigestOf(const std::string& extract_config, const std::string& checkpoint_sha256,
+                            const std::vector<std::uint8_t>& group_digests);
+void VerifyContentDigest(const std::string& path, const std::string& option);
+void VerifyRows(const std::string& path, const std::string& option);
 
 }  // namespace icl::extract

@@ -21,6 +21,10 @@ inline constexpr const char* kWRidge = "targets/w_ridge";
 inline constexpr const char* kXty = "targets/xty";
 inline constexpr const char* kXtx = "targets/xtx";
 inline constexpr const char* kW = "targets/w";  // a second name of prompts/w
+// [ceil(n_complete / kComputeGroup), 32] uint8: SHA-256 of each group of kComputeGroup prompts'
+// rows, every stored dataset in turn (hidden states in layer order, then the per-prompt
+// datasets in schema order), as extract wrote them.
+inline constexpr const char* kGroupDigests = "provenance/group_sha256";
 
 // "hidden/layer_07": state 7 of every prompt, [N, T, H] float32.
 std::string Hidden(int layer);

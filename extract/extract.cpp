@@ -2,11 +2,13 @@
 #include "extract/extract.hpp"
 #include "data/errors.hpp"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -70,6 +72,7 @@ std::string JsonDifference(const std::string& a, const std::string& b) {
 struct Datasets {
   std::vector<h5::Dataset> hidden;             // in the order of the stored layers
   std::map<std::string, h5::Dataset> by_name;  // the per-prompt datasets of the schema
+  std::vector<h5::Dataset> digests;            // schema::kGroupDigests (one entry)
   h5::Dataset& operator[](const std::string& name) { return by_name.at(name); }
 };
 
@@ -225,11 +228,18 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       ds.hidden.push_back(file->OpenDataset(schema::Hidden(l)));
     for (const auto& spec : per_prompt)
       ds.by_name.emplace(spec.name, file->OpenDataset(spec.name));
+    if (!file->Exists(schema::kGroupDigests))
+      throw data::InputError("extract", "resume",
+                             "'" + partial +
+                                 "' has no row digests (an older iclprobe made it); pass {force} "
+                                 "to start over");
+    ds.digests.push_back(file->OpenDataset(schema::kGroupDigests));
     // Rows past n_complete belong to a batch that was interrupted: drop them.
     for (auto& h : ds.hidden)
       h.Resize(n_complete);
     for (auto& [name, r] : ds.by_name)
       r.Resize(n_complete);
+    ds.digests[0].Resize((n_complete + kComputeGroup - 1) / kComputeGroup);
   } else {
     std::error_code ec;
     fs::remove(partial, ec);
@@ -275,6 +285,20 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     }
     ds[schema::kWRidge].SetAttr("ridge_lambda", cfg.ridge_lambda);
     ds[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
+    {
+      h5::DatasetOptions o;
+      o.chunk = {1024, 32};
+      o.extendible = true;
+      ds.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
+      ds.digests[0].SetAttr(
+          "description",
+          fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
+                      "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
+                      "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
+                      "is SHA-256 of extract_config (JSON, without compress), a newline, "
+                      "checkpoint_sha256, a newline and these digests",
+                      kComputeGroup));
+    }
     // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
     f.HardLink(schema::kPromptsW, schema::kW);
     ds[schema::kPromptsW].SetAttr("per_k", 0);
@@ -308,6 +332,31 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     std::vector<torch::Tensor> hidden;
     torch::Tensor predictions;
     data::TargetSet targets;
+    std::vector<std::uint8_t> digests;  // 32 bytes per group of kComputeGroup prompts
+  };
+  auto count_groups = [&](std::int64_t count) { return (count + G - 1) / G; };
+  // Runs f(j) for groups j = 0..groups-1 round-robin on the workers (the caller is worker 0),
+  // rethrowing the first error after all have stopped.
+  auto on_workers = [&](std::int64_t groups, const std::function<void(std::int64_t)>& f) {
+    const int used = static_cast<int>(std::min<std::int64_t>(workers, groups));
+    std::vector<std::exception_ptr> errors(std::max(used, 1));
+    auto run = [&](int w) {
+      try {
+        torch::NoGradGuard no_grad_here;  // grad mode is per thread
+        for (std::int64_t j = w; j < groups; j += workers)
+          f(j);
+      } catch (...) {
+        errors[w] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int w = 1; w < used; ++w)
+      threads.emplace_back(run, w);
+    if (used > 0) run(0);
+    for (auto& t : threads)
+      t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
   };
   // Groups of G prompts go round-robin to the workers; the targets are computed meanwhile on
   // the calling thread. Each group is padded to G rows and run whole, so a prompt's states
@@ -319,10 +368,21 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     for (std::size_t i = 0; i < cfg.layers.size(); ++i)
       b.hidden.push_back(torch::empty({count, T, H}));
     b.predictions = torch::empty({count, n});
-    const std::int64_t groups = (count + G - 1) / G;
-    auto run_groups = [&](int w) {
-      torch::NoGradGuard no_grad_here;  // grad mode is per thread
-      for (std::int64_t j = w; j < groups; j += workers) {
+    const std::int64_t groups = count_groups(count);
+    // The targets: on a thread of their own while the workers run the model, or after it on
+    // one thread (--threads 1 uses one core).
+    std::exception_ptr targets_error;
+    auto compute_targets = [&] {
+      try {
+        b.targets = data::ComputeTargets(b.set, cfg.ridge_lambda);
+      } catch (...) {
+        targets_error = std::current_exception();
+      }
+    };
+    std::thread targets;
+    if (workers > 1) targets = std::thread(compute_targets);
+    try {
+      on_workers(groups, [&](std::int64_t j) {
         const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, count - g0);
         auto tokens = torch::zeros({G, 2L * n, d + 1L});  // padded to a whole group
         tokens.slice(0, 0, g).copy_(data::TokenTensor(b.set, g0, g));
@@ -334,29 +394,49 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
           b.hidden[i].slice(0, g0, g0 + g).copy_(h);
         }
         b.predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
-      }
-    };
-    const int used = static_cast<int>(std::min<std::int64_t>(workers, groups));
-    std::vector<std::exception_ptr> errors(used);
-    std::vector<std::thread> threads;
-    for (int w = 1; w < used; ++w)
-      threads.emplace_back([&, w] {
-        try {
-          run_groups(w);
-        } catch (...) {
-          errors[w] = std::current_exception();
-        }
       });
-    try {
-      if (used > 0) run_groups(0);
-      b.targets = data::ComputeTargets(b.set, cfg.ridge_lambda);
     } catch (...) {
-      errors[0] = std::current_exception();
+      if (targets.joinable()) targets.join();
+      throw;
     }
-    for (auto& t : threads)
-      t.join();
-    for (const auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    if (targets.joinable())
+      targets.join();
+    else
+      compute_targets();
+    if (targets_error) std::rethrow_exception(targets_error);
+    // Each group's digest over every dataset's rows, in the order of the schema's description.
+    struct Rows {
+      const unsigned char* data;
+      std::size_t row_bytes;
+    };
+    auto rows = [&](const void* p, std::size_t total_bytes) {
+      return Rows{static_cast<const unsigned char*>(p), total_bytes / std::size_t(count)};
+    };
+    std::vector<Rows> blocks;
+    for (const auto& h : b.hidden)
+      blocks.push_back(rows(h.data_ptr<float>(), h.numel() * sizeof(float)));
+    const data::TargetSet& t = b.targets;
+    const std::map<std::string, Rows> named = {
+        {schema::kPredictions,
+         rows(b.predictions.data_ptr<float>(), b.predictions.numel() * sizeof(float))},
+        {schema::kPromptsX, rows(b.set.x.memptr(), b.set.x.n_elem * sizeof(double))},
+        {schema::kPromptsY, rows(b.set.y.memptr(), b.set.y.n_elem * sizeof(double))},
+        {schema::kPromptsW, rows(b.set.w.memptr(), b.set.w.n_elem * sizeof(double))},
+        {schema::kWOls, rows(t.w_ols.memptr(), t.w_ols.n_elem * sizeof(double))},
+        {schema::kWRidge, rows(t.w_ridge.memptr(), t.w_ridge.n_elem * sizeof(double))},
+        {schema::kXty, rows(t.xty.memptr(), t.xty.n_elem * sizeof(double))},
+        {schema::kXtx, rows(t.xtx.memptr(), t.xtx.n_elem * sizeof(double))}};
+    for (const auto& spec : per_prompt)
+      blocks.push_back(named.at(spec.name));
+    b.digests.resize(groups * 32);
+    on_workers(groups, [&](std::int64_t j) {
+      const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, count - g0);
+      data::Sha256 h;
+      for (const auto& r : blocks)
+        h.Update(r.data + g0 * r.row_bytes, g * r.row_bytes);
+      const auto digest = h.Final();
+      std::copy(digest.begin(), digest.end(), b.digests.begin() + j * 32);
+    });
     return b;
   };
   // Stores one batch and then, once its rows are durably on disk, raises n_complete. Runs on
@@ -385,6 +465,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     ds[schema::kWRidge].Append(count, t.w_ridge.memptr(), t.w_ridge.n_elem);
     ds[schema::kXty].Append(count, t.xty.memptr(), t.xty.n_elem);
     ds[schema::kXtx].Append(count, t.xtx.memptr(), t.xtx.n_elem);
+    ds.digests[0].Append(count_groups(count), b.digests.data(), b.digests.size());
     // The rows reach the disk before n_complete says they are there: a failed write (disk
     // full) leaves n_complete at the last batch that is durably on disk, so --resume redoes
     // the failed batch instead of keeping a block of unwritten rows.
@@ -421,6 +502,9 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     throw;
   }
   result.n_complete = n_complete;
+  if (n_complete == std::int64_t(N))
+    file->SetAttr("content_sha256",
+                  ContentDigestOf(content, sha, ds.digests[0].ReadAll<std::uint8_t>()));
   ds = Datasets();
   file->Close();
   file.reset();

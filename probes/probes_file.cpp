@@ -1,6 +1,8 @@
 // probes.h5: writer, CSV, and the checked reader.
 #include "probes/probes_file.hpp"
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "data/prompt_io.hpp"
 #include "data/sha256.hpp"
 #include "data/task.hpp"
+#include "extract/activations.hpp"
 #include "learners/model_config.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -237,25 +240,57 @@ void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
                       r.r2_lo, r.r2_hi, r.nmse_lo, r.nmse_hi);
 }
 
+InputRecord RecordInput(const std::string& path, bool verify_rows) {
+  InputRecord r;
+  const auto info = extract::ReadActivationsInfo(path);
+  if (!info.content_sha256.empty()) {
+    if (verify_rows)
+      extract::VerifyRows(path, "verify-inputs");
+    else
+      extract::VerifyContentDigest(path, "activations");
+    r.digest = info.content_sha256;
+    r.kind = "content_sha256";
+  } else {
+    r.digest = data::Sha256File(path);
+    r.kind = "file_sha256";
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    r.size = st.st_size;
+    r.mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  }
+  return r;
+}
+
 void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
-                     const std::map<std::string, std::string>& sha256) {
+                     const std::map<std::string, InputRecord>& inputs) {
   const auto info = extract::ReadActivationsInfo(req.activations);
-  auto sha = [&](const std::string& p) {
-    const auto it = sha256.find(p);
-    return it != sha256.end() ? it->second : data::Sha256File(p);
+  auto record = [&](const std::string& p) {
+    const auto it = inputs.find(p);
+    return it != inputs.end() ? it->second : RecordInput(p, false);
   };
   h5::File f = h5::File::Create(path, /*truncate=*/true);
   data::WriteFormatAttrs(f, kProbesFormat);
   f.SetAttr("activations", req.activations);
-  f.SetAttr("activations_sha256", sha(req.activations));
+  const InputRecord a = record(req.activations);
+  f.SetAttr("activations_digest", a.digest);
+  f.SetAttr("activations_digest_kind", a.kind);
+  f.SetAttr("activations_size", a.size);
+  f.SetAttr("activations_mtime_ns", a.mtime_ns);
   f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
   f.SetAttr("model_config", info.model.ToJson());
   f.SetAttr("task_config", info.task.ToJson());
   f.SetAttr("probe_config", req.ToJson());
   f.SetAttr("sources", out.sources);
   nlohmann::json controls = nlohmann::json::object();
-  for (const auto& c : req.controls)
-    controls[SourceName(c)] = {{"path", c}, {"sha256", sha(c)}};
+  for (const auto& c : req.controls) {
+    const InputRecord r = record(c);
+    controls[SourceName(c)] = {{"path", c},
+                               {"digest", r.digest},
+                               {"digest_kind", r.kind},
+                               {"size", r.size},
+                               {"mtime_ns", r.mtime_ns}};
+  }
   f.SetAttr("controls", controls.dump());
   f.SetAttr("layers", std::vector<std::int64_t>(out.layers.begin(), out.layers.end()));
   f.SetAttr("ks", std::vector<std::int64_t>(out.ks.begin(), out.ks.end()));

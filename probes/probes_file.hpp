@@ -1,6 +1,7 @@
 // probes.h5, the output of a probing run, has one owner: this file holds its format name,
 // layout, writer (with the tidy CSV) and reader. Layout (format_version 1):
-//   root attrs: format, format_version, created_by, activations(_sha256), checkpoint_sha256,
+//   root attrs: format, format_version, created_by, activations, activations_digest (with
+//     activations_digest_kind, _size, _mtime_ns; see InputRecord), checkpoint_sha256,
 //     model_config, task_config, probe_config (JSON), sources, controls, layers, ks, seeds
 //   /metrics/<target>/<probe>/<source>/{mse,nmse,r2}  [layer index, k index, seed]
 //   /metrics/<target>/<probe>/<source>/{r2_lo,r2_hi,nmse_lo,nmse_hi}  95% bootstrap interval
@@ -61,9 +62,20 @@ ProbeResults ReadProbesFile(const std::string& path);
 
 // The tidy CSV: target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi.
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);
-// `sha256` maps each input path (activations and controls) to its SHA-256; missing ones are
+// How a probes file names the exact input it was fitted on. Files from extract carry a
+// content digest (extract::ContentDigest): recorded after a cheap check that the file's
+// attributes and row digests still match it, or, with verify_rows, after re-hashing every row
+// against them. Older files get the SHA-256 of the whole file. Size and modification time let
+// a later reader notice a change without hashing anything.
+struct InputRecord {
+  std::string digest, kind;  // kind: "content_sha256" or "file_sha256"
+  std::int64_t size = 0, mtime_ns = 0;
+};
+InputRecord RecordInput(const std::string& path, bool verify_rows);
+
+// `inputs` maps each input path (activations and controls) to its record; missing ones are
 // computed here (the CLI computes them on another thread while the probes run).
 void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
-                     const std::map<std::string, std::string>& sha256 = {});
+                     const std::map<std::string, InputRecord>& inputs = {});
 
 }  // namespace icl::probes

@@ -38,10 +38,19 @@ class CliExtract : public ::testing::Test {
 };
 TempDir* CliExtract::dir_ = nullptr;
 
-const std::vector<std::string> kDatasets = {"hidden/layer_00", "hidden/layer_01", "hidden/layer_02",
-                                            "predictions",     "prompts/x",       "prompts/y",
-                                            "prompts/w",       "targets/w_ols",   "targets/w_ridge",
-                                            "targets/xty",     "targets/xtx",     "targets/w"};
+const std::vector<std::string> kDatasets = {"hidden/layer_00",
+                                            "hidden/layer_01",
+                                            "hidden/layer_02",
+                                            "predictions",
+                                            "prompts/x",
+                                            "prompts/y",
+                                            "prompts/w",
+                                            "targets/w_ols",
+                                            "targets/w_ridge",
+                                            "targets/xty",
+                                            "targets/xtx",
+                                            "targets/w",
+                                            "provenance/group_sha256"};
 
 // Every dataset of two files, compared bit for bit (as doubles: float32 converts exactly).
 // Exact by construction, whatever --batch: extract runs the model on groups of kComputeGroup = 32
@@ -61,6 +70,8 @@ void ExpectSameDatasets(const std::string& a, const std::string& b) {
     EXPECT_EQ(fa.OpenDataset(name).ReadAll<double>(), fb.OpenDataset(name).ReadAll<double>())
         << name;
   }
+  // The content digest: the same rows and settings give the same digest.
+  EXPECT_EQ(fa.GetString("content_sha256"), fb.GetString("content_sha256"));
 }
 
 }  // namespace
@@ -295,4 +306,59 @@ TEST_F(CliExtract, DiskFullIsOneLineExitTwoAndNoFinishedFile) {
   EXPECT_EQ(CountLines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("disk full"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// The content digest extract records as it writes (hashing the rows in memory) is what a reader
+// recomputes from the rows on disk (VerifyRows), and catches edits: a changed attribute fails
+// the cheap check; a changed hidden-state value passes the cheap check (it reads no rows) and
+// fails the full one, which names the group of 32 prompts that holds it.
+TEST_F(CliExtract, ContentDigestIsRecordedAndCatchesEdits) {
+  TempDir tmp;
+  const std::string out = tmp / "acts.h5";
+  ASSERT_EQ(RunIclprobe("extract -c " + Ckpt() +
+                        " --prompts 70 --seed 3 --threads 2 --quiet --out " + out)
+                .exit_code,
+            0);
+  const auto info = extract::ReadActivationsInfo(out);
+  ASSERT_EQ(info.content_sha256.size(), 64u);
+  EXPECT_EQ(extract::ContentDigest(out), info.content_sha256);
+  EXPECT_NO_THROW(extract::VerifyRows(out, "verify-inputs"));
+  EXPECT_EQ(h5::File::Open(out).OpenDataset("provenance/group_sha256").dims(),
+            (h5::Dims{3, 32}));  // ceil(70 / 32) groups
+
+  const std::string edited = tmp / "edited.h5";
+  fs::copy_file(out, edited);
+  {
+    h5::File f = h5::File::Open(edited, h5::File::Mode::kReadWrite);
+    h5::Dataset h = f.OpenDataset("hidden/layer_01");
+    std::vector<float> v = h.ReadAll<float>();
+    v[40 * h.RowSize() + 3] += 1.0f;  // prompt 40: group 1, prompts 32..63
+    h.Write(v.data(), v.size());
+  }
+  EXPECT_NO_THROW(extract::VerifyContentDigest(edited, "activations"));
+  try {
+    extract::VerifyRows(edited, "verify-inputs");
+    ADD_FAILURE() << "an edited row passed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("prompts 32..63"), std::string::npos) << e.what();
+  }
+  // The same through probe: the cheap check passes, --verify-inputs refuses with exit 2.
+  const std::string probe = "probe -a " + edited + " --targets xty --k 5 --layers 1 --quiet ";
+  EXPECT_EQ(RunIclprobe(probe + "--out " + (tmp / "p1.h5")).exit_code, 0);
+  const auto full = RunIclprobe(probe + "--verify-inputs --out " + (tmp / "p2.h5"));
+  EXPECT_EQ(full.exit_code, 2);
+  EXPECT_EQ(CountLines(full.err), 1) << full.err;
+  EXPECT_NE(full.err.find("prompts 32..63"), std::string::npos) << full.err;
+  EXPECT_FALSE(fs::exists(tmp / "p2.h5"));
+
+  const std::string relabelled = tmp / "relabelled.h5";
+  fs::copy_file(out, relabelled);
+  h5::File::Open(relabelled, h5::File::Mode::kReadWrite)
+      .SetAttr("checkpoint_sha256", std::string(64, '0'));
+  EXPECT_THROW(extract::VerifyContentDigest(relabelled, "activations"), std::invalid_argument);
+  const auto cheap =
+      RunIclprobe("probe -a " + relabelled + " --targets xty --k 5 --layers 1 --quiet --out " +
+                  (tmp / "p3.h5"));
+  EXPECT_EQ(cheap.exit_code, 2);
+  EXPECT_NE(cheap.err.find("content digest"), std::string::npos) << cheap.err;
 }

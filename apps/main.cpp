@@ -1,9 +1,13 @@
 // iclprobe: one program, a subcommand per stage (DESIGN.md).
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <new>
 #include <string>
+#include <thread>
+
+#include <unistd.h>
 
 #include "apps/cli.hpp"
 #include "data/errors.hpp"
@@ -52,6 +56,29 @@ std::string OneLine(std::string s) {
   return s;
 }
 
+// train, compare and baselines run LibTorch kernels on its OpenMP pool when --threads is not 1.
+// Its workers spin-wait between the many small kernels of these models and take the cores
+// OpenBLAS's own threads need (one machine of this project's kind: 40 training steps in 20.5 s
+// on 2 threads, 12.3 s with OMP_WAIT_POLICY=passive, 14.9 s on one thread). libgomp reads that
+// variable when it is loaded, before main, so the process sets it and re-executes itself once
+// (a user's own OMP_WAIT_POLICY is respected). extract and probe need none of this: they run
+// one intra-op thread per worker.
+void PassiveOpenMpForThreads(int argc, char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY")) return;
+  const std::string cmd = argv[1];
+  if (cmd != "train" && cmd != "compare" && cmd != "baselines") return;
+  int threads = 0;  // the default: all cores
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") return;
+    if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[i + 1]);
+    if (a.rfind("--threads=", 0) == 0) threads = std::atoi(a.c_str() + 10);
+  }
+  if (threads == 1 || (threads <= 0 && std::thread::hardware_concurrency() <= 1)) return;
+  if (::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);  // returns only when it fails: carry on as we are
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +98,7 @@ int main(int argc, char** argv) {
     std::cout << icl::kCreatedBy << "\n";
     return 0;
   }
+  PassiveOpenMpForThreads(argc, argv);
   for (const auto& s : kSubcommands) {
     if (cmd != s.name) continue;
     try {

@@ -68,6 +68,8 @@ done
 rm -f "$RUNS/acts_fixedw.h5"
 if [ -n "${ONLY:-}" ]; then echo "experiments/probing: probed seeds $ONLY; run again without ONLY for the family report" >&2; exit 0; fi
 for i in "${!LEARNERS[@]}"; do cat "$OUT/s${SEEDS[$i]}/commands.txt" >> "$OUT/commands.txt"; done
+# The single-learner run this replaces (3,000 prompts, no intervals) leaves no stale files.
+if [ "$PROFILE" = full ]; then rm -rf "$OUT/probes.h5" "$OUT/probes.csv" "$OUT/figs"; fi
 for i in "${!LEARNERS[@]}"; do
   L="s${SEEDS[$i]}"
   run "$ICLPROBE" report --probes "$OUT/$L/probes_ridge.h5" --k d,n --force --out "$OUT/$L/report_ridge.md" > "$OUT/$L/onset_ridge.txt"

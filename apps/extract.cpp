@@ -17,7 +17,7 @@ int RunExtract(int argc, char** argv) {
   extract::ExtractConfig cfg;
   cfg.prompts = 2000;
   cfg.seed = 7;
-  std::string layers = "all", positions = "all";
+  std::string layers = "all", positions = "all", dtype = "float32";
   int threads = 0;
   std::int64_t stop_after = -1;
   int n = 0;
@@ -44,6 +44,8 @@ int RunExtract(int argc, char** argv) {
       ("ridge-lambda", po::value(&cfg.ridge_lambda)->default_value(cfg.ridge_lambda), "lambda of the "
        "w_ridge target")
       ("compress", "shuffle + deflate the datasets (smaller, slower)")
+      ("dtype", po::value(&dtype)->default_value(dtype), "storage of the hidden states: float32, or "
+       "float16 (half the bytes; computed in float32 and rounded; probes read either)")
       ("batch", po::value(&cfg.batch)->default_value(cfg.batch), "prompts per write, rounded up to whole "
        "chunks; memory grows with it, results do not change")
       ("resume", "continue <out>.partial from where it stopped (same settings required)")
@@ -71,6 +73,9 @@ int RunExtract(int argc, char** argv) {
   cfg.positions = positions == "all" ? extract::Positions::kAll : extract::Positions::kY;
   if (layers != "all") cfg.layers = ParseInts("--layers", layers);
   cfg.compress = vm.count("compress") > 0;
+  if (dtype != "float32" && dtype != "float16")
+    throw std::invalid_argument("--dtype: expected float32 or float16, got '" + dtype + "'");
+  cfg.float16 = dtype == "float16";
   CheckThreads(threads);
 
   const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);

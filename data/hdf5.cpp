@@ -86,6 +86,18 @@ hid_t NativeType<std::uint8_t>() {
   return H5T_NATIVE_UINT8;
 }
 template <>
+hid_t NativeType<Half>() {
+  // Sign bit 15, exponent bits 10..14 (bias 15), mantissa bits 0..9: binary16, little-endian.
+  static const hid_t type = [] {
+    const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0 || H5Tset_fields(t, 15, 10, 5, 0, 10) < 0 || H5Tset_size(t, 2) < 0 ||
+        H5Tset_ebias(t, 15) < 0)
+      throw std::runtime_error("hdf5: cannot define the float16 type");
+    return t;
+  }();
+  return type;
+}
+template <>
 hid_t NativeType<std::uint64_t>() {
   return H5T_NATIVE_UINT64;
 }
@@ -319,6 +331,16 @@ Dims Dataset::dims() const {
 hsize_t Dataset::RowSize() const {
   const Dims d = dims();
   return std::accumulate(d.begin() + (d.empty() ? 0 : 1), d.end(), hsize_t{1}, std::multiplies<>());
+}
+
+bool Dataset::IsFloat() const {
+  Handle t(H5Dget_type(id()), H5Tclose);
+  return H5Tget_class(t.id()) == H5T_FLOAT;
+}
+
+std::size_t Dataset::ElementSize() const {
+  Handle t(H5Dget_type(id()), H5Tclose);
+  return H5Tget_size(t.id());
 }
 
 void Dataset::ExpectDims(const Dims& expected) const {

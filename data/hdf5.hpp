@@ -43,6 +43,12 @@ class Handle {
 template <typename T>
 hid_t NativeType();
 
+// IEEE 754 binary16, stored and read as its 16 bits (HDF5 1.10 has no predefined half type;
+// this one is what h5py reads as float16). Reading such a dataset as float converts exactly.
+struct Half {
+  std::uint16_t bits;
+};
+
 // Base of groups and datasets: an HDF5 object with attributes.
 class Object {
  public:
@@ -117,6 +123,9 @@ class Dataset : public Object {
   void Append(hsize_t count, const T* data, std::size_t elements);
   // Throws naming this dataset unless its shape equals `expected`.
   void ExpectDims(const Dims& expected) const;
+  // The stored element: floating point (true/false) and its size in bytes.
+  bool IsFloat() const;
+  std::size_t ElementSize() const;
 
  private:
   void Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size_t elements,
@@ -197,6 +206,8 @@ template <>
 hid_t NativeType<std::uint8_t>();
 template <>
 hid_t NativeType<std::uint64_t>();
+template <>
+hid_t NativeType<Half>();
 
 template <typename T>
 void Dataset::Write(const T* data, std::size_t elements) {

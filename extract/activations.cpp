@@ -60,8 +60,13 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
                                 "ascending");
   const hsize_t N = a.prompts, T = a.positions_per_prompt, H = a.model.hidden, n = a.task.n,
                 d = a.task.d;
-  for (int l : a.layers)
-    f.OpenDataset(schema::Hidden(l)).ExpectDims({N, T, H});
+  for (int l : a.layers) {
+    const h5::Dataset h = f.OpenDataset(schema::Hidden(l));
+    h.ExpectDims({N, T, H});
+    if (!h.IsFloat() || (h.ElementSize() != 2 && h.ElementSize() != 4))
+      throw std::invalid_argument("'" + path + "': /" + schema::Hidden(l) +
+                                  " should hold float32 or float16 values");
+  }
   f.OpenDataset(schema::kPredictions).ExpectDims({N, n});
   f.OpenDataset(schema::kPromptsX).ExpectDims({N, n, d});
   for (const auto& name : f.OpenGroup("targets").Members()) {
@@ -156,11 +161,18 @@ void VerifyRows(const std::string& path, const std::string& option) {
     rest.push_back(f.OpenDataset(spec.name));
   std::vector<float> fbuf;
   std::vector<double> dbuf;
+  std::vector<h5::Half> hbuf;
   const std::int64_t G = kComputeGroup;
   for (std::int64_t g0 = 0; g0 < info.prompts; g0 += G) {
     const hsize_t count = std::min<std::int64_t>(G, info.prompts - g0);
     data::Sha256 h;
     auto hash_float = [&](const h5::Dataset& ds) {
+      if (ds.ElementSize() == sizeof(h5::Half)) {  // float16 hidden states: their stored bits
+        hbuf.resize(count * ds.RowSize());
+        ds.ReadRows(g0, count, hbuf.data(), hbuf.size());
+        h.Update(hbuf.data(), hbuf.size() * sizeof(h5::Half));
+        return;
+      }
       fbuf.resize(count * ds.RowSize());
       ds.ReadRows(g0, count, fbuf.data(), fbuf.size());
       h.Update(fbuf.data(), fbuf.size() * sizeof(float));

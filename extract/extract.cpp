@@ -111,6 +111,7 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
                       {"ridge_lambda", ridge_lambda},
                       {"compress", compress},
                       {"model", nlohmann::json::parse(model.ToJson())}};
+  if (float16) j["hidden_dtype"] = "float16";  // absent: float32 (files from before the option)
   return j.dump();
 }
 
@@ -158,6 +159,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   torch::NoGradGuard no_grad;
 
   const std::string partial = cfg.out + ".partial";
+  const std::size_t hidden_elem = cfg.float16 ? sizeof(h5::Half) : sizeof(float);
   if (opt.resume && !fs::exists(partial))
     throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
   if (!opt.resume && fs::exists(partial) && !opt.force)
@@ -172,7 +174,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   {
     const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
     const double d = cfg.task.d, n = cfg.task.n;
-    const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * sizeof(float) +
+    const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * hidden_elem +
                              n * sizeof(float) + (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
     const double have = opt.resume && fs::exists(partial) ? double(fs::file_size(partial)) : 0;
     data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "out");
@@ -187,7 +189,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
   // (the last one of the file aside), so compressed chunks are written once.
   int chunk_rows = static_cast<int>(std::min<std::int64_t>(
-      ChunkRows(std::size_t(T) * H * sizeof(float)), RoundUp(cfg.batch, kComputeGroup)));
+      ChunkRows(std::size_t(T) * H * hidden_elem), RoundUp(cfg.batch, kComputeGroup)));
   std::int64_t n_complete = 0;
   std::unique_ptr<h5::File> file;
   Datasets ds;
@@ -264,13 +266,17 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     f.SetAttr("n_complete", std::int64_t{0});
     h5::Group hidden = f.CreateGroup("hidden");
     hidden.SetAttr("positions", PositionsName(cfg.positions));
+    hidden.SetAttr("dtype", cfg.float16 ? "float16" : "float32");
     hidden.SetAttr("description",
-                   std::string("layer_LL [N, T, H] float32: state LL of every prompt; T = 2n "
-                               "(all tokens) or n (y-tokens only, see positions)"));
+                   std::string("layer_LL [N, T, H] ") + (cfg.float16 ? "float16" : "float32") +
+                       ": state LL of every prompt; T = 2n (all tokens) or n (y-tokens only, "
+                       "see positions)" +
+                       (cfg.float16 ? "; computed in float32, rounded to nearest binary16" : ""));
     for (int l : cfg.layers) {
-      ds.hidden.push_back(f.CreateDataset<float>(
-          schema::Hidden(l), {0, hsize_t(T), hsize_t(H)},
-          Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, sizeof(float), cfg.compress)));
+      const h5::Dims dims = {0, hsize_t(T), hsize_t(H)};
+      const auto opts = Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, hidden_elem, cfg.compress);
+      ds.hidden.push_back(cfg.float16 ? f.CreateDataset<h5::Half>(schema::Hidden(l), dims, opts)
+                                      : f.CreateDataset<float>(schema::Hidden(l), dims, opts));
       ds.hidden.back().SetAttr("layer", l);
     }
     for (const auto& spec : per_prompt) {
@@ -316,7 +322,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   }
 
   const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
-  const double batch_bytes = double(cfg.layers.size()) * T * H * sizeof(float) +
+  const double batch_bytes = double(cfg.layers.size()) * T * H * hidden_elem +
                              double(n) * sizeof(float) +
                              (double(n) * d + n + d + 3.0 * n * d + double(n) * d * d) * 8.0;
   ExtractResult result;
@@ -404,6 +410,11 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     else
       compute_targets();
     if (targets_error) std::rethrow_exception(targets_error);
+    // float16 storage: rounded to nearest (ties to even) here, so the digests below hash the
+    // bytes that are stored.
+    if (cfg.float16)
+      for (auto& h : b.hidden)
+        h = h.to(torch::kHalf).contiguous();
     // Each group's digest over every dataset's rows, in the order of the schema's description.
     struct Rows {
       const unsigned char* data;
@@ -414,7 +425,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     };
     std::vector<Rows> blocks;
     for (const auto& h : b.hidden)
-      blocks.push_back(rows(h.data_ptr<float>(), h.numel() * sizeof(float)));
+      blocks.push_back(rows(h.data_ptr(), h.numel() * h.element_size()));
     const data::TargetSet& t = b.targets;
     const std::map<std::string, Rows> named = {
         {schema::kPredictions,
@@ -453,8 +464,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                                " prompts are safe in the partial file: free space and run the "
                                "same command with {resume}");
     }
-    for (std::size_t i = 0; i < b.hidden.size(); ++i)
-      ds.hidden[i].Append(count, b.hidden[i].data_ptr<float>(), b.hidden[i].numel());
+    for (std::size_t i = 0; i < b.hidden.size(); ++i) {
+      if (cfg.float16)
+        ds.hidden[i].Append(count, static_cast<const h5::Half*>(b.hidden[i].data_ptr()),
+                            b.hidden[i].numel());
+      else
+        ds.hidden[i].Append(count, b.hidden[i].data_ptr<float>(), b.hidden[i].numel());
+    }
     ds[schema::kPredictions].Append(count, b.predictions.data_ptr<float>(), b.predictions.numel());
     const data::PromptSet& set = b.set;
     const data::TargetSet& t = b.targets;

@@ -32,6 +32,7 @@ struct ExtractConfig {
   std::vector<int> layers;  // states to store, 0 = embedding .. L; empty = all
   Positions positions = Positions::kAll;
   double ridge_lambda = 0.1;
+  bool float16 = false;   // hidden states stored as IEEE binary16 (half the bytes)
   bool compress = false;  // shuffle + deflate
   int batch = 256;        // prompts per write; rounded up to whole chunks
   // Threads computing prompt groups in parallel, each with one intra-op thread (the caller

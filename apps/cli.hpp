@@ -71,5 +71,6 @@ int RunProbe(int argc, char** argv);
 int RunCompare(int argc, char** argv);
 int RunReport(int argc, char** argv);
 int RunConstruct(int argc, char** argv);
+int RunImport(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -38,6 +38,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunInspect},
     {"construct", "write a transformer whose weights compute a known algorithm (RAW programs)",
      icl::cli::RunConstruct},
+    {"import", "write a learner trained elsewhere (Garg et al.'s GPT-2 layout) as a checkpoint",
+     icl::cli::RunImport},
 };
 
 void PrintUsage(std::ostream& os) {

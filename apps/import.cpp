@@ -35,7 +35,7 @@ int RunImport(int argc, char** argv) {
   opts.add_options()
       ("in", po::value(&in), "the learner's tensors (also the first positional argument): a "
        ".safetensors file with Garg et al.'s names")
-      ("format", po::value(&format), "the learner's layout: garg (Garg et al. 2022: read-in, GPT-2 "
+      ("format,f", po::value(&format), "the learner's layout: garg (Garg et al. 2022: read-in, GPT-2 "
        "backbone fed by embeddings, read-out; y-token [y, 0, ..., 0])")
       ("heads", po::value(&shape.heads), "attention heads (required: the tensors do not say; Garg "
        "et al.'s released linear-regression learner has 8)")

@@ -44,7 +44,7 @@ std::map<std::string, Option> OptionsOf(const std::string& subcommand) {
 }
 
 const std::vector<std::string> kSubcommands = {"baselines", "train",   "extract", "probe",
-                                               "report",    "compare", "inspect"};
+                                               "report",    "compare", "inspect", "import"};
 
 }  // namespace
 

@@ -46,7 +46,9 @@ for i in "${!LEARNERS[@]}"; do
   RIDGE+=("$OUT/$L/probes_ridge.h5"); GRADS+=("$OUT/$L/probes_grad.h5")
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $s "* ]]; then continue; fi
   want=$(stamp "${LEARNERS[$i]}")
-  if [ -f "$OUT/$L/stamp" ] && [ "$(cat "$OUT/$L/stamp")" = "$want" ] && [ -f "$OUT/$L/commands.txt" ]; then
+  # (The ridge probes files are not tracked in git: a fresh clone probes every learner again.)
+  if [ -f "$OUT/$L/stamp" ] && [ "$(cat "$OUT/$L/stamp")" = "$want" ] && [ -f "$OUT/$L/commands.txt" ] &&
+     [ -f "$OUT/$L/probes_ridge.h5" ] && [ -f "$OUT/$L/probes_grad.h5" ]; then
     echo "experiments/probing: $L: reusing probes made from the same checkpoint" >&2; continue
   fi
   rm -f "$OUT/$L/stamp"; CMDS="$OUT/$L/commands.txt"; : > "$CMDS"

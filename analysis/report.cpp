@@ -77,34 +77,33 @@ Scorer::Score Scorer::R2(const std::string& t, const std::string& p, const std::
   return out;
 }
 
-Scorer::Score Scorer::Difference(const std::string& t, const std::string& p, const std::string& sa,
-                                 arma::uword la, const std::string& sb, arma::uword lb,
-                                 arma::uword ki) const {
+// R2 of cell a - R2 of cell b (target, probe, source, layer), paired over the same resamples:
+// every cell of one file is scored on the same test prompts of each seed's split.
+Scorer::Score Scorer::Between(const std::string& ta, const std::string& pa, const std::string& sa,
+                              arma::uword la, const std::string& tb, const std::string& pb,
+                              const std::string& sb, arma::uword lb, arma::uword ki) const {
   Score out;
-  out.mean = OverSeeds(*r_.Find(t, p, sa, "r2"), ki, la).mean -
-             OverSeeds(*r_.Find(t, p, sb, "r2"), ki, lb).mean;
+  out.mean = OverSeeds(*r_.Find(ta, pa, sa, "r2"), ki, la).mean -
+             OverSeeds(*r_.Find(tb, pb, sb, "r2"), ki, lb).mean;
   out.lo = out.hi = out.mean;
   if (boot_) {
     const probes::Interval i =
-        probes::PercentileInterval(Replicates(t, p, sa, la, ki) - Replicates(t, p, sb, lb, ki));
+        probes::PercentileInterval(Replicates(ta, pa, sa, la, ki) - Replicates(tb, pb, sb, lb, ki));
     out.lo = i.lo, out.hi = i.hi;
   }
   return out;
 }
 
+Scorer::Score Scorer::Difference(const std::string& t, const std::string& p, const std::string& sa,
+                                 arma::uword la, const std::string& sb, arma::uword lb,
+                                 arma::uword ki) const {
+  return Between(t, p, sa, la, t, p, sb, lb, ki);
+}
+
 Scorer::Score Scorer::TargetDifference(const std::string& ta, const std::string& tb,
                                        const std::string& p, const std::string& s, arma::uword li,
                                        arma::uword ki) const {
-  Score out;
-  out.mean = OverSeeds(*r_.Find(ta, p, s, "r2"), ki, li).mean -
-             OverSeeds(*r_.Find(tb, p, s, "r2"), ki, li).mean;
-  out.lo = out.hi = out.mean;
-  if (boot_) {
-    const probes::Interval i =
-        probes::PercentileInterval(Replicates(ta, p, s, li, ki) - Replicates(tb, p, s, li, ki));
-    out.lo = i.lo, out.hi = i.hi;
-  }
-  return out;
+  return Between(ta, p, s, li, tb, p, s, li, ki);
 }
 
 std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule) {

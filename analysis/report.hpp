@@ -51,6 +51,9 @@ class Scorer {
                          const std::string& s, arma::uword li, arma::uword ki) const;
 
  private:
+  Score Between(const std::string& ta, const std::string& pa, const std::string& sa, arma::uword la,
+                const std::string& tb, const std::string& pb, const std::string& sb, arma::uword lb,
+                arma::uword ki) const;
   arma::vec Replicates(const std::string& t, const std::string& p, const std::string& s,
                        arma::uword li, arma::uword ki) const;
   const ProbeResults& r_;

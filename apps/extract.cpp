@@ -23,6 +23,7 @@ int RunExtract(int argc, char** argv) {
   int n = 0;
   double noise = -1, w_scale = -1;
   bool fixed_w = false;
+  int d_effective = 0;
 
   po::options_description opts("Options");
   // clang-format off
@@ -37,6 +38,9 @@ int RunExtract(int argc, char** argv) {
       ("w-scale", po::value(&w_scale), "weight scale tau (default: the checkpoint's)")
       ("fixed-w", po::value(&fixed_w)->implicit_value(true), "w = all ones: true/false (default: the checkpoint's; use false to "
        "probe a --fixed-w control model on ordinary tasks)")
+      ("d-effective", po::value(&d_effective), "input dimensions the prompts use, 1..d (default: "
+       "the checkpoint's, usually all d); x and w are zero beyond them, as in Garg et al.'s "
+       "curriculum")
       ("layers", po::value(&layers)->default_value(layers), "states to store: all, or indices like 0,4,8 "
        "(0 = embedding, l = after block l)")
       ("positions", po::value(&positions)->default_value(positions), "all (2n tokens) or y (the n y-tokens, "
@@ -90,6 +94,12 @@ int RunExtract(int argc, char** argv) {
     cfg.task.w_scale = w_scale;
   }
   if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
+  if (vm.count("d-effective")) {
+    if (d_effective < 1 || d_effective > cfg.task.d)
+      throw std::invalid_argument("--d-effective: expected 1.." + std::to_string(cfg.task.d) +
+                                  " (the learner's d), got " + std::to_string(d_effective));
+    cfg.task.d_effective = d_effective == cfg.task.d ? 0 : d_effective;
+  }
   extract::ValidateConfig(cfg, info.model);
   // Parallel over prompt groups, one intra-op thread each (see ExtractConfig::workers).
   SetSerialKernels();

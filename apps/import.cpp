@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "apps/cli.hpp"
 #include "data/hdf5.hpp"
@@ -10,6 +11,7 @@
 #include "data/sha256.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/import_garg.hpp"
+#include "learners/torch_archive.hpp"
 
 namespace icl::cli {
 
@@ -30,11 +32,13 @@ std::string SniffFormat(const std::string& path) {
 int RunImport(int argc, char** argv) {
   std::string in, out, format;
   learners::GargShape shape;
+  int d_effective = 0;
   po::options_description opts("Options");
   // clang-format off
   opts.add_options()
       ("in", po::value(&in), "the learner's tensors (also the first positional argument): a "
-       ".safetensors file with Garg et al.'s names")
+       "torch.save file of its state dict (bare, or under 'model_state_dict' as Garg et al.'s "
+       "training script saves it) or a .safetensors file, with Garg et al.'s names")
       ("format,f", po::value(&format), "the learner's layout: garg (Garg et al. 2022: read-in, GPT-2 "
        "backbone fed by embeddings, read-out; y-token [y, 0, ..., 0])")
       ("heads", po::value(&shape.heads), "attention heads (required: the tensors do not say; Garg "
@@ -42,6 +46,9 @@ int RunImport(int argc, char** argv) {
       ("d", po::value(&shape.d), "input dimension (default: the read-in's width; checked against it)")
       ("n", po::value(&shape.n), "examples per prompt (default: all the learned positions allow, "
        "n_positions)")
+      ("d-effective", po::value(&d_effective), "input dimensions the task uses (default: all d); "
+       "x and w are zero beyond them, as in Garg et al.'s curriculum, for a learner trained or "
+       "probed on fewer dimensions than its width")
       ("out,o", po::value(&out), "the iclprobe checkpoint to write (required)")
       ("force", "overwrite an existing --out file");
   // clang-format on
@@ -59,7 +66,7 @@ int RunImport(int argc, char** argv) {
            "width-d token layout is folded into the input projection; GPT-2's Conv1D weights are\n"
            "transposed). Its task: x ~ N(0, I_d), w ~ N(0, I_d), y = x'w, noiseless.\n\n"
         << opts
-        << "\nExample:\n  iclprobe import --format garg model.safetensors --heads 8 --out "
+        << "\nExample:\n  iclprobe import --format garg state.pt --heads 8 --out "
            "garg.h5\n";
     return 0;
   }
@@ -74,6 +81,8 @@ int RunImport(int argc, char** argv) {
   if (shape.heads < 1) throw std::invalid_argument("--heads: expected a positive count");
   if (vm.count("d") && shape.d < 1) throw std::invalid_argument("--d: expected a positive size");
   if (vm.count("n") && shape.n < 1) throw std::invalid_argument("--n: expected a positive count");
+  if (vm.count("d-effective") && d_effective < 1)
+    throw std::invalid_argument("--d-effective: expected a positive count");
   data::RequireRegularInput(in, "in");
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
@@ -82,13 +91,18 @@ int RunImport(int argc, char** argv) {
     data::AtomicOutput check(out, "out", data::OutputOptions{so.force, so.inputs, false, false});
   }
   const std::string kind = SniffFormat(in);
-  if (kind == "torch.save")
-    throw std::invalid_argument(
-        "--in: '" + in +
-        "' is a torch.save archive, which this version cannot read yet; convert it to "
-        "safetensors (safetensors.torch.save_file(state_dict, 'model.safetensors'))");
-  // Anything else is read as safetensors, whose reader says precisely what does not fit.
-  const learners::NamedTensors tensors = learners::ReadSafetensors(in, "in");
+  learners::NamedTensors tensors;
+  std::optional<std::int64_t> train_step;
+  std::string stored_as = kind;
+  if (kind == "torch.save") {
+    learners::TorchSaveContents contents = learners::ReadTorchSave(in, "in");
+    tensors = std::move(contents.tensors);
+    train_step = contents.train_step;
+    if (!contents.key.empty()) stored_as += ", under '" + contents.key + "'";
+  } else {
+    // Anything else is read as safetensors, whose reader says precisely what does not fit.
+    tensors = learners::ReadSafetensors(in, "in");
+  }
   learners::ModelConfig mc;
   learners::Transformer model = learners::FromGarg(tensors, shape, "in", &mc);
   // The imported learner's task, as Garg et al. trained it; nothing is trained here.
@@ -97,19 +111,26 @@ int RunImport(int argc, char** argv) {
   tc.task.n = mc.n_max;
   tc.task.noise = 0;
   tc.task.w_scale = 1;
+  if (d_effective > mc.d)
+    throw std::invalid_argument(fmt::format(
+        "--d-effective: {} exceeds the learner's input dimension d = {}", d_effective, mc.d));
+  tc.task.d_effective = d_effective == mc.d ? 0 : d_effective;
   tc.steps = 1;
   tc.Validate();
   const std::string sha = data::Sha256File(in);
   so.extra = [&](h5::File& f) {
     f.SetAttr("imported_from", in);
     f.SetAttr("imported_sha256", sha);
-    f.SetAttr("imported_format", std::string("garg (safetensors)"));
+    f.SetAttr("imported_format", "garg (" + stored_as + ")");
+    if (train_step) f.SetAttr("imported_train_step", static_cast<std::int64_t>(*train_step));
   };
   learners::SaveCheckpoint(out, model, tc, /*step=*/tc.steps, /*optimizer=*/nullptr, so);
   std::cout << fmt::format(
-      "imported {} ({} tensors): d={} n={} L={} H={} M={}, {} parameters; wrote {}\n", in,
-      tensors.size(), mc.d, mc.n_max, mc.layers, mc.hidden, mc.heads,
-      learners::CountParameters(*model), out);
+      "imported {} ({}, {} tensors{}): d={}{} n={} L={} H={} M={}, {} parameters; wrote {}\n", in,
+      stored_as, tensors.size(),
+      train_step ? fmt::format(", trained {} steps", *train_step) : std::string(), mc.d,
+      d_effective ? fmt::format(" (task on the first {})", d_effective) : std::string(), mc.n_max,
+      mc.layers, mc.hidden, mc.heads, learners::CountParameters(*model), out);
   return 0;
 }
 

@@ -31,6 +31,10 @@ void TaskConfig::Validate() const {
   if (n <= 0 || n > kMaxN)
     throw std::invalid_argument("task: n must be an integer in 1.." + std::to_string(kMaxN) +
                                 ", got " + std::to_string(n));
+  if (d_effective < 0 || d_effective > d)
+    throw std::invalid_argument(
+        "task: d_effective must be an integer in 1..d = " + std::to_string(d) + " (0: all), got " +
+        std::to_string(d_effective));
   if (!(w_scale > 0) || !std::isfinite(w_scale))
     throw std::invalid_argument("task: w_scale must be a positive finite number, got " +
                                 std::to_string(w_scale));
@@ -46,6 +50,8 @@ std::string TaskConfig::ToJson() const {
                       {"noise", noise},
                       {"fixed_w", fixed_w},
                       {"x_distribution", "normal(0, I)"}};
+  // Written only when it restricts the task, so files of full-width tasks keep their bytes.
+  if (d_effective > 0 && d_effective < d) j["d_effective"] = d_effective;
   return j.dump();
 }
 
@@ -57,6 +63,9 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
   t.w_scale = json::Number(j, "w_scale", what);
   t.noise = json::Number(j, "noise", what);
   t.fixed_w = j.contains("fixed_w") ? json::Bool(j, "fixed_w", what) : false;
+  t.d_effective =
+      j.contains("d_effective") ? static_cast<int>(json::Int(j, "d_effective", what, 1, t.d)) : 0;
+  if (t.d_effective == t.d) t.d_effective = 0;
   try {
     t.Validate();
   } catch (const std::invalid_argument& e) {
@@ -67,7 +76,7 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
 
 bool operator==(const TaskConfig& a, const TaskConfig& b) {
   return a.d == b.d && a.n == b.n && a.w_scale == b.w_scale && a.noise == b.noise &&
-         a.fixed_w == b.fixed_w;
+         a.fixed_w == b.fixed_w && a.EffectiveD() == b.EffectiveD();
 }
 
 Rng::Rng(std::uint64_t seed, std::uint64_t stream) {
@@ -112,16 +121,17 @@ double Rng::Normal() {
 void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index, double* x,
                   double* y, double* w) {
   Rng rng(seed, index);
-  const int d = task.d;
+  const int d = task.d, used = task.EffectiveD();
   for (int i = 0; i < d; ++i) {
     const double z = rng.Normal();  // drawn even for fixed_w so x and noise match the ordinary task
-    w[i] = task.fixed_w ? 1.0 : task.w_scale * z;
+    w[i] = i >= used ? 0.0 : task.fixed_w ? 1.0 : task.w_scale * z;
   }
   for (int j = 0; j < task.n; ++j) {
     double* xj = x + static_cast<std::size_t>(j) * d;
     double dot = 0.0;
     for (int i = 0; i < d; ++i) {
-      xj[i] = rng.Normal();
+      const double z = rng.Normal();  // drawn for every coordinate: one stream for any d_effective
+      xj[i] = i >= used ? 0.0 : z;
       dot += w[i] * xj[i];
     }
     const double eps = rng.Normal();

@@ -19,6 +19,10 @@ struct TaskConfig {
   double w_scale = 1.0;  // tau
   double noise = 0.0;    // sigma
   bool fixed_w = false;  // the paper's control task: w = (1, ..., 1) for every prompt
+  // Dimensions the task uses (0: all d). x and w are zero beyond the first d_effective
+  // coordinates (Garg et al.'s curriculum zero-pads them); the random stream is the same.
+  int d_effective = 0;
+  int EffectiveD() const { return d_effective > 0 ? d_effective : d; }
 
   // Throws std::invalid_argument naming the field when d, n, w_scale or noise is out of range.
   void Validate() const;

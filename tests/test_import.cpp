@@ -1,6 +1,7 @@
 // iclprobe import --format garg: a GPT-2-style learner made and run by a plain PyTorch program
 // (tests/fixtures/garg/make_garg_fixture.py) is reproduced by the imported checkpoint; hostile
-// safetensors files are refused with one line naming the tensor or offset.
+// safetensors files and torch.save archives are refused with one line naming the tensor or offset.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -42,6 +43,44 @@ void WriteSafetensors(const std::string& path, const std::string& header, const 
   for (int i = 0; i < 8; ++i)
     f.put(static_cast<char>((n >> (8 * i)) & 0xff));
   f << header << data;
+}
+
+// Pickle pieces (protocol 2) for hand-made torch.save archives.
+std::string Le32(std::uint32_t v) {
+  std::string b(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    b[std::size_t(i)] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return b;
+}
+std::string PStr(const std::string& s) {
+  return "X" + Le32(std::uint32_t(s.size())) + s;
+}
+std::string PInt(std::int32_t i) {
+  return "J" + Le32(static_cast<std::uint32_t>(i));
+}
+std::string PInts(const std::vector<std::int32_t>& v) {
+  std::string p = "(";
+  for (auto i : v)
+    p += PInt(i);
+  return p + "t";
+}
+// _rebuild_tensor_v2(storage(float, key, numel), offset, size, stride, False, {})
+std::string PTensor(const std::string& key, std::int32_t numel, std::int32_t offset,
+                    const std::vector<std::int32_t>& size,
+                    const std::vector<std::int32_t>& stride) {
+  return "ctorch._utils\n_rebuild_tensor_v2\n((" + PStr("storage") + "ctorch\nFloatStorage\n" +
+         PStr(key) + PStr("cpu") + PInt(numel) + "tQ" + PInt(offset) + PInts(size) + PInts(stride) +
+         "\x89}tR";
+}
+// {name: value-pickle, ...} as a torch.save archive with the given storage records.
+void WriteTorchSave(const std::string& path, const std::string& items,
+                    const std::map<std::string, std::string>& records, bool stop = true) {
+  const std::string pkl = "\x80\x02}(" + items + "u" + (stop ? "." : "");
+  caffe2::serialize::PyTorchStreamWriter w(path);
+  w.writeRecord("data.pkl", pkl.data(), pkl.size());
+  for (const auto& [name, bytes] : records)
+    w.writeRecord(name, bytes.data(), bytes.size());
+  w.writeEndOfFile();
 }
 
 }  // namespace
@@ -108,7 +147,9 @@ TEST(Import, ShapesAndOptionsThatContradictTheTensorsAreRefused) {
   refused(in + " --heads 2 --n 12", "'_backbone.wpe.weight' has shape [22, 32]");
   refused(in, "--heads: required");
   refused(in + " --heads 2 --format other", "--format");
-  refused(Fixture("state.pt") + " --heads 2", "torch.save");
+  refused(in + " --heads 2 --d-effective 6",
+          "--d-effective: 6 exceeds the learner's input dimension d = 5");
+  refused(in + " --heads 2 --d-effective 0", "--d-effective: expected a positive count");
 }
 
 // Hostile safetensors: each a one-line error naming the tensor or the offset, exit 2, no file.
@@ -155,5 +196,86 @@ TEST(Import, HostileSafetensorsAreRefused) {
     std::memcpy(data.data() + 4, &nan, 4);
     refused(R"({"_read_in.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", data,
             "'_read_in.weight' holds values that are not finite");
+  }
+}
+
+// torch.save archives (LibTorch's zip reader, iclprobe's pickle machine): the wrapped dict of
+// Garg et al.'s training script and a bare nn.Module state dict (with its _metadata, pickled
+// with BUILD) give exactly the tensors of the safetensors file, so the same checkpoint.
+TEST(Import, GargTorchSaveGivesTheSafetensorsWeights) {
+  TempDir tmp;
+  auto import = [&](const std::string& fixture, const std::string& extra = "") {
+    const std::string out = tmp / (fixture + ".h5");
+    const auto r = RunIclprobe("import --format garg " + Fixture(fixture) + " --heads 2 " + extra +
+                               " --out " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return out;
+  };
+  const std::string st = import("model.safetensors"), wrapped = import("state.pt"),
+                    bare = import("model.pt", "--d-effective 3");
+  learners::CheckpointInfo info_bare;
+  const auto ref = learners::LoadCheckpoint(st);
+  for (const std::string& path : {wrapped, bare}) {
+    const auto got = learners::LoadCheckpoint(path, path == bare ? &info_bare : nullptr);
+    const auto want_params = ref->named_parameters();
+    const auto got_params = got->named_parameters();
+    ASSERT_EQ(want_params.size(), got_params.size());
+    for (const auto& p : want_params)
+      EXPECT_TRUE(torch::equal(p.value(), got_params[p.key()])) << path << " " << p.key();
+  }
+  EXPECT_EQ(h5::File::Open(wrapped).GetInt("imported_train_step"), 1234);
+  EXPECT_FALSE(h5::File::Open(bare).HasAttr("imported_train_step"));
+  EXPECT_NE(h5::File::Open(wrapped).GetString("imported_format").find("model_state_dict"),
+            std::string::npos);
+  // --d-effective is the imported task's, and extract samples it: x beyond it is zero.
+  EXPECT_EQ(info_bare.train.task.d_effective, 3);
+  const std::string acts = tmp / "acts.h5";
+  const auto ex = RunIclprobe("extract -c " + bare + " -o " + acts + " -N 8 --threads 1 --quiet");
+  ASSERT_EQ(ex.exit_code, 0) << ex.err;
+  const torch::Tensor x = ReadDoubles(h5::File::Open(acts), "prompts/x");  // [N, n, d]
+  EXPECT_EQ(x.slice(2, 3, 5).abs().max().item<double>(), 0.0);
+  EXPECT_GT(x.slice(2, 0, 3).abs().min().item<double>(), 0.0);
+}
+
+// Hostile torch.save archives: each a one-line error naming what does not fit, exit 2, no file.
+TEST(Import, HostileTorchSaveArchivesAreRefused) {
+  TempDir tmp;
+  int case_no = 0;
+  auto refused = [&](const std::string& items, const std::map<std::string, std::string>& records,
+                     const std::string& says, bool stop = true) {
+    const std::string in = tmp / ("bad" + std::to_string(case_no++) + ".pt"), out = tmp / "o.h5";
+    WriteTorchSave(in, items, records, stop);
+    const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << says;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  };
+  const std::string four_floats(16, '\0');
+  // The control: a well-formed archive is read, and fails only for lacking Garg's tensors.
+  refused(PStr("a") + PTensor("0", 4, 0, {2, 2}, {2, 1}), {{"data/0", four_floats}},
+          "missing tensor '_read_in.weight'");
+  refused(PStr("a") + PTensor("0", 4, 1, {2, 2}, {2, 1}), {{"data/0", four_floats}},
+          "tensor 'a': its view (offset 1, shape [2, 2]) runs past its storage of 4 elements");
+  refused(PStr("a") + PTensor("0", 4, 0, {2, 2}, {2, 1}), {{"data/0", std::string(12, '\0')}},
+          "tensor 'a': storage 'data/0' holds 12 bytes, 4 elements of 4 bytes expected");
+  refused(PStr("a") + PTensor("7", 4, 0, {2, 2}, {2, 1}), {{"data/0", four_floats}},
+          "tensor 'a': storage record 'data/7' is missing");
+  refused(PStr("a") + PInt(3), {}, "'a' is an int, not a tensor");
+  refused(PStr("a") + "cos\nsystem\n", {},
+          "refers to os.system, which is not part of a state dict");
+  refused(PStr("a") + PInt(3), {}, "the pickle ends early", /*stop=*/false);
+  refused(PStr("a") + "h\x05", {}, "memo entry 5 read before it was written");
+  // Truncated: the fixture cut in half is no longer a zip archive LibTorch can open.
+  {
+    std::ifstream f(Fixture("model.pt"), std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string in = tmp / "cut.pt", out = tmp / "o.h5";
+    std::ofstream(in, std::ios::binary) << all.substr(0, all.size() / 2);
+    const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("not a readable torch.save archive"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
   }
 }

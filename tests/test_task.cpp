@@ -97,3 +97,41 @@ TEST(TaskConfig, JsonRoundTripAndValidation) {
   EXPECT_THROW(TaskConfig::FromJson("{\"d\": 3}", "attr"), std::invalid_argument);
   EXPECT_THROW(TaskConfig::FromJson("not json", "attr"), std::invalid_argument);
 }
+
+// Garg et al.'s curriculum: the first d_effective coordinates are those of the full task (one
+// random stream for any d_effective), the rest are zero in x and w, and y = x'w + noise still.
+TEST(Sampler, EffectiveDimensionsZeroTheRestOfTheSameStream) {
+  TaskConfig full = Task(5, 9, 0.2);
+  TaskConfig part = full;
+  part.d_effective = 3;
+  const PromptSet a = SamplePrompts(full, 7, 0, 20), b = SamplePrompts(part, 7, 0, 20);
+  for (std::size_t i = 0; i < 20; ++i) {
+    EXPECT_TRUE(
+        arma::approx_equal(a.x.slice(i).rows(0, 2), b.x.slice(i).rows(0, 2), "absdiff", 0.0));
+    EXPECT_TRUE(arma::approx_equal(a.w.col(i).rows(0, 2), b.w.col(i).rows(0, 2), "absdiff", 0.0));
+    EXPECT_EQ(arma::abs(b.x.slice(i).rows(3, 4)).max(), 0.0);
+    EXPECT_EQ(arma::abs(b.w.col(i).rows(3, 4)).max(), 0.0);
+    // y keeps the same noise draw: y_part - x_part'w_part == y_full - x_full'w_full.
+    const arma::vec ra = a.y.col(i) - a.x.slice(i).t() * a.w.col(i);
+    const arma::vec rb = b.y.col(i) - b.x.slice(i).t() * b.w.col(i);
+    EXPECT_LT(arma::abs(ra - rb).max(), 1e-12);
+  }
+}
+
+TEST(TaskConfig, EffectiveDimensionsRoundTripAndStayOutOfFullTasks) {
+  TaskConfig t = Task(5, 9);
+  EXPECT_EQ(t.ToJson().find("d_effective"), std::string::npos);  // old files keep their bytes
+  t.d_effective = 2;
+  const TaskConfig back = TaskConfig::FromJson(t.ToJson(), "test");
+  EXPECT_EQ(back.d_effective, 2);
+  EXPECT_EQ(back, t);
+  TaskConfig same_as_full = Task(5, 9);
+  same_as_full.d_effective = 5;
+  EXPECT_EQ(same_as_full, Task(5, 9));
+  EXPECT_NE(back, Task(5, 9));
+  t.d_effective = 6;
+  EXPECT_THROW(t.Validate(), std::invalid_argument);
+  EXPECT_THROW(
+      TaskConfig::FromJson(R"({"d":5,"n":9,"w_scale":1,"noise":0,"d_effective":0})", "test"),
+      std::invalid_argument);
+}

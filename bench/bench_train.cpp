@@ -1,5 +1,7 @@
 // Benchmark: training steps/s of transformer learners, and the model FLOP rate achieved as a
-// fraction of this machine's float32 matrix-multiply rate measured in the same run.
+// fraction of this machine's float32 matrix-multiply rate measured in the same run; each config
+// is trained with iclprobe's flat AdamW (what `train` uses) and with LibTorch's AdamW over each
+// parameter tensor, alternating in rounds so that machine noise falls on both alike.
 // Usage: bench_train [threads] [steps]   (defaults: all cores, 40 timed steps)
 #include <torch/torch.h>
 
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "data/tokens_torch.hpp"
+#include "learners/flat_adamw.hpp"
 #include "learners/transformer.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -50,14 +53,19 @@ double StepFlops(const learners::ModelConfig& c, int batch, int n) {
   return 3 * (c.layers * per_layer + io);
 }
 
-struct Result {
-  double steps_per_s, gflops;
-};
-
-Result TimeTraining(const learners::ModelConfig& c, int n, int batch, int steps) {
+// Seconds per step (one value per timed step), flat or per-tensor AdamW.
+std::vector<double> TimeTraining(const learners::ModelConfig& c, int n, int batch, int steps,
+                                 bool flat) {
   torch::manual_seed(0);
   learners::Transformer model(c);
-  torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-4).betas({0.9, 0.98}));
+  std::unique_ptr<torch::optim::AdamW> per_tensor;
+  std::unique_ptr<learners::FlatAdamW> flat_opt;
+  if (flat)
+    flat_opt = std::make_unique<learners::FlatAdamW>(
+        *model, learners::AdamWSettings{1e-4, 0.9, 0.98, 1e-8, 0.0});
+  else
+    per_tensor = std::make_unique<torch::optim::AdamW>(
+        model->parameters(), torch::optim::AdamWOptions(1e-4).betas({0.9, 0.98}).weight_decay(0));
   data::TaskConfig task;
   task.d = c.d;
   task.n = n;
@@ -70,15 +78,22 @@ Result TimeTraining(const learners::ModelConfig& c, int n, int batch, int steps)
     const auto y =
         torch::from_blob(const_cast<double*>(set.y.memptr()), {batch, n}, torch::kFloat64)
             .to(torch::kFloat32);
-    opt.zero_grad();
+    if (flat)
+      flat_opt->ZeroGrad();
+    else
+      per_tensor->zero_grad();
     auto loss = torch::mse_loss(model->forward(tokens), y);
     loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
-    opt.step();
+    if (flat) {
+      flat_opt->ClipGradNorm(1.0);
+      flat_opt->Step(1e-4);
+    } else {
+      torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+      per_tensor->step();
+    }
     if (s >= 5) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  const double t = Median(times);
-  return {1.0 / t, StepFlops(c, batch, n) / t / 1e9};
+  return times;
 }
 
 }  // namespace
@@ -90,8 +105,8 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s\n", threads, peak);
-  std::printf("%-34s %6s %10s %12s %10s\n", "config", "batch", "steps/s", "model GFLOP/s",
-              "of matmul");
+  std::printf("%-32s %6s %14s %14s %7s %14s %9s\n", "config", "batch", "per-tensor st/s",
+              "flat st/s", "ratio", "model GFLOP/s", "of matmul");
   struct Case {
     const char* name;
     learners::ModelConfig c;
@@ -99,13 +114,24 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases = {
       {"shipped d=4 n=12 L=8 H=64 M=4", {4, 12, 8, 64, 4, 4}, 12},
-      {"larger  d=8 n=40 L=8 H=128 M=4", {8, 40, 8, 128, 4, 4}, 40},
+      {"larger d=8 n=40 L=8 H=128 M=4", {8, 40, 8, 128, 4, 4}, 40},
   };
   for (const auto& k : cases) {
-    const Result r = TimeTraining(k.c, k.n, 64, steps);
-    std::printf("%-34s %6d %10.2f %12.1f %9.1f%%\n", k.name, 64, r.steps_per_s, r.gflops,
-                100 * r.gflops / peak);
+    // Three rounds of (per-tensor, flat), each of steps / 3 timed steps: medians over all.
+    std::vector<double> per, flat;
+    for (int round = 0; round < 3; ++round) {
+      for (double t : TimeTraining(k.c, k.n, 64, std::max(1, steps / 3), false))
+        per.push_back(t);
+      for (double t : TimeTraining(k.c, k.n, 64, std::max(1, steps / 3), true))
+        flat.push_back(t);
+    }
+    const double tp = Median(per), tf = Median(flat);
+    const double gflops = StepFlops(k.c, 64, k.n) / tf / 1e9;
+    std::printf("%-32s %6d %14.2f %14.2f %6.2fx %14.1f %8.1f%%\n", k.name, 64, 1 / tp, 1 / tf,
+                tp / tf, gflops, 100 * gflops / peak);
   }
-  std::printf("medians over %d timed steps after 5 warm-up steps\n", steps);
+  std::printf(
+      "medians of step times (after 5 warm-up steps per run); ratio = flat / per-tensor "
+      "speed\n");
   return 0;
 }

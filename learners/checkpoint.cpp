@@ -54,10 +54,6 @@ void ReadTensorInto(const h5::Group& g, const std::string& name, torch::Tensor& 
   dst.copy_(buf);
 }
 
-std::string StateKey(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
-
 }  // namespace
 
 CheckpointInfo ReadCheckpointInfo(const std::string& path) {
@@ -98,7 +94,7 @@ void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
 }
 
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
-                    std::int64_t step, torch::optim::AdamW* optimizer, const SaveOptions& options) {
+                    std::int64_t step, const AdamMoments* optimizer, const SaveOptions& options) {
   data::OutputOptions oo;
   oo.force = options.force;
   oo.inputs = options.inputs;
@@ -124,16 +120,12 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
     ts.SetAttr("description",
                std::string("AdamW moments per parameter; training prompts are a function "
                            "of (seed, step), so no sampler state is needed"));
-    std::int64_t adam_step = 0;
-    {
+    const std::int64_t adam_step = optimizer->step;
+    if (adam_step > 0) {  // no step taken yet: no moments
       h5::Group m1 = ts.CreateGroup("exp_avg"), m2 = ts.CreateGroup("exp_avg_sq");
       for (const auto& p : model->named_parameters()) {
-        auto it = optimizer->state().find(StateKey(p.value()));
-        if (it == optimizer->state().end()) continue;  // no step taken yet
-        auto& st = static_cast<torch::optim::AdamWParamState&>(*it->second);
-        adam_step = st.step();
-        WriteTensor(m1, p.key(), st.exp_avg());
-        WriteTensor(m2, p.key(), st.exp_avg_sq());
+        WriteTensor(m1, p.key(), optimizer->exp_avg.at(p.key()));
+        WriteTensor(m2, p.key(), optimizer->exp_avg_sq.at(p.key()));
       }
     }
     ts.SetAttr("adam_step", adam_step);
@@ -161,27 +153,27 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
   return model;
 }
 
-void LoadOptimizerState(const std::string& path, Transformer& model,
-                        torch::optim::AdamW& optimizer) {
+AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
   const h5::File f = h5::File::Open(path);
   if (!f.Exists("train_state"))
     throw std::invalid_argument(
         "checkpoint '" + path +
         "' has no /train_state (shipped checkpoints leave it out); cannot resume");
   const h5::Group ts = f.OpenGroup("train_state");
-  const std::int64_t adam_step = ts.GetInt("adam_step");
-  if (adam_step == 0) return;
+  AdamMoments m;
+  m.step = ts.GetInt("adam_step");
+  if (m.step == 0) return m;
+  if (m.step < 0)
+    throw std::invalid_argument("checkpoint '" + path + "': negative /train_state adam_step");
   const h5::Group m1 = ts.OpenGroup("exp_avg"), m2 = ts.OpenGroup("exp_avg_sq");
   for (auto& p : model->named_parameters()) {
-    auto st = std::make_unique<torch::optim::AdamWParamState>();
-    st->step(adam_step);
     auto a = torch::zeros_like(p.value()), b = torch::zeros_like(p.value());
     ReadTensorInto(m1, p.key(), a, "optimizer moment");
     ReadTensorInto(m2, p.key(), b, "optimizer moment");
-    st->exp_avg(a);
-    st->exp_avg_sq(b);
-    optimizer.state()[StateKey(p.value())] = std::move(st);
+    m.exp_avg[p.key()] = a;
+    m.exp_avg_sq[p.key()] = b;
   }
+  return m;
 }
 
 }  // namespace icl::learners

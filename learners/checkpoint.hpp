@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "learners/flat_adamw.hpp"
 #include "learners/model_config.hpp"
 #include "learners/transformer.hpp"
 
@@ -44,20 +45,19 @@ struct SaveOptions {
   std::function<void(h5::File&)> extra;
 };
 
-// Writes `model` (and, when `optimizer` is given, its state) to `path` atomically: a temporary
+// Writes `model` (and, when `optimizer` is given, AdamW's state) to `path` atomically: a temporary
 // file, every write checked and synced, then renamed into place, so an interrupted or failed
 // save (disk full) never leaves a half-written checkpoint under the final name.
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
-                    std::int64_t step, torch::optim::AdamW* optimizer,
+                    std::int64_t step, const AdamMoments* optimizer,
                     const SaveOptions& options = {});
 
 // Builds the model of a checkpoint and loads its parameters, refusing a file whose format,
 // version, parameter names or shapes do not match, with a message naming the parameter.
 Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info = nullptr);
 
-// Restores the AdamW state saved by SaveCheckpoint into `optimizer`, built over `model`'s
-// parameters in their registration order.
-void LoadOptimizerState(const std::string& path, Transformer& model,
-                        torch::optim::AdamW& optimizer);
+// The AdamW state saved by SaveCheckpoint, a moment of `model`'s shape per parameter, checked
+// like the parameters themselves.
+AdamMoments LoadOptimizerState(const std::string& path, Transformer& model);
 
 }  // namespace icl::learners

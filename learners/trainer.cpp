@@ -130,11 +130,9 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
   }
   model->train();
 
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(tc.lr)
-                                                         .betas({tc.beta1, tc.beta2})
-                                                         .eps(tc.eps)
-                                                         .weight_decay(tc.weight_decay));
-  if (req.resume) LoadOptimizerState(req.out, model, optimizer);
+  // One flat buffer for all parameters: the update is a few large kernels (flat_adamw.hpp).
+  FlatAdamW optimizer(*model, {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
+  if (req.resume) optimizer.Restore(LoadOptimizerState(req.out, model));
 
   // Held-out prompts: a fixed seed, so every run is evaluated on the same set.
   const data::PromptSet eval_set = data::SamplePrompts(tc.task, tc.eval_seed, 0, tc.eval_prompts);
@@ -151,7 +149,8 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
     try {
       SaveOptions so;
       so.lock = false;  // held for the whole run above (or by the caller)
-      SaveCheckpoint(req.out, model, tc, step, &optimizer, so);
+      const AdamMoments moments = optimizer.Moments();
+      SaveCheckpoint(req.out, model, tc, step, &moments, so);
     } catch (const std::runtime_error& e) {
       const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
                                                      std::to_string(last_saved) + ") is kept at '" +
@@ -185,11 +184,7 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
     const auto tokens = data::TokenTensor(batch, 0, tc.batch);
     const auto y = Targets(batch, 0, tc.batch);
 
-    const double lr = tc.LearningRate(step);
-    for (auto& group : optimizer.param_groups())
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-
-    optimizer.zero_grad();
+    optimizer.ZeroGrad();
     const auto loss = torch::mse_loss(model->forward(tokens), y) / tc.task.d;
     const double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) {
@@ -202,8 +197,8 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
                                "; try a lower {lr} or a smaller {clip}");
     }
     loss.backward();
-    if (tc.clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), tc.clip);
-    optimizer.step();
+    if (tc.clip > 0) optimizer.ClipGradNorm(tc.clip);
+    optimizer.Step(tc.LearningRate(step));
     ++step;
     loss_sum += loss_value;
     ++loss_count;

@@ -314,3 +314,58 @@ TEST(Transformer, BatchedQueriesEqualOneAtATimeForwardPasses) {
     }
   }
 }
+
+// The flat optimizer is LibTorch's AdamW applied to one buffer holding every parameter. Each
+// element's update is the same arithmetic as on its own tensor, so without clipping the two agree
+// bit for bit. Clipping scales every gradient by clip / ||g||, and the flat buffer sums the squares
+// in another order than per-tensor norms combined: the factor differs by a few float32 roundings
+// (relative ~1e-7), i.e. each step's update by that fraction; over 6 steps of an update of size
+// <= lr = 3e-3 per element (Adam's normalised step) that is < 1e-8 absolute, so 1e-6 holds with a
+// wide margin. One exception: the key bias (rows H..2H of in_proj_bias) adds the same constant
+// to all of a query's scores, which softmax ignores, so its true gradient is zero and its computed
+// gradient is rounding noise; Adam normalises that noise to steps of up to ~lr each, whose signs
+// follow the rounding. Those elements are only bounded by 6 steps of 2 lr.
+TEST_F(SingleThread, FlatAdamWEqualsLibTorchAdamWOnEachTensor) {
+  for (const double clip : {0.0, 0.5}) {
+    torch::manual_seed(3);
+    Transformer a(Tiny(2));
+    torch::manual_seed(3);
+    Transformer b(Tiny(2));
+    torch::optim::AdamW ref(a->parameters(),
+                            torch::optim::AdamWOptions(3e-3).betas({0.9, 0.98}).weight_decay(0.01));
+    learners::FlatAdamW flat(*b, {3e-3, 0.9, 0.98, 1e-8, 0.01});
+    for (int step = 0; step < 6; ++step) {
+      const auto tokens = Tokens(8, 5, 10 + step);
+      const auto target = torch::ones({8, 5});
+      ref.zero_grad();
+      torch::mse_loss(a->forward(tokens), target).backward();
+      if (clip > 0) torch::nn::utils::clip_grad_norm_(a->parameters(), clip);
+      ref.step();
+      flat.ZeroGrad();
+      torch::mse_loss(b->forward(tokens), target).backward();
+      if (clip > 0) flat.ClipGradNorm(clip);
+      flat.Step(3e-3);
+    }
+    auto pa = a->named_parameters(), pb = b->named_parameters();
+    const std::int64_t H = Tiny(2).hidden;
+    for (const auto& p : pa) {
+      const torch::Tensor diff = (p.value() - pb[p.key()]).abs();
+      if (clip == 0) {
+        EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+      } else if (p.key().find("in_proj_bias") != std::string::npos) {
+        EXPECT_LT(diff.slice(0, 0, H).max().item<double>(), 1e-6) << p.key() << " (queries)";
+        EXPECT_LT(diff.slice(0, 2 * H).max().item<double>(), 1e-6) << p.key() << " (values)";
+        EXPECT_LT(diff.slice(0, H, 2 * H).max().item<double>(), 6 * 2 * 3e-3) << p.key();
+      } else {
+        EXPECT_LT(diff.max().item<double>(), 1e-6) << p.key();
+      }
+    }
+    // The parameters moved, and the moments come back per parameter with the same values.
+    torch::manual_seed(3);
+    EXPECT_FALSE(torch::equal(Transformer(Tiny(2))->named_parameters()["readout.weight"],
+                              pb["readout.weight"]));
+    const learners::AdamMoments m = flat.Moments();
+    EXPECT_EQ(m.step, 6);
+    EXPECT_EQ(m.exp_avg.size(), pb.size());
+  }
+}

@@ -87,6 +87,9 @@ int RunTrain(int argc, char** argv) {
       ("steps", po::value(&train.steps)->default_value(train.steps), "training steps")
       ("batch", po::value(&train.batch)->default_value(train.batch),
        "prompts per step (fresh every step)")
+      ("shards", po::value(&train.shards)->default_value(train.shards),
+       "split each batch into this many shards, computed in parallel on --threads workers and "
+       "summed in a fixed order: results do not depend on --threads (at most --batch)")
       ("lr", po::value(&train.lr)->default_value(train.lr), "peak learning rate")
       ("warmup", po::value(&train.warmup)->default_value(train.warmup),
        "linear warmup steps; -1 = steps/5 as in the paper")
@@ -142,10 +145,10 @@ int RunTrain(int argc, char** argv) {
   if (resume && force) throw std::invalid_argument("--resume and --force exclude each other");
   if (resume) {
     for (const char* o :
-         {"d",         "n",     "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
-          "batch",     "lr",    "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
-          "clip",      "noise", "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
-          "save-every"})
+         {"d",          "n",     "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
+          "batch",      "lr",    "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
+          "clip",       "noise", "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
+          "save-every", "shards"})
       if (vm.count(o) && !vm[o].defaulted())
         throw std::invalid_argument(
             std::string("--") + o +
@@ -168,6 +171,11 @@ int RunTrain(int argc, char** argv) {
     RequirePositive("hidden", model.hidden);
     RequirePositive("heads", model.heads);
     RequirePositive("batch", train.batch);
+    RequirePositive("shards", train.shards);
+    if (train.shards > train.batch)
+      throw std::invalid_argument("--shards: " + std::to_string(train.shards) +
+                                  " shards of a batch of " + std::to_string(train.batch) +
+                                  " prompts; expected at most --batch");
     RequirePositive("lr", train.lr);
     RequireNonNegative("steps", train.steps);
     RequireNonNegative("noise", train.task.noise);
@@ -200,7 +208,9 @@ int RunTrain(int argc, char** argv) {
                                 "its run");
   if (fs::exists(csv) && !fs::is_regular_file(csv))
     throw std::invalid_argument("--out: the evaluation log '" + csv + "' is not a regular file");
-  SetThreads(threads);
+  // Parallel over the batch's shards, one intra-op thread each (see TrainRequest::workers).
+  SetSerialKernels();
+  const int workers = ResolveThreads(threads);
   std::int64_t start_step = 0;
   if (resume) {
     const auto info = learners::ReadCheckpointInfo(out);
@@ -223,7 +233,7 @@ int RunTrain(int argc, char** argv) {
         "noise {:g}{}, {} thread(s){}\n",
         learners::CountParameters(*probe_model), model.d, train.task.n, model.layers, model.hidden,
         model.heads, train.steps, train.batch, train.lr, train.task.noise,
-        train.task.fixed_w ? ", fixed w" : "", torch::get_num_threads(),
+        train.task.fixed_w ? ", fixed w" : "", std::min(workers, train.shards),
         resume ? fmt::format(", resuming at step {}", start_step) : "");
   }
 
@@ -261,7 +271,7 @@ int RunTrain(int argc, char** argv) {
                                "' (disk full?); the last checkpoint is kept at '" + out + "'");
   };
 
-  learners::TrainRequest req{model, train, out, resume, stop_after, /*lock=*/false};
+  learners::TrainRequest req{model, train, out, resume, stop_after, /*lock=*/false, workers};
   const auto t0 = std::chrono::steady_clock::now();
   const auto result = learners::Train(req, cb);
   progress.Finish();

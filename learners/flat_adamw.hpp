@@ -37,6 +37,9 @@ class FlatAdamW {
   // Restores moments saved by Moments() (checkpoint resume); every parameter must be present.
   void Restore(const AdamMoments& moments);
   std::int64_t numel() const { return flat_.numel(); }
+  // The buffers themselves: every parameter's values, every gradient.
+  torch::Tensor& flat() { return flat_; }
+  torch::Tensor& grad() { return grad_; }
 
  private:
   struct Slot {

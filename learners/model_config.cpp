@@ -105,6 +105,9 @@ void TrainConfig::Validate() const {
           "train: eval_prompts must be in 1.." + std::to_string(kMaxEvalPrompts) + ", got " +
               std::to_string(eval_prompts));
   Require(save_every > 0, "train: save_every must be positive, got " + std::to_string(save_every));
+  Require(shards >= 1 && shards <= batch,
+          "train: shards must be in 1..batch = " + std::to_string(batch) + ", got " +
+              std::to_string(shards));
 }
 
 std::string TrainConfig::ToJson() const {
@@ -123,6 +126,7 @@ std::string TrainConfig::ToJson() const {
                       {"eval_prompts", eval_prompts},
                       {"eval_seed", eval_seed},
                       {"save_every", save_every},
+                      {"shards", shards},
                       {"optimizer", "adamw"},
                       {"schedule", "linear warmup, cosine decay to 0"}};
   return j.dump();
@@ -150,6 +154,7 @@ TrainConfig TrainConfig::FromJson(const std::string& json, const std::string& wh
   c.eval_prompts = static_cast<int>(js::Int(j, "eval_prompts", what, 1, kMaxEvalPrompts));
   c.eval_seed = js::UInt(j, "eval_seed", what);
   c.save_every = js::Int(j, "save_every", what, 1, kBig);
+  c.shards = j.contains("shards") ? static_cast<int>(js::Int(j, "shards", what, 1, kMaxBatch)) : 1;
   // A stored configuration passes the same checks as one built from options.
   try {
     c.Validate();

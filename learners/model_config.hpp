@@ -49,6 +49,11 @@ struct TrainConfig {
   int eval_prompts = 2000;
   std::uint64_t eval_seed = 999;  // held-out prompts; fixed so runs are comparable
   std::int64_t save_every = 1000;
+  // Each batch is computed as this many shards (rows split evenly, each its own forward and
+  // backward pass, run on as many threads as the caller allows) whose gradients are summed in
+  // shard order: the result does not depend on the number of threads. Files written before
+  // shards existed computed the batch whole: 1.
+  int shards = 2;
 
   std::int64_t WarmupSteps() const { return warmup >= 0 ? warmup : steps / 5; }
   // Learning rate at a 0-based step: linear warmup, then cosine decay to 0.

@@ -3,7 +3,9 @@
 #include "data/errors.hpp"
 
 #include <cmath>
+#include <exception>
 #include <stdexcept>
+#include <thread>
 
 #include "data/output.hpp"
 #include "data/tokens_torch.hpp"
@@ -133,6 +135,18 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
   // One flat buffer for all parameters: the update is a few large kernels (flat_adamw.hpp).
   FlatAdamW optimizer(*model, {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
   if (req.resume) optimizer.Restore(LoadOptimizerState(req.out, model));
+  // Data parallelism over the batch's shards: shard 0 runs on `model`, shard s on replica s,
+  // whose parameters are copied from the model before each step and whose gradient is added to
+  // the model's in shard order after it (fixed arithmetic, whatever the number of threads).
+  const int shards = std::min(tc.shards, tc.batch);
+  std::vector<Transformer> replicas;
+  std::vector<std::unique_ptr<FlatAdamW>> replica_buffers;
+  for (int s = 1; s < shards; ++s) {
+    replicas.emplace_back(mc);
+    replicas.back()->train();
+    replica_buffers.push_back(std::make_unique<FlatAdamW>(*replicas.back(), AdamWSettings{}));
+  }
+  const int workers = std::max(1, std::min(req.workers, shards));
 
   // Held-out prompts: a fixed seed, so every run is evaluated on the same set.
   const data::PromptSet eval_set = data::SamplePrompts(tc.task, tc.eval_seed, 0, tc.eval_prompts);
@@ -185,8 +199,55 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
     const auto y = Targets(batch, 0, tc.batch);
 
     optimizer.ZeroGrad();
-    const auto loss = torch::mse_loss(model->forward(tokens), y) / tc.task.d;
-    const double loss_value = loss.item<double>();
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& b : replica_buffers) {
+        b->flat().copy_(optimizer.flat());
+        b->ZeroGrad();
+      }
+    }
+    std::vector<double> shard_loss(std::size_t(shards), 0.0);
+    auto run_shard = [&](int s) {
+      const std::int64_t b0 = std::int64_t(tc.batch) * s / shards,
+                         b1 = std::int64_t(tc.batch) * (s + 1) / shards;
+      Transformer& m = s == 0 ? model : replicas[std::size_t(s - 1)];
+      // The batch's mean loss is the shards' means weighted by their share of the rows.
+      const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
+                        (double(b1 - b0) / tc.batch / tc.task.d);
+      loss.backward();
+      shard_loss[std::size_t(s)] = loss.item<double>();
+    };
+    {
+      std::vector<std::thread> threads;
+      std::vector<std::exception_ptr> errors(static_cast<std::size_t>(workers));
+      for (int w = 1; w < workers; ++w)
+        threads.emplace_back([&, w] {
+          try {
+            for (int s = w; s < shards; s += workers)
+              run_shard(s);
+          } catch (...) {
+            errors[std::size_t(w)] = std::current_exception();
+          }
+        });
+      try {
+        for (int s = 0; s < shards; s += workers)
+          run_shard(s);
+      } catch (...) {
+        errors[0] = std::current_exception();
+      }
+      for (auto& t : threads)
+        t.join();
+      for (auto& e : errors)
+        if (e) std::rethrow_exception(e);
+    }
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& b : replica_buffers)
+        optimizer.grad().add_(b->grad());
+    }
+    double loss_value = 0;
+    for (double l : shard_loss)
+      loss_value += l;
     if (!std::isfinite(loss_value)) {
       const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
                                                      std::to_string(last_saved) + ") is kept at '" +
@@ -196,7 +257,6 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
                                std::to_string(step + 1) + "; " + kept +
                                "; try a lower {lr} or a smaller {clip}");
     }
-    loss.backward();
     if (tc.clip > 0) optimizer.ClipGradNorm(tc.clip);
     optimizer.Step(tc.LearningRate(step));
     ++step;

@@ -56,6 +56,9 @@ struct TrainRequest {
   std::int64_t stop_after_steps =
       -1;            // stop (with a checkpoint) after this many steps of this call
   bool lock = true;  // hold the output lock for the run (false: the caller holds it)
+  // Threads computing a batch's shards (train.shards); the results do not depend on it. Each
+  // runs its kernels on the calling configuration's intra-op threads (the program keeps one).
+  int workers = 1;
 };
 
 struct TrainResult {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "data/hdf5.hpp"
 #include "data/prompt_io.hpp"
@@ -368,4 +369,29 @@ TEST_F(SingleThread, FlatAdamWEqualsLibTorchAdamWOnEachTensor) {
     EXPECT_EQ(m.step, 6);
     EXPECT_EQ(m.exp_avg.size(), pb.size());
   }
+}
+
+// Shards are the unit of arithmetic, threads only run them: each shard is its own forward and
+// backward pass on one intra-op thread, and the gradients are summed in shard order, so a run on
+// 1 worker and on 3 workers gives the same checkpoint bit for bit. One shard is the whole batch.
+TEST_F(SingleThread, ShardedTrainingDoesNotDependOnTheWorkerCount) {
+  test::TempDir tmp;
+  auto train = TinyTrain(6);
+  train.shards = 3;
+  learners::TrainRequest one{Tiny(2), train, tmp / "w1.h5", false, -1};
+  one.workers = 1;
+  learners::TrainRequest three = one;
+  three.out = tmp / "w3.h5";
+  three.workers = 3;
+  learners::Train(one);
+  learners::Train(three);
+  auto pa = learners::LoadCheckpoint(tmp / "w1.h5")->named_parameters();
+  auto pb = learners::LoadCheckpoint(tmp / "w3.h5")->named_parameters();
+  for (const auto& p : pa)
+    EXPECT_TRUE(torch::equal(p.value(), pb[p.key()])) << p.key();
+  // Files from before shards existed computed the batch whole.
+  nlohmann::json j = nlohmann::json::parse(TinyTrain(6).ToJson());
+  EXPECT_EQ(j["shards"], 2);
+  j.erase("shards");
+  EXPECT_EQ(learners::TrainConfig::FromJson(j.dump(), "test").shards, 1);
 }

@@ -41,7 +41,7 @@ row() { printf '| %-58s | %9s | %9s | %8s |\n' "$1" "$2" "$3" "$4"; }
 echo "# iclprobe benchmarks, $(date -u +%F), $(nproc) cores, medians of $REPS"
 build/bench/bench_train 1 9 | head -1
 echo
-row "work" "A (s)" "B (s)" "B/A"
+row "work" "A (s)" "B (s)" "A/B"
 row "---" "---:" "---:" "---:"
 
 # Training, shipped config: seconds per step from whole commands, (t(50 steps) - t(20 steps)) / 30

@@ -17,7 +17,8 @@ else
   STEPS=60; WARMUP=6; EVAL=30; SAVE=60; P=100; Q=5; PP=400; GRAD=200; EPOCHS=2; CK="$RUNS"
 fi
 mkdir -p "$CK"
-ARCH="--d 4 --n 12 --layers 4 --hidden 64 --heads 4 --batch 64 --lr 1e-3 --seed 1 --eval-prompts 500"
+# --shards 1: the whole-batch arithmetic of the runs begun before shards existed, for all five.
+ARCH="--d 4 --n 12 --layers 4 --hidden 64 --heads 4 --batch 64 --shards 1 --lr 1e-3 --seed 1 --eval-prompts 500"
 LEVELS=("0:0" "0.25:1_16" "0.333333333:1_9" "0.5:1_4" "0.666666667:4_9")
 CKPTS=()
 for pair in "${LEVELS[@]}"; do

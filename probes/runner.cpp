@@ -8,6 +8,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -402,57 +403,60 @@ void RidgeOverLayer(const LayerJob& job) {
   job.advance(K);
 }
 
-// Linear / MLP probes of one layer: the layer's states in memory, one fit per (k, seed,
-// target, family), spread over the pool; each fit runs on one thread with its own seed.
-void GradientJobs(const LayerJob& job, const std::vector<Family>& gradient) {
+// The layer's states, streamed into memory block by block: [N, T, H] float32.
+torch::Tensor LayerStates(const LayerJob& job) {
+  const std::int64_t N = job.info.prompts;
+  const int H = job.info.model.hidden, T = job.info.positions_per_prompt;
+  auto states = torch::empty({N, T, H}, torch::kFloat32);
+  for (std::int64_t r0 = 0; r0 < N; r0 += job.r.block_rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(job.r.block_rows, N - r0);
+    const arma::fmat block = arma::conv_to<arma::fmat>::from(job.reader.Read(r0, cnt));
+    std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
+  }
+  return states;
+}
+
+// One linear / MLP fit: (k, seed, target, family) of a layer.
+struct GradientTask {
+  int ki, s, v;
+  Family f;
+};
+
+std::vector<GradientTask> GradientTasks(const LayerJob& job, const std::vector<Family>& gradient) {
+  std::vector<GradientTask> tasks;
+  for (int ki = 0; ki < int(job.r.ks.size()); ++ki)
+    for (int s = 0; s < job.r.seeds; ++s)
+      for (int v = 0; v < int(job.variants.size()); ++v)
+        for (auto f : gradient)
+          tasks.push_back({ki, s, v, f});
+  return tasks;
+}
+
+// Runs on one thread with its own seed: the result does not depend on what runs beside it.
+void RunGradientTask(const LayerJob& job, const torch::Tensor& states, const GradientTask& t) {
   const ProbeRequest& r = job.r;
   const auto& info = job.info;
   const auto& variants = job.variants;
-  const auto& train = job.train;
-  const auto& val = job.val;
   const auto& test = job.test;
-  const HiddenReader& reader = job.reader;
-  const std::int64_t N = info.prompts;
-  const int H = info.model.hidden, K = r.ks.size(), S = r.seeds, V = variants.size();
-  // The layer's states, streamed into memory block by block: [N, T, H] float32.
-  const int T = info.positions_per_prompt;
-  auto states = torch::empty({N, T, H}, torch::kFloat32);
-  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
-    const arma::fmat block = arma::conv_to<arma::fmat>::from(reader.Read(r0, cnt));
-    std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
+  const int T = info.positions_per_prompt, S = r.seeds, V = variants.size();
+  const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
+  // Pooled probes see the states up to and including the one after k examples.
+  const auto x = r.pooled ? states.slice(1, 0, pos + 1) : states.select(1, pos);
+  GradientProbeOptions o = r.gradient;
+  o.mlp = t.f == Family::kMlp;
+  o.pooled = r.pooled;
+  o.seed = SplitSeed(r.seed, t.s) * 31 + k;
+  // Fit on (possibly shuffled) training targets; test against the real ones.
+  arma::mat y = variants[t.v].Y(t.s, k);
+  y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
+  const GradientFit fit = FitGradientProbe(x, y, job.train[t.s], job.val[t.s], test[t.s], o);
+  job.record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
+  if (r.pooled) {
+    arma::vec alpha(T, arma::fill::zeros);
+    alpha.head(fit.alpha.n_elem) = fit.alpha;
+    job.keep_alpha({variants[t.v].target, FamilyName(t.f), job.source, job.layer, k, t.s, alpha});
   }
-  struct Task {
-    int ki, s, v;
-    Family f;
-  };
-  std::vector<Task> tasks;
-  for (int ki = 0; ki < K; ++ki)
-    for (int s = 0; s < S; ++s)
-      for (int v = 0; v < V; ++v)
-        for (auto f : gradient)
-          tasks.push_back({ki, s, v, f});
-  job.pool.For(tasks.size(), [&](int ti) {
-    const Task& t = tasks[ti];
-    const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
-    // Pooled probes see the states up to and including the one after k examples.
-    const auto x = r.pooled ? states.slice(1, 0, pos + 1) : states.select(1, pos);
-    GradientProbeOptions o = r.gradient;
-    o.mlp = t.f == Family::kMlp;
-    o.pooled = r.pooled;
-    o.seed = SplitSeed(r.seed, t.s) * 31 + k;
-    // Fit on (possibly shuffled) training targets; test against the real ones.
-    arma::mat y = variants[t.v].Y(t.s, k);
-    y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
-    const GradientFit fit = FitGradientProbe(x, y, train[t.s], val[t.s], test[t.s], o);
-    job.record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
-    if (r.pooled) {
-      arma::vec alpha(T, arma::fill::zeros);
-      alpha.head(fit.alpha.n_elem) = fit.alpha;
-      job.keep_alpha({variants[t.v].target, FamilyName(t.f), job.source, job.layer, k, t.s, alpha});
-    }
-    job.advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
-  });
+  job.advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
 }
 
 }  // namespace
@@ -531,40 +535,74 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       variants.push_back(std::move(v));
     }
 
-    for (std::size_t li = 0; li < r.layers.size(); ++li) {
-      const int layer = r.layers[li];
-      const HiddenReader reader(info, layer);
-      auto record = [&](const std::string& target, Family f, int k, int s, const Errors& e,
-                        double lambda, int epochs) {
-        if (!(e.sst > 0))
-          throw std::invalid_argument("'" + info.path + "': target " + target +
-                                      " has zero variance on the test split at k=" +
-                                      std::to_string(k) + "; nMSE is undefined");
-        if (e.row_sse.n_elem != test[s].n_elem || e.row_sst.n_elem != test[s].n_elem)
-          throw std::logic_error("probe: per-prompt test errors of the wrong length");
-        ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
-                        e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
-        std::lock_guard<std::mutex> lock(out_mutex);
-        out.records.push_back(rec);
-      };
-
-      LayerJob job{r,   info, src.name, layer,  reader, variants, roles, train,
-                   val, test, pool,     record, {},     {},       {}};
-      job.keep_ridge = [&](ProbeOutput::Ridge x) {
-        std::lock_guard<std::mutex> lock(out_mutex);
-        out.ridge.push_back(std::move(x));
-      };
-      job.keep_alpha = [&](ProbeOutput::Alpha x) {
-        std::lock_guard<std::mutex> lock(out_mutex);
-        out.alphas.push_back(std::move(x));
-      };
-      job.advance = [&](double units) {
-        std::lock_guard<std::mutex> lock(out_mutex);
-        done += units;
-        if (progress) progress(done, total);
-      };
-      if (ridge) RidgeOverLayer(job);
-      if (!gradient.empty()) GradientJobs(job, gradient);
+    // Layers go in groups of as many as there are threads: ridge probes layer by layer (each
+    // spreads its (k, seed) work over the pool), then the linear / MLP fits of the whole group
+    // over the pool at once, so that a few fits per layer still keep every thread busy. Memory:
+    // the states of one group's layers.
+    const std::size_t group = gradient.empty() ? 1 : static_cast<std::size_t>(threads);
+    for (std::size_t g0 = 0; g0 < r.layers.size(); g0 += group) {
+      const std::size_t g1 = std::min(r.layers.size(), g0 + group);
+      std::deque<HiddenReader> readers;
+      std::deque<LayerJob> jobs;
+      for (std::size_t li = g0; li < g1; ++li) {
+        const int layer = r.layers[li];
+        readers.emplace_back(info, layer);
+        auto record = [&, layer](const std::string& target, Family f, int k, int s, const Errors& e,
+                                 double lambda, int epochs) {
+          if (!(e.sst > 0))
+            throw std::invalid_argument("'" + info.path + "': target " + target +
+                                        " has zero variance on the test split at k=" +
+                                        std::to_string(k) + "; nMSE is undefined");
+          if (e.row_sse.n_elem != test[s].n_elem || e.row_sst.n_elem != test[s].n_elem)
+            throw std::logic_error("probe: per-prompt test errors of the wrong length");
+          ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
+                          e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
+          std::lock_guard<std::mutex> lock(out_mutex);
+          out.records.push_back(rec);
+        };
+        jobs.push_back(LayerJob{r,
+                                info,
+                                src.name,
+                                layer,
+                                readers.back(),
+                                variants,
+                                roles,
+                                train,
+                                val,
+                                test,
+                                pool,
+                                record,
+                                {},
+                                {},
+                                {}});
+        LayerJob& job = jobs.back();
+        job.keep_ridge = [&](ProbeOutput::Ridge x) {
+          std::lock_guard<std::mutex> lock(out_mutex);
+          out.ridge.push_back(std::move(x));
+        };
+        job.keep_alpha = [&](ProbeOutput::Alpha x) {
+          std::lock_guard<std::mutex> lock(out_mutex);
+          out.alphas.push_back(std::move(x));
+        };
+        job.advance = [&](double units) {
+          std::lock_guard<std::mutex> lock(out_mutex);
+          done += units;
+          if (progress) progress(done, total);
+        };
+        if (ridge) RidgeOverLayer(job);
+      }
+      if (gradient.empty()) continue;
+      std::vector<torch::Tensor> states;
+      std::vector<std::pair<std::size_t, GradientTask>> tasks;
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        states.push_back(LayerStates(jobs[j]));
+        for (const GradientTask& t : GradientTasks(jobs[j], gradient))
+          tasks.emplace_back(j, t);
+      }
+      pool.For(tasks.size(), [&](int i) {
+        const auto& [j, t] = tasks[std::size_t(i)];
+        RunGradientTask(jobs[j], states[j], t);
+      });
     }
   }
   // Intervals: every record of a seed is resampled with the same draws of its test prompts.

@@ -253,10 +253,9 @@ class Machine {
         }
         case 'b': {  // BUILD: only an OrderedDict's attributes (nn.Module's _metadata)
           Ref state = Pop();
-          Ref target = Top(Value::Kind::kDict);
+          Top(Value::Kind::kDict);  // the target must be a dict; its attributes are not kept
           if (state->kind != Value::Kind::kDict && state->kind != Value::Kind::kNone)
             Fail(std::string("BUILD of a dict from ") + KindName(state->kind));
-          (void)target;
           break;
         }
         default:

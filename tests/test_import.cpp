@@ -83,6 +83,19 @@ void WriteTorchSave(const std::string& path, const std::string& items,
   w.writeEndOfFile();
 }
 
+// The first half of a fixture file: refused with one line saying `says`, exit 2, no output.
+void ExpectHalfOfFixtureRefused(const TempDir& tmp, const std::string& fixture,
+                                const std::string& says) {
+  const std::string all = test::ReadFile(Fixture(fixture));
+  const std::string in = tmp / ("cut-" + fixture), out = tmp / "o.h5";
+  std::ofstream(in, std::ios::binary) << all.substr(0, all.size() / 2);
+  const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
 
 // The reference is PyTorch's float32 forward of the same weights on the same prompts; the
@@ -178,17 +191,7 @@ TEST(Import, HostileSafetensorsAreRefused) {
           "missing tensor '_read_in.weight'");
   refused("not json at all", "", "header is not JSON");
   // Truncated: the fixture cut in the middle of its data.
-  {
-    std::ifstream f(Fixture("model.safetensors"), std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const std::string in = tmp / "cut.safetensors", out = tmp / "o.h5";
-    std::ofstream(in, std::ios::binary) << all.substr(0, all.size() / 2);
-    const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_EQ(CountLines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find("lie outside"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(out));
-  }
+  ExpectHalfOfFixtureRefused(tmp, "model.safetensors", "lie outside");
   // A tensor holding NaN.
   {
     const float nan = std::nanf("");
@@ -267,15 +270,5 @@ TEST(Import, HostileTorchSaveArchivesAreRefused) {
   refused(PStr("a") + PInt(3), {}, "the pickle ends early", /*stop=*/false);
   refused(PStr("a") + "h\x05", {}, "memo entry 5 read before it was written");
   // Truncated: the fixture cut in half is no longer a zip archive LibTorch can open.
-  {
-    std::ifstream f(Fixture("model.pt"), std::ios::binary);
-    std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const std::string in = tmp / "cut.pt", out = tmp / "o.h5";
-    std::ofstream(in, std::ios::binary) << all.substr(0, all.size() / 2);
-    const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
-    EXPECT_EQ(r.exit_code, 2);
-    EXPECT_EQ(CountLines(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find("not a readable torch.save archive"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(out));
-  }
+  ExpectHalfOfFixtureRefused(tmp, "model.pt", "not a readable torch.save archive");
 }

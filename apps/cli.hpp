@@ -72,5 +72,6 @@ int RunCompare(int argc, char** argv);
 int RunReport(int argc, char** argv);
 int RunConstruct(int argc, char** argv);
 int RunImport(int argc, char** argv);
+int RunIntervene(int argc, char** argv);
 
 }  // namespace icl::cli

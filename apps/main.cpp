@@ -40,6 +40,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunConstruct},
     {"import", "write a learner trained elsewhere (Garg et al.'s GPT-2 layout) as a checkpoint",
      icl::cli::RunImport},
+    {"intervene", "does the model use what a probe reads? edits along probe directions, per layer",
+     icl::cli::RunIntervene},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include "analysis/intervene.hpp"
 #include "analysis/report.hpp"
 #include "apps/cli.hpp"
 #include "data/output.hpp"
@@ -35,6 +36,7 @@ std::string FindGnuplot() {
 int RunReport(int argc, char** argv) {
   std::vector<std::string> probes_files;
   std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare;
+  std::vector<std::string> interventions;
   analysis::OnsetRule rule;
   po::options_description opts("Options");
   // clang-format off
@@ -58,6 +60,9 @@ int RunReport(int argc, char** argv) {
        "over the runner-up with a 95% interval): a comma list, or alone for the weight targets "
        "probed (w_ols, w_ridge, w); with --format csv the output is this comparison's tidy CSV")
       ("plot-dir", po::value(&plot_dir), "write PNG and SVG plots (and their data) here")
+      ("interventions", po::value(&interventions)->composing(), "interventions files from iclprobe "
+       "intervene on this learner (repeatable): their slopes by layer are printed and, with "
+       "--plot-dir, drawn next to the probe R2")
       ("out,o", po::value(&out), "write the tables to this file instead of stdout")
       ("force", "overwrite an existing --out file");
   // clang-format on
@@ -115,6 +120,17 @@ int RunReport(int argc, char** argv) {
   }
 
   const analysis::ProbeResults r = analysis::ReadProbeResults(probes);
+  if (!interventions.empty() && probes_files.size() > 1)
+    throw std::invalid_argument(
+        "--interventions: go with one --probes file (the learner they were run on)");
+  std::vector<analysis::InterveneResult> edits;
+  for (const auto& path : interventions) {
+    data::RequireRegularInput(path, "interventions");
+    edits.push_back(analysis::ReadInterventionsFile(path));
+    if (edits.back().checkpoint_sha256 != r.checkpoint_sha256)
+      throw std::invalid_argument("--interventions: '" + path +
+                                  "' was run on another checkpoint than the --probes file's");
+  }
   std::vector<int> ks;
   std::stringstream ss(k_option);
   std::string item;
@@ -180,6 +196,8 @@ int RunReport(int argc, char** argv) {
   analysis::PlotFiles plots;
   if (vm.count("plot-dir") && !gnuplot.empty()) {
     plots = analysis::PlanPlots(r, onsets);
+    for (const auto& e : edits)
+      analysis::PlanInterventionPlots(e, plots);
     std::error_code ec;
     std::filesystem::create_directories(plot_dir, ec);
     if (ec)
@@ -198,6 +216,8 @@ int RunReport(int argc, char** argv) {
   if (file) file->CommitText(tables.str());
   analysis::PrintOnsets(std::cout, onsets, rule);
   analysis::PrintTargetComparison(std::cout, comparison);
+  for (const auto& e : edits)
+    analysis::PrintInterventionSummary(std::cout, e);
   if (!file)
     std::cout << tables.str();
   else

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -69,6 +70,13 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
   }
   f.OpenDataset(schema::kPredictions).ExpectDims({N, n});
   f.OpenDataset(schema::kPromptsX).ExpectDims({N, n, d});
+  if (f.Exists("targets") && f.OpenGroup("targets").HasAttr("ridge_lambda")) {
+    a.ridge_lambda = f.OpenGroup("targets").GetDouble("ridge_lambda");
+    if (!(a.ridge_lambda >= 0) || !std::isfinite(a.ridge_lambda))
+      throw std::invalid_argument("'" + path + "': /targets attribute 'ridge_lambda' is " +
+                                  std::to_string(a.ridge_lambda) +
+                                  ", expected a finite lambda >= 0");
+  }
   for (const auto& name : f.OpenGroup("targets").Members()) {
     const h5::Dataset t = f.OpenDataset("targets/" + name);
     const auto dims = t.dims();

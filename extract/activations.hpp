@@ -24,6 +24,7 @@ struct ActivationsInfo {
   std::vector<std::string> targets;  // names under /targets
   std::vector<bool> target_per_k;    // false for k-independent targets such as w
   std::string content_sha256;        // recorded by extract ("" in files from before it did)
+  double ridge_lambda = -1;          // the lambda of /targets/w_ridge (-1 when not recorded)
 };
 
 // Opens and checks an activations file (format, version, completeness, shapes).

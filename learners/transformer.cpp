@@ -98,6 +98,19 @@ ForwardResult TransformerImpl::Run(const torch::Tensor& tokens, const ForwardOpt
   return r;
 }
 
+torch::Tensor TransformerImpl::RunFrom(int layer, const torch::Tensor& state) {
+  if (layer < 0 || layer > config.layers)
+    throw std::invalid_argument("transformer: state " + std::to_string(layer) + " is outside 0.." +
+                                std::to_string(config.layers));
+  if (state.dim() != 3 || state.size(2) != config.hidden || state.size(1) > 2L * config.n_max)
+    throw std::invalid_argument("transformer: a state must be [B, T, " +
+                                std::to_string(config.hidden) + "] with T <= 2 n_max");
+  auto h = state;
+  for (int b = layer; b < config.layers; ++b)
+    h = blocks[b]->as<Block>()->forward(h);
+  return Readout(h);
+}
+
 std::int64_t CountParameters(torch::nn::Module& module) {
   std::int64_t n = 0;
   for (const auto& p : module.parameters())

@@ -52,6 +52,10 @@ struct TransformerImpl : torch::nn::Module {
   // tokens: [B, 2n, d + 1] (n <= n_max) -> predictions [B, n]. The cheap path.
   torch::Tensor forward(const torch::Tensor& tokens);
   ForwardResult Run(const torch::Tensor& tokens, const ForwardOptions& options);
+  // The rest of a forward pass from hidden state `layer` (0 = the embedding, l = after block l):
+  // state [B, 2n, H] -> predictions [B, n]. On the unedited state it gives Run's predictions:
+  // the entry point of interventions.
+  torch::Tensor RunFrom(int layer, const torch::Tensor& state);
 
   ModelConfig config;
   torch::nn::Linear input_proj{nullptr};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -197,6 +198,13 @@ ProbeResults ReadProbesFile(const std::string& path) {
   }
   if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
   if (f.HasAttr("model_config")) r.model_config = f.GetString("model_config");
+  if (f.HasAttr("checkpoint_sha256")) r.checkpoint_sha256 = f.GetString("checkpoint_sha256");
+  if (f.HasAttr("ridge_lambda")) {
+    r.ridge_lambda = f.GetDouble("ridge_lambda");
+    if (!(r.ridge_lambda >= 0) || !std::isfinite(r.ridge_lambda))
+      throw std::invalid_argument(where +
+                                  ": attribute 'ridge_lambda' must be a finite lambda >= 0");
+  }
   r.task_config = f.GetString("task_config");
   if (f.Exists("errors")) ReadErrors(f, r);
   // Canonical probe order.
@@ -230,6 +238,71 @@ ProbeResults ReadProbesFile(const std::string& path) {
           r.alpha[t + "/" + p + "/" + s] = std::move(a);
         }
   return r;
+}
+
+RidgeReadout ReadRidgeReadout(const ProbeResults& r, const std::string& target, int layer, int k,
+                              int seed, const std::string& source) {
+  const std::string where = "'" + r.path + "'";
+  const auto li = std::find(r.layers.begin(), r.layers.end(), layer);
+  const auto ki = std::find(r.ks.begin(), r.ks.end(), k);
+  if (li == r.layers.end())
+    throw std::invalid_argument(where + " has no probes of layer " + std::to_string(layer));
+  if (ki == r.ks.end())
+    throw std::invalid_argument(where + " has no probes at k = " + std::to_string(k));
+  if (seed < 0 || seed >= r.seeds)
+    throw std::invalid_argument(where + " has no probe seed " + std::to_string(seed));
+  const std::string group = "ridge/" + target + "/" + source;
+  const h5::File f = h5::File::Open(r.path);
+  if (!f.Exists(group + "/weights"))
+    throw std::invalid_argument(where + " has no ridge probe of '" + target.substr(0, 80) +
+                                "' (no /" + group + "/weights); probe it with the ridge family");
+  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
+  const hsize_t l = li - r.layers.begin(), cell = (ki - r.ks.begin()) * S + seed;
+  const h5::Dataset dw = f.OpenDataset(group + "/weights");
+  const auto dims = dw.dims();
+  // p and m are bounded by what a model of this file's width could have: a hostile file must
+  // not make us allocate gigabytes.
+  const auto model = r.model_config.empty()
+                         ? std::optional<learners::ModelConfig>()
+                         : learners::ModelConfig::FromJson(r.model_config, where + " model_config");
+  const hsize_t max_p = model ? hsize_t(model->hidden) : hsize_t(1) << 16;
+  const hsize_t max_m = hsize_t(r.d) * r.d;
+  if (dims.size() != 5 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
+      dims[3] > max_p || (model && dims[3] != max_p) || dims[4] < 1 || dims[4] > max_m)
+    throw std::invalid_argument(where + ": /" + group + "/weights should have shape [" +
+                                std::to_string(L) + ", " + std::to_string(K) + ", " +
+                                std::to_string(S) + ", hidden, m] with m <= d^2");
+  const hsize_t p = dims[3], m = dims[4];
+  RidgeReadout out;
+  std::vector<double> w(K * S * p * m);
+  dw.ReadRows(l, 1, w.data(), w.size());
+  const arma::mat wt(w.data() + cell * p * m, m, p);  // row-major [p, m] == column-major m x p
+  out.weights = wt.t();
+  const h5::Dataset db = f.OpenDataset(group + "/intercept");
+  db.ExpectDims({L, K, S, m});
+  std::vector<double> b(K * S * m);
+  db.ReadRows(l, 1, b.data(), b.size());
+  out.intercept = arma::vec(b.data() + cell * m, m);
+  const h5::Dataset dl = f.OpenDataset(group + "/lambda");
+  dl.ExpectDims({L, K, S});
+  std::vector<double> lam(K * S);
+  dl.ReadRows(l, 1, lam.data(), lam.size());
+  out.lambda = lam[cell];
+  if (f.Exists(group + "/feature_scale")) {
+    const h5::Dataset ds = f.OpenDataset(group + "/feature_scale");
+    ds.ExpectDims({L, K, S, p});
+    std::vector<double> sc(K * S * p);
+    ds.ReadRows(l, 1, sc.data(), sc.size());
+    out.feature_scale = arma::vec(sc.data() + cell * p, p);
+    if (!out.feature_scale.is_finite() || out.feature_scale.min() <= 0)
+      throw std::invalid_argument(where + ": /" + group +
+                                  "/feature_scale holds a non-positive or non-finite scale");
+  }
+  if (!out.weights.is_finite() || !out.intercept.is_finite() || !std::isfinite(out.lambda))
+    throw std::invalid_argument(where + ": the ridge probe of '" + target + "' at layer " +
+                                std::to_string(layer) + ", k = " + std::to_string(k) +
+                                " holds NaN or infinite weights");
+  return out;
 }
 
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
@@ -278,6 +351,7 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
   f.SetAttr("activations_size", a.size);
   f.SetAttr("activations_mtime_ns", a.mtime_ns);
   f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
+  if (info.ridge_lambda >= 0) f.SetAttr("ridge_lambda", info.ridge_lambda);
   f.SetAttr("model_config", info.model.ToJson());
   f.SetAttr("task_config", info.task.ToJson());
   f.SetAttr("probe_config", req.ToJson());
@@ -367,7 +441,7 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     const hsize_t p = list[0]->weights.n_rows, m = list[0]->weights.n_cols,
                   nl = list[0]->loo_mse.n_elem;
     std::vector<double> w(L * K * S * p * m, NAN), b(L * K * S * m, NAN), lam(L * K * S, NAN),
-        loo(L * K * S * nl, NAN);
+        loo(L * K * S * nl, NAN), scale(L * K * S * p, NAN);
     for (const auto* r : list) {
       const std::size_t cell = (li(r->layer) * K + ki(r->k)) * S + r->seed;
       const arma::mat wt = r->weights.t();  // m x p column-major == [p, m] row-major
@@ -375,6 +449,8 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
       std::copy(r->intercept.begin(), r->intercept.end(), b.begin() + cell * m);
       lam[cell] = r->lambda;
       std::copy(r->loo_mse.begin(), r->loo_mse.end(), loo.begin() + cell * nl);
+      if (r->feature_scale.n_elem == p)
+        std::copy(r->feature_scale.begin(), r->feature_scale.end(), scale.begin() + cell * p);
     }
     h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m});
     dw.Write(w.data(), w.size());
@@ -385,6 +461,11 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     f.CreateDataset<double>("ridge/" + key + "/lambda", {L, K, S}).Write(lam.data(), lam.size());
     f.CreateDataset<double>("ridge/" + key + "/loo_mse", {L, K, S, nl})
         .Write(loo.data(), loo.size());
+    h5::Dataset ds = f.CreateDataset<double>("ridge/" + key + "/feature_scale", {L, K, S, p});
+    ds.Write(scale.data(), scale.size());
+    ds.SetAttr("description",
+               std::string("[layer, k, seed, feature] training standard deviation of each hidden "
+                           "unit (1 where constant): the probe standardised by it"));
   }
   if (!ridge.empty())
     f.OpenGroup("ridge").SetAttr(

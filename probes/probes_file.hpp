@@ -46,6 +46,8 @@ struct ProbeResults {
   int bootstrap = 1000;
   std::uint64_t bootstrap_seed = 0;
   std::string model_config, task_config;  // JSON, as stored
+  std::string checkpoint_sha256;          // of the checkpoint the activations came from
+  double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
   bool has_errors() const { return !sse.empty(); }
   const arma::cube* Find(const std::string& target, const std::string& probe,
                          const std::string& source, const std::string& metric) const;
@@ -59,6 +61,20 @@ struct ProbeResults {
 // Reads and checks a probes file: names plain, shapes as the attributes say, every score
 // finite; throws std::invalid_argument naming the file and the object.
 ProbeResults ReadProbesFile(const std::string& path);
+
+// One fitted ridge readout: target ~= weights^T h + intercept on the raw hidden state h (the
+// state after k examples), and the training standard deviation of each hidden unit.
+struct RidgeReadout {
+  arma::mat weights;        // p x m
+  arma::vec intercept;      // m
+  arma::vec feature_scale;  // p; empty in files written before it was stored
+  double lambda = 0;
+};
+// The ridge readout of (target, layer, k, seed) for `source` from a file that `ReadProbesFile`
+// accepted; throws std::invalid_argument naming the file and what is missing or malformed
+// (no ridge probe of that target, a layer or k the file lacks, non-finite weights).
+RidgeReadout ReadRidgeReadout(const ProbeResults& file, const std::string& target, int layer, int k,
+                              int seed = 0, const std::string& source = "model");
 
 // The tidy CSV: target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi.
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out);

@@ -81,6 +81,9 @@ class RidgeProbe {
   arma::uword lambda_index() const { return best_; }
   const arma::mat& weights() const { return w_; }    // p x m, on raw features
   const arma::vec& intercept() const { return b_; }  // m
+  // The training standard deviation of each feature (1 where constant, or unstandardised): the
+  // metric in which the probe's directions are comparable across features.
+  const arma::vec& feature_scale() const { return sigma_; }
 
  private:
   arma::vec lambdas_;

@@ -397,7 +397,7 @@ void RidgeOverLayer(const LayerJob& job) {
       e.dims = yt.n_rows;
       job.record(variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0);
       job.keep_ridge({variants[v].target, job.source, job.layer, k, s, p.lambda(), p.weights(),
-                      p.intercept(), p.loo_mse()});
+                      p.intercept(), p.loo_mse(), p.feature_scale()});
     }
   }
   job.advance(K);

@@ -69,6 +69,7 @@ struct ProbeOutput {
     arma::mat weights;  // p x m on raw features
     arma::vec intercept;
     arma::vec loo_mse;
+    arma::vec feature_scale;  // p: training standard deviation of each feature
   };
   std::vector<Ridge> ridge;
   struct Alpha {

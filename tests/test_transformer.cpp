@@ -93,6 +93,28 @@ TEST(Transformer, ReturnsEveryHiddenStateAndAttention) {
   EXPECT_THROW(m->forward(torch::zeros({1, 12, 4})), std::invalid_argument);
 }
 
+// The interventions' entry point: continuing from an unedited state gives Run's predictions,
+// bit for bit (the same blocks run on the same tensors in the same order).
+TEST(Transformer, RunFromAnyStateReproducesTheForwardPass) {
+  torch::manual_seed(1);
+  Transformer m(Tiny(3));
+  const auto tokens = Tokens(4);
+  const auto r = m->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+  for (int l = 0; l <= 3; ++l)
+    EXPECT_TRUE(torch::equal(m->RunFrom(l, r.hidden[l]), r.predictions)) << "state " << l;
+  // An edit after the last block at a y-token changes nothing (predictions are read at the
+  // x-tokens); at an x-token it changes that prediction only.
+  auto edited = r.hidden[3].clone();
+  edited.select(1, 3).add_(1.0);
+  EXPECT_TRUE(torch::equal(m->RunFrom(3, edited), r.predictions));
+  edited.select(1, 4).add_(1.0);
+  const auto moved = m->RunFrom(3, edited);
+  EXPECT_FALSE(torch::equal(moved.select(1, 2), r.predictions.select(1, 2)));
+  EXPECT_TRUE(torch::equal(moved.select(1, 1), r.predictions.select(1, 1)));
+  EXPECT_THROW(m->RunFrom(4, r.hidden[3]), std::invalid_argument);
+  EXPECT_THROW(m->RunFrom(0, torch::zeros({1, 10, 8})), std::invalid_argument);
+}
+
 TEST(Transformer, IsCausal) {
   torch::manual_seed(1);
   Transformer m(Tiny(2));

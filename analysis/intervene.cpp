@@ -1,0 +1,604 @@
+// Interchange interventions along ridge-probe directions, and the interventions file.
+#include "analysis/intervene.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "data/hdf5.hpp"
+#include "data/names.hpp"
+#include "data/prompt_io.hpp"
+#include "data/targets.hpp"
+#include "data/tokens.hpp"
+#include "data/tokens_torch.hpp"
+#include "probes/uncertainty.hpp"
+
+namespace icl::analysis {
+
+namespace {
+
+bool IsWeightTarget(const std::string& t) {
+  return t == "w_ols" || t == "w_ridge" || t == "w";
+}
+
+double ParseValue(const std::string& text, const std::string& spec, const std::string& expected) {
+  std::size_t used = 0;
+  double v = NAN;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !std::isfinite(v))
+    throw std::invalid_argument("intervene: response '" + spec + "': " + expected);
+  return v;
+}
+
+// The edit of one (layer, k): the readout v = W^T h + b and the minimum-norm change of h, in the
+// probe's standardised coordinates z = (h - mu) / s, that moves the reading by r:
+//   dz = U (U^T U)^+ r with U = S W, so dh = S dz = S^2 W (W^T S^2 W)^+ r = edit * r.
+// The minimum in raw coordinates would put the edit where a unit's scale is smallest (a unit
+// holding a copy of the quantity divided by the prompt length is cheaper to move than the
+// quantity itself), which is not where the probe found it.
+struct EditMap {
+  arma::mat weights;  // p x m
+  arma::vec intercept;
+  arma::mat edit;  // p x m
+  double r2 = 0;
+};
+
+EditMap MakeEditMap(const probes::ProbeResults& file, const std::string& target, int layer, int k,
+                    std::size_t li, std::size_t ki) {
+  const probes::RidgeReadout ro = probes::ReadRidgeReadout(file, target, layer, k);
+  if (ro.feature_scale.is_empty())
+    throw std::invalid_argument("'" + file.path +
+                                "' stores no feature scales of its ridge probes (written before "
+                                "interventions existed); probe the activations again");
+  EditMap e;
+  e.weights = ro.weights;
+  e.intercept = ro.intercept;
+  const arma::vec s2 = arma::square(ro.feature_scale);
+  arma::mat sw = e.weights;
+  sw.each_col() %= s2;  // S^2 W
+  e.edit = sw * arma::pinv(e.weights.t() * sw);
+  const arma::cube* r2 = file.Find(target, "ridge", "model", "r2");
+  e.r2 = r2 ? (*r2)(0, ki, li) : NAN;
+  return e;
+}
+
+// Pairs [first, first + count): prompt set A (even prompts of the stream) and B (odd ones).
+void SamplePairs(const data::TaskConfig& task, std::uint64_t seed, std::size_t first,
+                 std::size_t count, data::PromptSet& a, data::PromptSet& b) {
+  for (data::PromptSet* s : {&a, &b}) {
+    s->task = task;
+    s->seed = seed;
+    s->first_index = 2 * first;
+    s->x.set_size(task.d, task.n, count);
+    s->y.set_size(task.n, count);
+    s->w.set_size(task.d, count);
+  }
+  for (std::size_t j = 0; j < count; ++j)
+    for (int side = 0; side < 2; ++side) {
+      data::PromptSet& s = side == 0 ? a : b;
+      data::SamplePrompt(task, seed, 2 * (first + j) + side, s.x.slice(j).memptr(), s.y.colptr(j),
+                         s.w.colptr(j));
+    }
+}
+
+// The target value after k examples (m entries).
+arma::vec TargetValue(const std::string& target, const data::PromptSet& s, std::size_t j,
+                      const data::PrefixTargets& t, int k) {
+  if (target == "w") return s.w.col(j);
+  if (target == "w_ols") return t.w_ols.col(k - 1);
+  if (target == "w_ridge") return t.w_ridge.col(k - 1);
+  return t.xty.col(k - 1);
+}
+
+// The algorithm's change of the prediction at x_q when its quantity changes by dv.
+double PredictedChange(const Response& r, const arma::vec& xq, const arma::vec& dv,
+                       const arma::mat& xtx) {
+  switch (r.kind) {
+    case Response::kWeights:
+      return arma::dot(xq, dv);
+    case Response::kGd:
+      return 2.0 * r.value * arma::dot(xq, dv);
+    case Response::kRidge:
+      if (r.value > 0)
+        return arma::dot(xq, arma::solve(xtx + r.value * arma::eye(xtx.n_rows, xtx.n_cols), dv,
+                                         arma::solve_opts::likely_sympd));
+      return arma::dot(xq, arma::pinv(xtx) * dv);
+    case Response::kOls:
+      return arma::dot(xq, arma::pinv(xtx) * dv);
+  }
+  return NAN;
+}
+
+// Slope through the origin, its bootstrap interval and the correlation.
+void Summarise(InterventionCell& c, int replicates, std::uint64_t seed) {
+  const arma::uword P = c.predicted.n_elem, C = c.observed.n_cols;
+  c.slope.set_size(C);
+  c.slope_lo.set_size(C);
+  c.slope_hi.set_size(C);
+  c.correlation.set_size(C);
+  const arma::vec pp = arma::square(c.predicted);
+  if (!(arma::accu(pp) > 0))
+    throw std::runtime_error(fmt::format(
+        "intervene: at layer {}, k = {} every predicted change is zero (B's value equals the "
+        "probe's reading of A in every pair); there is nothing to measure",
+        c.layer, c.k));
+  const probes::Bootstrap boot(P, 1, replicates, seed);
+  const arma::vec den = boot.Mean(0, pp);
+  for (arma::uword ci = 0; ci < C; ++ci) {
+    const arma::vec o = c.observed.col(ci);
+    const arma::vec op = o % c.predicted;
+    c.slope(ci) = arma::accu(op) / arma::accu(pp);
+    const probes::Interval iv = probes::PercentileInterval(boot.Mean(0, op) / den);
+    c.slope_lo(ci) = iv.lo;
+    c.slope_hi(ci) = iv.hi;
+    // A constant series (an edit the prediction ignores entirely) has correlation 0, not NaN.
+    const double so = arma::stddev(o), sp = arma::stddev(c.predicted);
+    c.correlation(ci) = so > 0 && sp > 0 ? arma::as_scalar(arma::cor(o, c.predicted)) : 0.0;
+  }
+}
+
+// Row-major [B, H] float tensor of an H x B matrix.
+torch::Tensor ToRows(const arma::mat& m) {
+  const arma::fmat f = arma::conv_to<arma::fmat>::from(m);
+  return torch::from_blob(const_cast<float*>(f.memptr()),
+                          {static_cast<long>(f.n_cols), static_cast<long>(f.n_rows)},
+                          torch::kFloat32)
+      .clone();
+}
+
+// H x B matrix of doubles from state[:, pos, :].
+arma::mat StateAt(const torch::Tensor& state, int pos) {
+  const torch::Tensor s = state.select(/*dim=*/1, pos).contiguous();
+  const arma::fmat f(s.data_ptr<float>(), s.size(1), s.size(0), /*copy_aux_mem=*/true);
+  return arma::conv_to<arma::mat>::from(f);
+}
+
+}  // namespace
+
+Response ParseResponse(const std::string& target, const std::string& spec) {
+  Response r;
+  if (IsWeightTarget(target)) {
+    if (!spec.empty() && spec != "weights")
+      throw std::invalid_argument("intervene: response '" + spec + "': the weight target '" +
+                                  target + "' predicts x_q^T w; its response is 'weights'");
+    r.kind = Response::kWeights;
+    r.name = "weights";
+    return r;
+  }
+  if (target != "xty")
+    throw std::invalid_argument("intervene: target '" + target.substr(0, 80) +
+                                "': expected w_ols, w_ridge, w or xty");
+  const std::string s = spec.empty() ? "ols" : spec;
+  const std::string expected = "expected ols, ridge:LAMBDA (LAMBDA >= 0) or gd:ALPHA (ALPHA > 0)";
+  r.name = s;
+  if (s == "ols") {
+    r.kind = Response::kOls;
+  } else if (s.rfind("gd:", 0) == 0) {
+    r.kind = Response::kGd;
+    r.value = ParseValue(s.substr(3), s, expected);
+    if (!(r.value > 0)) throw std::invalid_argument("intervene: response '" + s + "': " + expected);
+  } else if (s.rfind("ridge:", 0) == 0) {
+    r.kind = Response::kRidge;
+    r.value = ParseValue(s.substr(6), s, expected);
+    if (!(r.value >= 0))
+      throw std::invalid_argument("intervene: response '" + s + "': " + expected);
+  } else {
+    throw std::invalid_argument("intervene: response '" + s.substr(0, 80) + "': " + expected);
+  }
+  return r;
+}
+
+std::string EditSpanName(EditSpan span) {
+  return span == EditSpan::kProbed ? "probed" : "through-query";
+}
+
+void InterveneRequest::Validate() const {
+  if (pairs < 2 || pairs > 1000000)
+    throw std::invalid_argument("intervene: pairs must be in 2..1000000, got " +
+                                std::to_string(pairs));
+  if (bootstrap < 1 || bootstrap > 1000000)
+    throw std::invalid_argument("intervene: bootstrap replicates must be in 1..1000000");
+  if (batch < 1) throw std::invalid_argument("intervene: batch must be positive");
+  ParseResponse(target, response);
+}
+
+InterveneResult RunIntervene(learners::Transformer model, const std::string& checkpoint_sha256,
+                             const probes::ProbeResults& probes, const InterveneRequest& request,
+                             const std::function<void(long long, long long)>& progress) {
+  request.Validate();
+  const std::string where = "'" + probes.path + "'";
+  InterveneResult res;
+  res.request = request;
+  res.response = ParseResponse(request.target, request.response);
+  res.checkpoint_sha256 = checkpoint_sha256;
+  res.probes = probes.path;
+  if (probes.checkpoint_sha256 != checkpoint_sha256)
+    throw std::invalid_argument(
+        where + " was fitted on activations of the checkpoint with SHA-256 " +
+        (probes.checkpoint_sha256.empty() ? std::string("(none recorded)")
+                                          : probes.checkpoint_sha256.substr(0, 12) + "...") +
+        ", not this checkpoint (" + checkpoint_sha256.substr(0, 12) +
+        "...): probe this checkpoint's own activations");
+  res.task = data::TaskConfig::FromJson(probes.task_config, where + " task_config");
+  data::TaskConfig& task = res.task;
+  const learners::ModelConfig& mc = model->config;
+  if (mc.d != task.d || mc.n_max < task.n)
+    throw std::invalid_argument(where + " describes prompts of d=" + std::to_string(task.d) +
+                                ", n=" + std::to_string(task.n) +
+                                " that the checkpoint's model (d=" + std::to_string(mc.d) +
+                                ", n_max=" + std::to_string(mc.n_max) + ") cannot read");
+  const std::string& target = request.target;
+  if (std::find(probes.targets.begin(), probes.targets.end(), target) == probes.targets.end())
+    throw std::invalid_argument(where + " has no probes of target '" + target + "'");
+  if (!probes.Find(target, "ridge", "model", "r2"))
+    throw std::invalid_argument(where + " has no ridge probe of '" + target +
+                                "' (interventions need the ridge probe's linear map)");
+  const double target_lambda = probes.ridge_lambda;
+  if (target == "w_ridge" && !(target_lambda >= 0))
+    throw std::invalid_argument(where + " does not record the lambda of its w_ridge target");
+  res.layers = request.layers.empty() ? probes.layers : request.layers;
+  for (const int l : res.layers) {
+    if (std::find(probes.layers.begin(), probes.layers.end(), l) == probes.layers.end())
+      throw std::invalid_argument(where + " has no probes of layer " + std::to_string(l));
+    if (l > mc.layers)
+      throw std::invalid_argument(where + " lists layer " + std::to_string(l) +
+                                  " but the checkpoint's model has states 0.." +
+                                  std::to_string(mc.layers));
+  }
+  if (request.ks.empty()) {
+    for (const int k : probes.ks)
+      if (k < task.n) res.ks.push_back(k);
+    if (res.ks.empty())
+      throw std::invalid_argument(where +
+                                  " has probes only at k = n; an intervention needs a "
+                                  "query after k examples (k <= n - 1)");
+  } else {
+    res.ks = request.ks;
+  }
+  for (const int k : res.ks) {
+    if (std::find(probes.ks.begin(), probes.ks.end(), k) == probes.ks.end())
+      throw std::invalid_argument(where + " has no probes at k = " + std::to_string(k));
+    if (k >= task.n)
+      throw std::invalid_argument("intervene: k = " + std::to_string(k) +
+                                  " leaves no query (the prompts have n = " +
+                                  std::to_string(task.n) + " examples; k must be <= n - 1)");
+  }
+  const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
+  std::vector<EditMap> maps(L * K);
+  res.cells.resize(L * K);
+  for (std::size_t li = 0; li < L; ++li)
+    for (std::size_t ki = 0; ki < K; ++ki) {
+      const std::size_t pl = std::find(probes.layers.begin(), probes.layers.end(), res.layers[li]) -
+                             probes.layers.begin();
+      const std::size_t pk =
+          std::find(probes.ks.begin(), probes.ks.end(), res.ks[ki]) - probes.ks.begin();
+      EditMap& e = maps[li * K + ki];
+      e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk);
+      if (e.weights.n_rows != arma::uword(mc.hidden))
+        throw std::invalid_argument(
+            where + ": the ridge probe reads " + std::to_string(e.weights.n_rows) +
+            " hidden units but the checkpoint's model has " + std::to_string(mc.hidden));
+      InterventionCell& c = res.cells[li * K + ki];
+      c.layer = res.layers[li];
+      c.k = res.ks[ki];
+      c.probe_r2 = e.r2;
+      c.predicted.set_size(P);
+      c.observed.set_size(P, kInterventionControls.size());
+      c.edit_norm.set_size(P);
+      c.state_norm.set_size(P);
+    }
+
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const long long total = static_cast<long long>(P) * L * K;
+  long long done = 0;
+  const int H = mc.hidden;
+  for (std::size_t first = 0; first < P; first += request.batch) {
+    const std::size_t cnt = std::min<std::size_t>(request.batch, P - first);
+    data::PromptSet a, b;
+    SamplePairs(task, request.seed, first, cnt, a, b);
+    std::vector<data::PrefixTargets> ta(cnt), tb(cnt);
+    for (std::size_t j = 0; j < cnt; ++j) {
+      data::ComputePrefixTargets(a.x.slice(j), a.y.col(j), std::max(target_lambda, 0.0), ta[j]);
+      data::ComputePrefixTargets(b.x.slice(j), b.y.col(j), std::max(target_lambda, 0.0), tb[j]);
+    }
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const learners::ForwardResult run = model->Run(data::TokenTensor(a, 0, cnt), fo);
+    const torch::Tensor base = run.predictions.contiguous();
+    for (std::size_t li = 0; li < L; ++li) {
+      const int layer = res.layers[li];
+      const torch::Tensor& state = run.hidden[layer];
+      for (std::size_t ki = 0; ki < K; ++ki) {
+        const int k = res.ks[ki], pos = data::AfterKPos(k);
+        const EditMap& e = maps[li * K + ki];
+        InterventionCell& c = res.cells[li * K + ki];
+        const arma::mat h = StateAt(state, pos);  // H x cnt
+        arma::mat reading = e.weights.t() * h;
+        reading.each_col() += e.intercept;
+        arma::mat r(reading.n_rows, cnt);
+        for (std::size_t j = 0; j < cnt; ++j)
+          r.col(j) = TargetValue(target, b, j, tb[j], k) - reading.col(j);
+        const arma::mat dh = e.edit * r;  // H x cnt
+        arma::mat random(H, cnt);
+        for (std::size_t j = 0; j < cnt; ++j) {
+          const std::size_t p = first + j;
+          // x_q = x_{k+1} of prompt A: column k of its examples.
+          const arma::vec xq = a.x.slice(j).col(k);
+          c.predicted(p) = PredictedChange(res.response, xq, r.col(j), ta[j].xtx.slice(k - 1));
+          c.edit_norm(p) = arma::norm(dh.col(j));
+          c.state_norm(p) = arma::norm(h.col(j));
+          // The random control: a direction drawn per (pair, layer, k), scaled to the edit's norm.
+          data::Rng rng(request.seed ^ 0x9e3779b97f4a7c15ULL,
+                        (std::uint64_t(layer) << 48) ^ (std::uint64_t(k) << 32) ^ p);
+          arma::vec u(H);
+          for (int i = 0; i < H; ++i)
+            u(i) = rng.Normal();
+          random.col(j) = u * (c.edit_norm(p) / std::max(arma::norm(u), 1e-300));
+        }
+        for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci) {
+          const torch::Tensor edit = ToRows(ci == 0 ? dh : random);  // [cnt, H]
+          torch::Tensor edited = state.clone();
+          edited.select(/*dim=*/1, pos).add_(edit);
+          if (request.span == EditSpan::kThroughQuery)
+            edited.select(/*dim=*/1, data::XTokenPos(k)).add_(edit);
+          const torch::Tensor pred = model->RunFrom(layer, edited).contiguous();
+          const torch::Tensor change = (pred.select(1, k) - base.select(1, k)).contiguous();
+          for (std::size_t j = 0; j < cnt; ++j)
+            c.observed(first + j, ci) = change[j].item<float>();
+        }
+        done += cnt;
+        if (progress) progress(done, total);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < res.cells.size(); ++i)
+    Summarise(res.cells[i], request.bootstrap, request.seed + 1 + i);
+  return res;
+}
+
+namespace {
+
+// Dataset layouts of the file, named once.
+constexpr const char* kPerControl[] = {"slope", "slope_lo", "slope_hi", "correlation"};
+constexpr const char* kPerPair[] = {"predicted", "edit_norm", "state_norm"};
+
+arma::vec& PerControl(InterventionCell& c, int i) {
+  return i == 0 ? c.slope : i == 1 ? c.slope_lo : i == 2 ? c.slope_hi : c.correlation;
+}
+arma::vec& PerPair(InterventionCell& c, int i) {
+  return i == 0 ? c.predicted : i == 1 ? c.edit_norm : c.state_norm;
+}
+
+}  // namespace
+
+void WriteInterventionsFile(const std::string& path, const InterveneResult& res) {
+  const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
+                P = res.request.pairs;
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  data::WriteFormatAttrs(f, kInterventionsFormat);
+  f.SetAttr("checkpoint", res.checkpoint);
+  f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
+  f.SetAttr("probes", res.probes);
+  f.SetAttr("probes_digest", res.probes_digest);
+  f.SetAttr("target", res.request.target);
+  f.SetAttr("response", res.response.name);
+  f.SetAttr("span", EditSpanName(res.request.span));
+  f.SetAttr("seed", static_cast<std::int64_t>(res.request.seed));
+  f.SetAttr("pairs", static_cast<std::int64_t>(P));
+  f.SetAttr("bootstrap_replicates", res.request.bootstrap);
+  f.SetAttr("task_config", res.task.ToJson());
+  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
+  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
+  f.SetAttr("controls", kInterventionControls);
+  f.SetAttr("pairs_rule",
+            std::string("pair p: A = prompt 2p, B = prompt 2p+1 of the stream 'seed' of "
+                        "task_config; A's state after k examples is edited so that the ridge "
+                        "probe reads B's value, and the prediction at A's x_{k+1} is compared"));
+  f.SetAttr("slope_rule",
+            std::string("observed on predicted through the origin, sum(o p) / sum(p^2); 95% "
+                        "percentile bootstrap over pairs"));
+  for (int i = 0; i < 4; ++i) {
+    std::vector<double> v(C * L * K);
+    for (hsize_t ci = 0; ci < C; ++ci)
+      for (hsize_t cell = 0; cell < L * K; ++cell)
+        v[ci * L * K + cell] = PerControl(const_cast<InterventionCell&>(res.cells[cell]), i)(ci);
+    h5::Dataset ds = f.CreateDataset<double>(kPerControl[i], {C, L, K});
+    ds.Write(v.data(), v.size());
+    ds.SetAttr("description", std::string("[control, layer, k]"));
+  }
+  std::vector<double> r2(L * K), pairs(L * K * P), obs(C * L * K * P);
+  for (hsize_t cell = 0; cell < L * K; ++cell)
+    r2[cell] = res.cells[cell].probe_r2;
+  f.CreateDataset<double>("probe_r2", {L, K}).Write(r2.data(), r2.size());
+  for (int i = 0; i < 3; ++i) {
+    for (hsize_t cell = 0; cell < L * K; ++cell) {
+      const arma::vec& v = PerPair(const_cast<InterventionCell&>(res.cells[cell]), i);
+      std::copy(v.begin(), v.end(), pairs.begin() + cell * P);
+    }
+    h5::Dataset ds = f.CreateDataset<double>(kPerPair[i], {L, K, P});
+    ds.Write(pairs.data(), pairs.size());
+    ds.SetAttr("description", std::string("[layer, k, pair]"));
+  }
+  for (hsize_t ci = 0; ci < C; ++ci)
+    for (hsize_t cell = 0; cell < L * K; ++cell) {
+      const arma::vec o = res.cells[cell].observed.col(ci);
+      std::copy(o.begin(), o.end(), obs.begin() + (ci * L * K + cell) * P);
+    }
+  h5::Dataset ds = f.CreateDataset<double>("observed", {C, L, K, P});
+  ds.Write(obs.data(), obs.size());
+  ds.SetAttr("description", std::string("[control, layer, k, pair] change of the prediction"));
+}
+
+InterveneResult ReadInterventionsFile(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  data::CheckFormat(f, kInterventionsFormat);
+  const std::string where = "'" + path + "'";
+  InterveneResult res;
+  res.checkpoint = f.GetString("checkpoint");
+  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
+  res.probes = f.GetString("probes");
+  res.probes_digest = f.GetString("probes_digest");
+  res.request.target = f.GetString("target");
+  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
+  res.response = ParseResponse(res.request.target, f.GetString("response"));
+  res.request.response = res.response.name;
+  const std::string span = f.GetString("span");
+  if (span != "probed" && span != "through-query")
+    throw std::invalid_argument(where + ": attribute 'span' is '" + span.substr(0, 40) +
+                                "', expected probed or through-query");
+  res.request.span = span == "probed" ? EditSpan::kProbed : EditSpan::kThroughQuery;
+  res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
+  const std::int64_t pairs = f.GetInt("pairs");
+  if (pairs < 2 || pairs > 1000000)
+    throw std::invalid_argument(where + ": attribute 'pairs' is " + std::to_string(pairs) +
+                                ", expected 2..1000000");
+  res.request.pairs = static_cast<int>(pairs);
+  res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
+  for (const std::int64_t l : f.GetIntList("layers")) {
+    if (l < 0 || l > learners::kMaxLayers)
+      throw std::invalid_argument(where + ": attribute 'layers' holds " + std::to_string(l));
+    res.layers.push_back(static_cast<int>(l));
+  }
+  for (const std::int64_t k : f.GetIntList("ks")) {
+    if (k < 1 || k >= res.task.n)
+      throw std::invalid_argument(where + ": attribute 'ks' holds " + std::to_string(k) +
+                                  ", outside 1..n-1");
+    res.ks.push_back(static_cast<int>(k));
+  }
+  if (res.layers.empty() || res.ks.empty())
+    throw std::invalid_argument(where + ": attributes 'layers' and 'ks' must not be empty");
+  if (f.GetStringList("controls") != kInterventionControls)
+    throw std::invalid_argument(where + ": attribute 'controls' should be probe, random");
+  const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
+                P = pairs;
+  res.cells.resize(L * K);
+  for (hsize_t cell = 0; cell < L * K; ++cell) {
+    InterventionCell& c = res.cells[cell];
+    c.layer = res.layers[cell / K];
+    c.k = res.ks[cell % K];
+    c.observed.set_size(P, C);
+  }
+  auto read = [&](const char* name, const h5::Dims& dims) {
+    const h5::Dataset ds = f.OpenDataset(name);
+    ds.ExpectDims(dims);
+    std::vector<double> v = ds.ReadAll<double>();
+    for (const double x : v)
+      if (!std::isfinite(x))
+        throw std::invalid_argument(where + ": /" + name + " holds NaN or infinite values");
+    return v;
+  };
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<double> v = read(kPerControl[i], {C, L, K});
+    for (hsize_t cell = 0; cell < L * K; ++cell) {
+      arma::vec& x = PerControl(res.cells[cell], i);
+      x.set_size(C);
+      for (hsize_t ci = 0; ci < C; ++ci)
+        x(ci) = v[ci * L * K + cell];
+    }
+  }
+  const std::vector<double> r2 = read("probe_r2", {L, K});
+  for (hsize_t cell = 0; cell < L * K; ++cell)
+    res.cells[cell].probe_r2 = r2[cell];
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<double> v = read(kPerPair[i], {L, K, P});
+    for (hsize_t cell = 0; cell < L * K; ++cell)
+      PerPair(res.cells[cell], i) = arma::vec(v.data() + cell * P, P);
+  }
+  const std::vector<double> obs = read("observed", {C, L, K, P});
+  for (hsize_t ci = 0; ci < C; ++ci)
+    for (hsize_t cell = 0; cell < L * K; ++cell)
+      res.cells[cell].observed.col(ci) = arma::vec(obs.data() + (ci * L * K + cell) * P, P);
+  return res;
+}
+
+void WriteInterventionsCsv(std::ostream& os, const InterveneResult& res) {
+  os << "target,response,span,layer,k,control,pairs,slope,slope_lo,slope_hi,correlation,"
+        "probe_r2,mean_abs_predicted,mean_abs_observed,median_edit_rel\n";
+  for (const auto& c : res.cells)
+    for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci)
+      os << fmt::format(
+          "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+          res.request.target, res.response.name, EditSpanName(res.request.span), c.layer, c.k,
+          kInterventionControls[ci], c.predicted.n_elem, c.slope(ci), c.slope_lo(ci),
+          c.slope_hi(ci), c.correlation(ci), c.probe_r2, arma::mean(arma::abs(c.predicted)),
+          arma::mean(arma::abs(c.observed.col(ci))),
+          arma::median(c.edit_norm / arma::clamp(c.state_norm, 1e-300, arma::datum::inf)));
+}
+
+void PrintInterventionSummary(std::ostream& os, const InterveneResult& res) {
+  os << fmt::format(
+      "intervene: target {}, response {}, edits at {}, {} pairs; slope of the observed on the "
+      "predicted change of the prediction (1 = used as the algorithm uses it, 0 = not used), "
+      "95% bootstrap intervals over pairs\n",
+      res.request.target, res.response.name, EditSpanName(res.request.span), res.request.pairs);
+  for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
+    os << fmt::format(
+        "k = {}\n  layer  probe R2   slope (probe edit)          slope (random)         |dh|/|h|\n",
+        res.ks[ki]);
+    for (std::size_t li = 0; li < res.layers.size(); ++li) {
+      const InterventionCell& c = res.Cell(li, ki);
+      os << fmt::format(
+          "  {:5d}  {:8.3f}   {:7.3f} [{:7.3f}, {:7.3f}]   {:7.3f} [{:7.3f}, {:7.3f}]   {:.3g}\n",
+          c.layer, c.probe_r2, c.slope(0), c.slope_lo(0), c.slope_hi(0), c.slope(1), c.slope_lo(1),
+          c.slope_hi(1),
+          arma::median(c.edit_norm / arma::clamp(c.state_norm, 1e-300, arma::datum::inf)));
+    }
+  }
+}
+
+void PlanInterventionPlots(const InterveneResult& res, PlotFiles& files) {
+  const auto q = GnuplotQuote;
+  std::string& gp = files.data["plots.gp"];
+  if (gp.empty())
+    gp = "# gnuplot script written by iclprobe report; rerun with: gnuplot plots.gp\n"
+         "set datafile separator ','\nset key outside right top\nset grid\n";
+  // The target was checked against the known names on read; it is quoted anyway.
+  const std::string& t = res.request.target;
+  for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
+    const std::string stem =
+        fmt::format("intervene_{}_{}_k{}", t, EditSpanName(res.request.span), res.ks[ki]);
+    if (files.data.count(stem + ".csv"))
+      throw std::invalid_argument(
+          "two interventions files of " + t + " with edits at " + EditSpanName(res.request.span) +
+          " at k = " + std::to_string(res.ks[ki]) + " would draw the same figure");
+    std::ostringstream dat;
+    dat << "layer,slope,slope_lo,slope_hi,random,random_lo,random_hi,probe_r2\n";
+    for (std::size_t li = 0; li < res.layers.size(); ++li) {
+      const InterventionCell& c = res.Cell(li, ki);
+      dat << fmt::format("{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", c.layer,
+                         c.slope(0), c.slope_lo(0), c.slope_hi(0), c.slope(1), c.slope_lo(1),
+                         c.slope_hi(1), c.probe_r2);
+    }
+    files.data[stem + ".csv"] = dat.str();
+    for (const char* term : {"pngcairo size 900,560", "svg size 900,560"}) {
+      const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
+      files.images.push_back(stem + "." + ext);
+      gp += fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
+      gp += fmt::format(
+          "set title {} noenhanced\nset xlabel 'layer (0 = embedding)'\nset ylabel 'slope, R^2'\n"
+          "set yrange [*:*]\nset xtics 1\n",
+          q(fmt::format("is {} used? intervention slope ({} response, edits at {}, k = {}, {} "
+                        "pairs, 95% intervals) and probe R^2",
+                        t, res.response.name, EditSpanName(res.request.span), res.ks[ki],
+                        res.request.pairs)));
+      gp += fmt::format(
+          "plot {0} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#1f77b4' title 'slope, probe "
+          "edit', {0} using 1:5:6:7 with yerrorlines lw 2 dt 2 lc rgb '#7f7f7f' title 'slope, "
+          "random direction', {0} using 1:8 with linespoints lw 2 lc rgb '#d62728' title 'ridge "
+          "probe R^2'\n",
+          q(stem + ".csv"));
+    }
+  }
+}
+
+}  // namespace icl::analysis

@@ -1,0 +1,116 @@
+// Interchange interventions along probe directions (iclprobe intervene): does the model *use*
+// what a ridge probe reads? The hidden state of prompt A is edited so that the probe reads
+// prompt B's value, the rest of the network runs on the edited state, and the change of the
+// prediction at A's query is compared with the change the algorithm predicts. This file owns
+// the interventions file (format "iclprobe-interventions"): its schema, writer and reader.
+#pragma once
+
+#include <armadillo>
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analysis/report.hpp"
+#include "data/task.hpp"
+#include "learners/transformer.hpp"
+#include "probes/probes_file.hpp"
+
+namespace icl::analysis {
+
+inline constexpr const char* kInterventionsFormat = "iclprobe-interventions";
+
+// How the algorithm turns a change dv of the probed quantity into a change of its prediction
+// at the query x_q. Weight targets (w_ols, w_ridge, w) predict x_q^T w: dy = x_q^T dv. The
+// moment vector X'y enters through the algorithm's formula, X the k examples of prompt A:
+//   gd:ALPHA     one GD step from w = 0, w_1 = 2 alpha X'y  ->  dy = 2 alpha x_q^T dv
+//   ridge:LAMBDA w = (X'X + lambda I)^-1 X'y                 ->  dy = x_q^T (X'X + lambda I)^-1 dv
+//   ols          w = (X'X)^+ X'y                             ->  dy = x_q^T (X'X)^+ dv
+struct Response {
+  enum Kind { kWeights, kGd, kRidge, kOls } kind = kWeights;
+  double value = 0;  // alpha or lambda
+  std::string name;  // as given: "weights", "gd:0.05", "ridge:0.1", "ols"
+};
+// Parses `spec` for `target` ("" = the default: weights for weight targets, ols for xty);
+// throws std::invalid_argument saying what was expected.
+Response ParseResponse(const std::string& target, const std::string& spec);
+
+// Where the edit is added: the state the probe reads (the y-token of example k), or every
+// position from there to the query (the y-token of example k and the x-token of example k+1).
+enum class EditSpan { kProbed, kThroughQuery };
+std::string EditSpanName(EditSpan span);  // "probed", "through-query"
+
+struct InterveneRequest {
+  std::string target = "w_ols";  // w_ols, w_ridge, w or xty
+  std::vector<int> layers;       // states 0..L; empty: every layer of the probes file
+  std::vector<int> ks;           // each in 1..n-1 (the query x_{k+1} must exist)
+  int pairs = 1000;              // pair p is prompts (2p, 2p+1) of the stream `seed`
+  std::uint64_t seed = 11;
+  EditSpan span = EditSpan::kProbed;
+  std::string response;  // see ParseResponse
+  int bootstrap = 1000;  // replicates of the bootstrap over pairs
+  int batch = 256;       // pairs per forward pass
+  void Validate() const;
+};
+
+// The controls every cell is run with: the probe's own edit, and an edit of the same norm in a
+// random direction (seeded per pair, layer and k).
+inline const std::vector<std::string> kInterventionControls = {"probe", "random"};
+
+// One (layer, k): per pair, the predicted and the observed change of the prediction, and the
+// summaries of observed on predicted per control.
+struct InterventionCell {
+  int layer = 0, k = 0;
+  double probe_r2 = 0;   // the probe's test R2 (mean over probe seeds) from the probes file
+  arma::vec predicted;   // per pair: the algorithm's response to the edit's change of the reading
+  arma::mat observed;    // pairs x controls: change of the model's prediction at the query
+  arma::vec edit_norm;   // per pair: |dh|
+  arma::vec state_norm;  // per pair: |h| of the edited state (before the edit)
+  // Per control: slope of observed on predicted through the origin (sum o p / sum p^2; 1 = the
+  // model responds as the algorithm would, 0 = not at all) with its 95% percentile bootstrap
+  // interval over pairs, and the correlation of the two.
+  arma::vec slope, slope_lo, slope_hi, correlation;
+};
+
+struct InterveneResult {
+  InterveneRequest request;
+  Response response;
+  data::TaskConfig task;
+  std::string checkpoint, checkpoint_sha256, probes, probes_digest;
+  std::vector<int> layers, ks;
+  std::vector<InterventionCell> cells;  // layer-major: cells[li * K + ki]
+  const InterventionCell& Cell(std::size_t li, std::size_t ki) const {
+    return cells.at(li * ks.size() + ki);
+  }
+};
+
+// Checks the request against the probes file and the model before any work, then runs it.
+// `checkpoint_sha256` is the SHA-256 of the checkpoint file `model` was loaded from: it must be
+// the one the probes' activations were extracted from. Throws std::invalid_argument naming the
+// file and what is wrong (another checkpoint, a target / layer / k / probe family the probes
+// file lacks, a probes file without feature scales).
+InterveneResult RunIntervene(
+    learners::Transformer model, const std::string& checkpoint_sha256,
+    const probes::ProbeResults& probes, const InterveneRequest& request,
+    const std::function<void(long long done, long long total)>& progress = {});
+
+// The file: root attributes (format, created_by, checkpoint, checkpoint_sha256, probes,
+// target, response, span, seed, pairs, bootstrap, task_config, layers, ks, controls) and
+//   /slope, /slope_lo, /slope_hi, /correlation   [control, layer, k]
+//   /probe_r2                                     [layer, k]
+//   /predicted, /edit_norm, /state_norm           [layer, k, pair]
+//   /observed                                     [control, layer, k, pair]
+void WriteInterventionsFile(const std::string& path, const InterveneResult& result);
+// Reads and checks one (shapes as the attributes say, names plain, every value finite).
+InterveneResult ReadInterventionsFile(const std::string& path);
+// The tidy CSV: target,response,span,layer,k,control,pairs,slope,slope_lo,slope_hi,
+// correlation,probe_r2,mean_abs_predicted,mean_abs_observed,median_edit_rel.
+void WriteInterventionsCsv(std::ostream& os, const InterveneResult& result);
+// A short table on stdout: per k, the slopes by layer with intervals.
+void PrintInterventionSummary(std::ostream& os, const InterveneResult& result);
+// Adds to `files` a figure per k: slope of the probe edit and of the random control against
+// layer (95% intervals), next to the probe's R2.
+void PlanInterventionPlots(const InterveneResult& result, PlotFiles& files);
+
+}  // namespace icl::analysis

@@ -1,0 +1,121 @@
+// iclprobe intervene: ground truth on the constructed gd model, whose layout says where X'y is
+// written and how the prediction reads it, and the documented errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "analysis/intervene.hpp"
+#include "test_util.hpp"
+
+namespace icl {
+namespace {
+
+using test::RunIclprobe;
+using test::TempDir;
+
+test::CommandResult Ok(const test::CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r;
+}
+
+// One gd model (alpha 0.05, d = 3, n = 6), its activations and ridge probes of X'y, shared by
+// the tests of this file.
+class InterveneGd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    Ok(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + At("gd.h5")));
+    Ok(RunIclprobe("extract -c " + At("gd.h5") + " --prompts 2000 --threads 1 --quiet --out " +
+                   At("acts.h5")));
+    Ok(RunIclprobe("probe -a " + At("acts.h5") +
+                   " --targets xty --probes ridge --k 3,5 --threads 1 --quiet --out " +
+                   At("probes.h5")));
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string At(const std::string& name) { return *dir_ / name; }
+  static TempDir* dir_;
+};
+TempDir* InterveneGd::dir_ = nullptr;
+
+// Block 2 writes X'y into the rows `xty` at the y-token of example k and at the next x-token;
+// block 3 forms the prediction 2 alpha x_q^T X'y from the x-token's own copy. So an edit of the
+// state after block 2 that moves the probe's reading by dv, added at both positions, changes
+// the prediction by 2 alpha x_q^T dv: slope 1, up to the mul primitive's error (the issue's
+// bound 0.02). Added at the y-token alone it changes nothing the prediction reads (slope 0),
+// and after block 3 the prediction is already formed (slope 0). An edit of the same norm in a
+// random direction is uncorrelated with the predicted change: its interval holds 0.
+TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRead) {
+  Ok(RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("probes.h5") +
+                 " --target xty --response gd:0.05 --layers 2,3 --k 3,5 --pairs 400 --span "
+                 "through-query --threads 1 --quiet --out " +
+                 At("through.h5")));
+  const auto through = analysis::ReadInterventionsFile(At("through.h5"));
+  ASSERT_EQ(through.layers, (std::vector<int>{2, 3}));
+  for (std::size_t ki = 0; ki < 2; ++ki) {
+    const auto& at2 = through.Cell(0, ki);
+    EXPECT_NEAR(at2.slope(0), 1.0, 0.02) << "k = " << at2.k;
+    EXPECT_GT(at2.correlation(0), 0.99) << "k = " << at2.k;
+    EXPECT_LE(at2.slope_lo(1), 0.0) << "random control, k = " << at2.k;
+    EXPECT_GE(at2.slope_hi(1), 0.0) << "random control, k = " << at2.k;
+    EXPECT_NEAR(through.Cell(1, ki).slope(0), 0.0, 0.02) << "after block 3, k = " << at2.k;
+  }
+  Ok(RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("probes.h5") +
+                 " --target xty --response gd:0.05 --layers 2 --k 3 --pairs 200 --threads 1 "
+                 "--quiet --out " +
+                 At("probed.h5")));
+  const auto probed = analysis::ReadInterventionsFile(At("probed.h5"));
+  EXPECT_NEAR(probed.Cell(0, 0).slope(0), 0.0, 0.02);
+  // The CSV has a row per (layer, k, control).
+  const std::string csv = test::ReadFile(At("through.csv"));
+  EXPECT_EQ(test::CountLines(csv), 1 + 2 * 2 * 2);
+  EXPECT_EQ(csv.rfind("target,response,span,layer,k,control,pairs,slope,", 0), 0u);
+  // report draws the slopes next to the probe R2.
+  const auto rep = Ok(RunIclprobe("report --probes " + At("probes.h5") + " --k 5 --interventions " +
+                                  At("through.h5") + " --plot-dir " + At("figs")));
+  EXPECT_NE(rep.out.find("intervene: target xty"), std::string::npos) << rep.out;
+  if (rep.err.find("gnuplot not found") == std::string::npos) {
+    EXPECT_TRUE(std::filesystem::exists(At("figs/intervene_xty_through-query_k3.png")));
+    EXPECT_TRUE(std::filesystem::exists(At("figs/intervene_xty_through-query_k5.svg")));
+  }
+}
+
+// The documented errors: one line naming what is wrong, exit 2, no output left behind.
+TEST_F(InterveneGd, RefusesProbesOfAnotherCheckpointAndWhatTheProbesFileLacks) {
+  Ok(RunIclprobe("construct --program gd --alpha 0.1 --d 3 --n 6 --out " + At("other.h5")));
+  Ok(RunIclprobe("probe -a " + At("acts.h5") +
+                 " --targets xty --probes linear --k 3 --layers 2 --epochs 1 --threads 1 --quiet "
+                 "--out " +
+                 At("linear.h5")));
+  const std::string base = "intervene --threads 1 --quiet --pairs 20 --out " + At("bad.h5");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"-c " + At("other.h5") + " --probes " + At("probes.h5") + " --target xty",
+       "not this checkpoint"},
+      {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target w_ols",
+       "has no probes of target 'w_ols'"},
+      {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xty --layers 7",
+       "has no probes of layer 7"},
+      {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xty --k 4",
+       "has no probes at k = 4"},
+      {"-c " + At("gd.h5") + " --probes " + At("linear.h5") + " --target xty",
+       "has no ridge probe of 'xty'"},
+      {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xty --response gd:-1",
+       "--response"},
+      {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xtx",
+       "expected w_ols, w_ridge, w or xty"},
+      {"-c " + At("gd.h5") + " --probes " + At("acts.h5") + " --target xty", "acts.h5"},
+  };
+  for (const auto& c : cases) {
+    const auto r = RunIclprobe(base + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(test::CountLines(r.err), 1) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(At("bad.h5"))) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(At("bad.csv"))) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace icl

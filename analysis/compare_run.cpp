@@ -199,7 +199,8 @@ void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
     }
 }
 
-void PrintCompareSummary(std::ostream& os, const CompareResult& r, const std::string& specs) {
+void PrintCompareSummary(std::ostream& os, const CompareResult& r,
+                         [[maybe_unused]] const std::string& specs) {
   const int d = r.d;
   os << fmt::format(
       "compare: d={} n={}, {} prompts (seed {}) of each checkpoint's task, ILWD on {} contexts x "

@@ -39,12 +39,17 @@ double ParseValue(const std::string& text, const std::string& spec, const std::s
   return v;
 }
 
-// The edit of one (layer, k): the readout v = W^T h + b and the minimum-norm change of h, in the
-// probe's standardised coordinates z = (h - mu) / s, that moves the reading by r:
-//   dz = U (U^T U)^+ r with U = S W, so dh = S dz = S^2 W (W^T S^2 W)^+ r = edit * r.
-// The minimum in raw coordinates would put the edit where a unit's scale is smallest (a unit
-// holding a copy of the quantity divided by the prompt length is cheaper to move than the
-// quantity itself), which is not where the probe found it.
+// The edit of one (layer, k): the readout v = W^T h + b and, among the changes dh of h that
+// move the reading by r (W^T dh = r), the one of least norm in a metric M:
+//   dh = M W (W^T M W)^+ r.
+// covariance (M = Sigma, the states' covariance): the least Mahalanobis norm, i.e. for
+//   Gaussian states the shift of E[h | reading] -- the edit moves h along directions in which
+//   states of real prompts vary, so that it stays where the model has seen states before;
+// standardized (M = S^2, the probe's feature variances): the least norm in the probe's own
+//   standardised coordinates, blind to correlations between units.
+// Plain Euclidean norm is not offered: it puts the edit where a unit's scale is smallest (a
+// unit holding a copy of the quantity divided by the prompt length is cheaper to move than the
+// quantity itself), not where the quantity lives.
 struct EditMap {
   arma::mat weights;  // p x m
   arma::vec intercept;
@@ -53,19 +58,30 @@ struct EditMap {
 };
 
 EditMap MakeEditMap(const probes::ProbeResults& file, const std::string& target, int layer, int k,
-                    std::size_t li, std::size_t ki) {
+                    std::size_t li, std::size_t ki, EditMetric metric, const arma::mat& cov) {
   const probes::RidgeReadout ro = probes::ReadRidgeReadout(file, target, layer, k);
-  if (ro.feature_scale.is_empty())
-    throw std::invalid_argument("'" + file.path +
-                                "' stores no feature scales of its ridge probes (written before "
-                                "interventions existed); probe the activations again");
   EditMap e;
   e.weights = ro.weights;
   e.intercept = ro.intercept;
-  const arma::vec s2 = arma::square(ro.feature_scale);
-  arma::mat sw = e.weights;
-  sw.each_col() %= s2;  // S^2 W
-  e.edit = sw * arma::pinv(e.weights.t() * sw);
+  arma::mat mw;  // M W
+  if (metric == EditMetric::kStandardized) {
+    if (ro.feature_scale.is_empty())
+      throw std::invalid_argument("'" + file.path +
+                                  "' stores no feature scales of its ridge probes (written before "
+                                  "interventions existed): probe the activations again, or use "
+                                  "the covariance metric");
+    if (ro.feature_scale.n_elem != e.weights.n_rows)
+      throw std::invalid_argument("'" + file.path + "': feature scales and weights disagree");
+    mw = e.weights;
+    mw.each_col() %= arma::square(ro.feature_scale);
+  } else {
+    if (cov.n_rows != e.weights.n_rows)
+      throw std::invalid_argument("'" + file.path + "': the ridge probe reads " +
+                                  std::to_string(e.weights.n_rows) +
+                                  " hidden units but the model has " + std::to_string(cov.n_rows));
+    mw = cov * e.weights;
+  }
+  e.edit = mw * arma::pinv(e.weights.t() * mw);
   const arma::cube* r2 = file.Find(target, "ridge", "model", "r2");
   e.r2 = r2 ? (*r2)(0, ki, li) : NAN;
   return e;
@@ -197,6 +213,10 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   return r;
 }
 
+std::string EditMetricName(EditMetric metric) {
+  return metric == EditMetric::kCovariance ? "covariance" : "standardized";
+}
+
 std::string EditSpanName(EditSpan span) {
   return span == EditSpan::kProbed ? "probed" : "through-query";
 }
@@ -208,6 +228,8 @@ void InterveneRequest::Validate() const {
   if (bootstrap < 1 || bootstrap > 1000000)
     throw std::invalid_argument("intervene: bootstrap replicates must be in 1..1000000");
   if (batch < 1) throw std::invalid_argument("intervene: batch must be positive");
+  if (calibration_prompts < 2 || calibration_prompts > 10000000)
+    throw std::invalid_argument("intervene: calibration prompts must be in 2..10000000");
   ParseResponse(target, response);
 }
 
@@ -273,6 +295,37 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
                                   std::to_string(task.n) + " examples; k must be <= n - 1)");
   }
   const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
+  if (mc.hidden != 0 && !probes.model_config.empty() &&
+      learners::ModelConfig::FromJson(probes.model_config, where + " model_config").hidden !=
+          mc.hidden)
+    throw std::invalid_argument(where + " was fitted on states of width other than the model's " +
+                                std::to_string(mc.hidden));
+  torch::NoGradGuard no_grad;
+  model->eval();
+  // The covariance metric: the states' covariance at each (layer, k) over calibration prompts of
+  // their own stream (disjoint from the pairs' prompts).
+  std::vector<arma::mat> cov(L * K);
+  if (request.metric == EditMetric::kCovariance) {
+    std::vector<arma::vec> sum(L * K, arma::zeros<arma::vec>(mc.hidden));
+    std::vector<arma::mat> sum2(L * K, arma::zeros<arma::mat>(mc.hidden, mc.hidden));
+    const std::uint64_t stream = request.seed ^ 0xc0ffee5eedULL;
+    for (int first = 0; first < request.calibration_prompts; first += request.batch) {
+      const int cnt = std::min(request.batch, request.calibration_prompts - first);
+      const data::PromptSet set = data::SamplePrompts(task, stream, first, cnt);
+      learners::ForwardOptions fo;
+      fo.hidden_states = true;
+      const learners::ForwardResult run = model->Run(data::TokenTensor(set, 0, cnt), fo);
+      for (std::size_t li = 0; li < L; ++li)
+        for (std::size_t ki = 0; ki < K; ++ki) {
+          const arma::mat h = StateAt(run.hidden[res.layers[li]], data::AfterKPos(res.ks[ki]));
+          sum[li * K + ki] += arma::sum(h, 1);
+          sum2[li * K + ki] += h * h.t();
+        }
+    }
+    const double n = request.calibration_prompts;
+    for (std::size_t i = 0; i < L * K; ++i)
+      cov[i] = arma::symmatu((sum2[i] - sum[i] * sum[i].t() / n) / (n - 1));
+  }
   std::vector<EditMap> maps(L * K);
   res.cells.resize(L * K);
   for (std::size_t li = 0; li < L; ++li)
@@ -282,7 +335,8 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
       const std::size_t pk =
           std::find(probes.ks.begin(), probes.ks.end(), res.ks[ki]) - probes.ks.begin();
       EditMap& e = maps[li * K + ki];
-      e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk);
+      e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk, request.metric,
+                      request.metric == EditMetric::kCovariance ? cov[li * K + ki] : arma::mat());
       if (e.weights.n_rows != arma::uword(mc.hidden))
         throw std::invalid_argument(
             where + ": the ridge probe reads " + std::to_string(e.weights.n_rows) +
@@ -297,8 +351,6 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
       c.state_norm.set_size(P);
     }
 
-  torch::NoGradGuard no_grad;
-  model->eval();
   const long long total = static_cast<long long>(P) * L * K;
   long long done = 0;
   const int H = mc.hidden;
@@ -393,6 +445,8 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
   f.SetAttr("target", res.request.target);
   f.SetAttr("response", res.response.name);
   f.SetAttr("span", EditSpanName(res.request.span));
+  f.SetAttr("metric", EditMetricName(res.request.metric));
+  f.SetAttr("calibration_prompts", res.request.calibration_prompts);
   f.SetAttr("seed", static_cast<std::int64_t>(res.request.seed));
   f.SetAttr("pairs", static_cast<std::int64_t>(P));
   f.SetAttr("bootstrap_replicates", res.request.bootstrap);
@@ -457,6 +511,11 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
     throw std::invalid_argument(where + ": attribute 'span' is '" + span.substr(0, 40) +
                                 "', expected probed or through-query");
   res.request.span = span == "probed" ? EditSpan::kProbed : EditSpan::kThroughQuery;
+  const std::string metric = f.GetString("metric");
+  if (metric != "covariance" && metric != "standardized")
+    throw std::invalid_argument(where + ": attribute 'metric' is '" + metric.substr(0, 40) +
+                                "', expected covariance or standardized");
+  res.request.metric = metric == "covariance" ? EditMetric::kCovariance : EditMetric::kStandardized;
   res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
   const std::int64_t pairs = f.GetInt("pairs");
   if (pairs < 2 || pairs > 1000000)
@@ -522,25 +581,27 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
 }
 
 void WriteInterventionsCsv(std::ostream& os, const InterveneResult& res) {
-  os << "target,response,span,layer,k,control,pairs,slope,slope_lo,slope_hi,correlation,"
+  os << "target,response,span,metric,layer,k,control,pairs,slope,slope_lo,slope_hi,correlation,"
         "probe_r2,mean_abs_predicted,mean_abs_observed,median_edit_rel\n";
   for (const auto& c : res.cells)
     for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci)
       os << fmt::format(
-          "{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
-          res.request.target, res.response.name, EditSpanName(res.request.span), c.layer, c.k,
-          kInterventionControls[ci], c.predicted.n_elem, c.slope(ci), c.slope_lo(ci),
-          c.slope_hi(ci), c.correlation(ci), c.probe_r2, arma::mean(arma::abs(c.predicted)),
-          arma::mean(arma::abs(c.observed.col(ci))),
+          "{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
+          res.request.target, res.response.name, EditSpanName(res.request.span),
+          EditMetricName(res.request.metric), c.layer, c.k, kInterventionControls[ci],
+          c.predicted.n_elem, c.slope(ci), c.slope_lo(ci), c.slope_hi(ci), c.correlation(ci),
+          c.probe_r2, arma::mean(arma::abs(c.predicted)), arma::mean(arma::abs(c.observed.col(ci))),
           arma::median(c.edit_norm / arma::clamp(c.state_norm, 1e-300, arma::datum::inf)));
 }
 
 void PrintInterventionSummary(std::ostream& os, const InterveneResult& res) {
   os << fmt::format(
-      "intervene: target {}, response {}, edits at {}, {} pairs; slope of the observed on the "
+      "intervene: target {}, response {}, edits at {} ({} metric), {} pairs; slope of the observed "
+      "on the "
       "predicted change of the prediction (1 = used as the algorithm uses it, 0 = not used), "
       "95% bootstrap intervals over pairs\n",
-      res.request.target, res.response.name, EditSpanName(res.request.span), res.request.pairs);
+      res.request.target, res.response.name, EditSpanName(res.request.span),
+      EditMetricName(res.request.metric), res.request.pairs);
   for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
     os << fmt::format(
         "k = {}\n  layer  probe R2   slope (probe edit)          slope (random)         |dh|/|h|\n",

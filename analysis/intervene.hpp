@@ -41,6 +41,12 @@ Response ParseResponse(const std::string& target, const std::string& spec);
 enum class EditSpan { kProbed, kThroughQuery };
 std::string EditSpanName(EditSpan span);  // "probed", "through-query"
 
+// The norm in which the edit is smallest (see intervene.cpp): the states' covariance over
+// calibration prompts (Mahalanobis: the edit follows how states of real prompts vary), or the
+// probe's own feature standardisation (diagonal).
+enum class EditMetric { kCovariance, kStandardized };
+std::string EditMetricName(EditMetric metric);  // "covariance", "standardized"
+
 struct InterveneRequest {
   std::string target = "w_ols";  // w_ols, w_ridge, w or xty
   std::vector<int> layers;       // states 0..L; empty: every layer of the probes file
@@ -48,9 +54,11 @@ struct InterveneRequest {
   int pairs = 1000;              // pair p is prompts (2p, 2p+1) of the stream `seed`
   std::uint64_t seed = 11;
   EditSpan span = EditSpan::kProbed;
-  std::string response;  // see ParseResponse
-  int bootstrap = 1000;  // replicates of the bootstrap over pairs
-  int batch = 256;       // pairs per forward pass
+  EditMetric metric = EditMetric::kCovariance;
+  int calibration_prompts = 2000;  // for the covariance metric; their own seeded stream
+  std::string response;            // see ParseResponse
+  int bootstrap = 1000;            // replicates of the bootstrap over pairs
+  int batch = 256;                 // pairs per forward pass
   void Validate() const;
 };
 
@@ -96,7 +104,8 @@ InterveneResult RunIntervene(
     const std::function<void(long long done, long long total)>& progress = {});
 
 // The file: root attributes (format, created_by, checkpoint, checkpoint_sha256, probes,
-// target, response, span, seed, pairs, bootstrap, task_config, layers, ks, controls) and
+// target, response, span, metric, calibration_prompts, seed, pairs, bootstrap, task_config, layers,
+// ks, controls) and
 //   /slope, /slope_lo, /slope_hi, /correlation   [control, layer, k]
 //   /probe_r2                                     [layer, k]
 //   /predicted, /edit_norm, /state_norm           [layer, k, pair]
@@ -104,7 +113,7 @@ InterveneResult RunIntervene(
 void WriteInterventionsFile(const std::string& path, const InterveneResult& result);
 // Reads and checks one (shapes as the attributes say, names plain, every value finite).
 InterveneResult ReadInterventionsFile(const std::string& path);
-// The tidy CSV: target,response,span,layer,k,control,pairs,slope,slope_lo,slope_hi,
+// The tidy CSV: target,response,span,metric,layer,k,control,pairs,slope,slope_lo,slope_hi,
 // correlation,probe_r2,mean_abs_predicted,mean_abs_observed,median_edit_rel.
 void WriteInterventionsCsv(std::ostream& os, const InterveneResult& result);
 // A short table on stdout: per k, the slopes by layer with intervals.

@@ -17,7 +17,8 @@
 namespace icl::cli {
 
 int RunIntervene(int argc, char** argv) {
-  std::string checkpoint, probes_path, out, csv, layers_text, ks_text, span = "probed";
+  std::string checkpoint, probes_path, out, csv, layers_text, ks_text, span = "probed",
+                                                                       metric = "covariance";
   analysis::InterveneRequest req;
   int threads = 0;
   po::options_description opts("Options");
@@ -38,6 +39,12 @@ int RunIntervene(int argc, char** argv) {
       ("span", po::value(&span)->default_value(span), "where the edit is added: probed (the state "
        "after k examples, the y-token of example k) or through-query (also the x-token of example "
        "k+1, where the prediction is read)")
+      ("metric", po::value(&metric)->default_value(metric), "the norm in which the edit is "
+       "smallest: covariance (of the states over --calibration-prompts prompts of their own stream: "
+       "the edit moves the state the way states of real prompts vary) or standardized (the probe's "
+       "feature scales only)")
+      ("calibration-prompts", po::value(&req.calibration_prompts)->default_value(req.calibration_prompts),
+       "prompts for the states' covariance (covariance metric)")
       ("response", po::value(&req.response), "how the algorithm's prediction responds to the "
        "quantity: weights (w targets: dy = x_q^T dw); for xty ols (default), ridge:LAMBDA or "
        "gd:ALPHA (dy = 2 ALPHA x_q^T d(X'y))")
@@ -55,12 +62,13 @@ int RunIntervene(int argc, char** argv) {
              "Usage: iclprobe intervene --checkpoint FILE --probes FILE --out FILE [options]\n\n"
              "A probe shows that a layer carries a quantity; an intervention asks whether the\n"
              "model uses it. For each pair of prompts (A, B) and layer, A's state after k\n"
-             "examples gets the smallest edit (in the probe's standardised coordinates) that\n"
-             "makes the ridge probe read B's value; the network runs on from that layer and the\n"
-             "change of its prediction at A's next query x_q is compared with the change the\n"
-             "algorithm predicts (weights: x_q^T dw). The slope of observed on predicted is 1\n"
-             "when the model responds as the algorithm would and 0 when it ignores the edit; an\n"
-             "edit of the same norm in a random direction is the control.",
+             "examples gets the edit that makes the ridge probe read B's value and is smallest\n"
+             "in the states' own covariance (so it moves the state the way states of real\n"
+             "prompts vary); the network runs on from that layer and the change of its\n"
+             "prediction at A's next query x_q is compared with the change the algorithm\n"
+             "predicts (weights: x_q^T dw). The slope of observed on predicted is 1 when the\n"
+             "model responds as the algorithm would and 0 when it ignores the edit; an edit\n"
+             "of the same norm in a random direction is the control.",
              "iclprobe intervene -c checkpoints/d4_l8_h64.h5 --probes probes.h5 --target w_ols "
              "--k 8 --pairs 1000 --out intervene.h5"))
     return 0;
@@ -71,6 +79,14 @@ int RunIntervene(int argc, char** argv) {
   if (span != "probed" && span != "through-query")
     throw std::invalid_argument("--span: expected probed or through-query, got '" + span + "'");
   req.span = span == "probed" ? analysis::EditSpan::kProbed : analysis::EditSpan::kThroughQuery;
+  if (metric != "covariance" && metric != "standardized")
+    throw std::invalid_argument("--metric: expected covariance or standardized, got '" + metric +
+                                "'");
+  req.metric = metric == "covariance" ? analysis::EditMetric::kCovariance
+                                      : analysis::EditMetric::kStandardized;
+  if (req.calibration_prompts < 2 || req.calibration_prompts > 10000000)
+    throw std::invalid_argument("--calibration-prompts: expected 2..10000000, got " +
+                                std::to_string(req.calibration_prompts));
   if (vm.count("layers")) req.layers = ParseInts("layers", layers_text);
   if (vm.count("k")) req.ks = ParseInts("k", ks_text);
   if (req.pairs < 2 || req.pairs > 1000000)

@@ -68,7 +68,7 @@ TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRe
   // The CSV has a row per (layer, k, control).
   const std::string csv = test::ReadFile(At("through.csv"));
   EXPECT_EQ(test::CountLines(csv), 1 + 2 * 2 * 2);
-  EXPECT_EQ(csv.rfind("target,response,span,layer,k,control,pairs,slope,", 0), 0u);
+  EXPECT_EQ(csv.rfind("target,response,span,metric,layer,k,control,pairs,slope,", 0), 0u);
   // report draws the slopes next to the probe R2.
   const auto rep = Ok(RunIclprobe("report --probes " + At("probes.h5") + " --k 5 --interventions " +
                                   At("through.h5") + " --plot-dir " + At("figs")));

@@ -647,16 +647,14 @@ void PlanInterventionPlots(const InterveneResult& res, PlotFiles& files) {
       gp += fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
       gp += fmt::format(
           "set title {} noenhanced\nset xlabel 'layer (0 = embedding)'\nset ylabel 'slope, R^2'\n"
-          "set yrange [*:*]\nset xtics 1\n",
-          q(fmt::format("is {} used? intervention slope ({} response, edits at {}, k = {}, {} "
-                        "pairs, 95% intervals) and probe R^2",
-                        t, res.response.name, EditSpanName(res.request.span), res.ks[ki],
-                        res.request.pairs)));
+          "set yrange [*:*]\nset xtics 1\nset key inside top left box opaque\n",
+          q(fmt::format("is {} used? edits at {}, k = {}, {} pairs (95% intervals)", t,
+                        EditSpanName(res.request.span), res.ks[ki], res.request.pairs)));
       gp += fmt::format(
           "plot {0} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#1f77b4' title 'slope, probe "
           "edit', {0} using 1:5:6:7 with yerrorlines lw 2 dt 2 lc rgb '#7f7f7f' title 'slope, "
           "random direction', {0} using 1:8 with linespoints lw 2 lc rgb '#d62728' title 'ridge "
-          "probe R^2'\n",
+          "probe R^2'\nset key outside right top noopaque nobox\n",
           q(stem + ".csv"));
     }
   }

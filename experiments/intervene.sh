@@ -17,8 +17,16 @@ else
   LEARNERS+=("$RUNS/learner_s1.h5")
 fi
 TARGETS=(w_ols xty); SPANS=(probed through-query)
+# A learner's outputs are reused when its stamp (checkpoint digest and the profile's sizes)
+# matches, so the summary can be redrawn without running the learners again.
+stamp() { echo "$(sha256sum < "$1" | cut -c1-64) P=$P PAIRS=$PAIRS KS=$KS"; }
 for i in "${!LEARNERS[@]}"; do
   L="s${SEEDS[$i]}"; mkdir -p "$OUT/$L"
+  want=$(stamp "${LEARNERS[$i]}")
+  if [ -f "$OUT/$L/stamp" ] && [ "$(cat "$OUT/$L/stamp")" = "$want" ] && [ -f "$OUT/$L/commands.txt" ]; then
+    echo "experiments/intervene: $L: reusing outputs made from the same checkpoint" >&2; continue
+  fi
+  rm -f "$OUT/$L/stamp"; CMDS="$OUT/$L/commands.txt"; : > "$CMDS"
   run "$ICLPROBE" extract -c "${LEARNERS[$i]}" --prompts $P --seed 7 --threads 1 --quiet --force \
     --out "$RUNS/acts_$L.h5" > /dev/null
   run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --targets w_ols,xty --probes ridge --k $KS --threads 1 \
@@ -34,7 +42,9 @@ for i in "${!LEARNERS[@]}"; do
         --out "$OUT/$L/intervene_${t}_$s.h5" > "$OUT/$L/intervene_${t}_$s.txt"
     done
   done
+  echo "$want" > "$OUT/$L/stamp"; unset CMDS
 done
+for i in "${!LEARNERS[@]}"; do cat "$OUT/s${SEEDS[$i]}/commands.txt" >> "$OUT/commands.txt"; done
 # The first learner's figures: slopes by layer next to the probe R2.
 IV=(); for t in "${TARGETS[@]}"; do for s in "${SPANS[@]}"; do IV+=(--interventions "$OUT/s${SEEDS[0]}/intervene_${t}_$s.h5"); done; done
 rm -rf "$OUT/figs"
@@ -58,10 +68,12 @@ run "$ICLPROBE" report --probes "$OUT/s${SEEDS[0]}/probes.h5" --k ${KS##*,} "${I
         END {
           for (i = 1; i <= n; i++) {
             while ((getline line < file[i]) > 0) {
-              split(line, f, ","); if (f[1] == "target" || f[5] != k) continue
-              l = f[4]; layers[l] = 1
-              if (f[6] == "probe") { cell[l, i] = sprintf("%.2f [%.2f, %.2f]%s", f[8], f[9], f[10], f[15] > 1 ? " †" : ""); r2[l] += f[12]; rel[l] += f[15] }
-              else { if (!((l) in rlo) || f[8] < rlo[l]) rlo[l] = f[8]; if (!((l) in rhi) || f[8] > rhi[l]) rhi[l] = f[8] }
+              # target,response,span,metric,layer,k,control,pairs,slope,slope_lo,slope_hi,
+              # correlation,probe_r2,mean_abs_predicted,mean_abs_observed,median_edit_rel
+              split(line, f, ","); if (f[1] == "target" || f[6] != k) continue
+              l = f[5]; layers[l] = 1
+              if (f[7] == "probe") { cell[l, i] = sprintf("%.2f [%.2f, %.2f]%s", f[9], f[10], f[11], f[16] > 1 ? " †" : ""); r2[l] += f[13]; rel[l] += f[16] }
+              else { if (!((l) in rlo) || f[9] < rlo[l]) rlo[l] = f[9]; if (!((l) in rhi) || f[9] > rhi[l]) rhi[l] = f[9] }
             }
           }
           printf "| layer | probe R2 (mean) | edit / state (median, mean) |"; for (i = 1; i <= n; i++) printf " %s slope |", name[i]; print " random slopes (range) |"

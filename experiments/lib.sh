@@ -20,7 +20,7 @@ setup_out() {
 # run CMD...: runs and records a command (paths relative to the repository root) in
 # $OUT/commands.txt, or in $CMDS where a script keeps a stage's commands apart.
 run() {
-  echo "${*//$ROOT\//}" | sed "s|$ICLPROBE|iclprobe|" >> "${CMDS:-$OUT/commands.txt}"
+  echo "${*//$ROOT\//}" | sed -e "s|$ICLPROBE|iclprobe|" -e "s|^${ICLPROBE#$ROOT/} |iclprobe |" >> "${CMDS:-$OUT/commands.txt}"
   "$@"
 }
 

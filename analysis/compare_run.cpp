@@ -34,10 +34,11 @@ struct References {
   std::vector<arma::cube> w;
 };
 
-References MakeReferences(const data::TaskConfig& t, const CompareRequest& req, int contexts) {
+References MakeReferences(const data::TaskConfig& t, const CompareRequest& req, int contexts,
+                          const std::string& specs) {
   References r;
   r.set = data::SamplePrompts(t, req.seed, 0, req.prompts);
-  r.learners = learners::MakeLearners(req.learner_specs, t);
+  r.learners = learners::MakeLearners(specs, t);
   for (const auto& l : r.learners) {
     arma::mat pred(t.n, req.prompts);
     arma::cube w(t.d, t.n, l->is_linear() ? contexts : 0);
@@ -53,7 +54,132 @@ References MakeReferences(const data::TaskConfig& t, const CompareRequest& req, 
   return r;
 }
 
+std::vector<std::string> SplitSpecs(const std::string& specs) {
+  std::vector<std::string> out;
+  std::string item;
+  for (const char c : specs + ",") {
+    if (c == ',') {
+      const auto a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+      out.push_back(a == std::string::npos ? "" : item.substr(a, b - a + 1));
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  return out;
+}
+
+// Predictions n x N of a classical learner on every prompt of `set`.
+arma::mat Predictions(const learners::ClassicalLearner& l, const data::PromptSet& set) {
+  arma::mat p(set.task.n, set.size());
+  learners::LearnerRun run;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    l.Run(set.x.slice(i), set.y.col(i), run);
+    p.col(i) = run.predictions;
+  }
+  return p;
+}
+
 }  // namespace
+
+std::string FitSpec::Spec(double value) const {
+  std::string s = family + ":" + fmt::format("{:.9g}", value);
+  if (family == "gd" && steps > 1) s += ":" + std::to_string(steps);
+  return s;
+}
+
+bool ParseFitSpec(const std::string& spec, FitSpec* out) {
+  std::vector<std::string> p;
+  std::string item;
+  for (const char c : spec + ":") {
+    if (c == ':') {
+      p.push_back(item);
+      item.clear();
+    } else {
+      item += c;
+    }
+  }
+  if (p.size() < 2 || p[1] != "fit") return false;
+  const std::string expected =
+      "learner spec '" + spec +
+      "': expected gd:fit, gd:fit:STEPS (STEPS in 1..1000), sgd:fit or ridge:fit";
+  FitSpec f;
+  f.family = p[0];
+  if (f.family == "gd" && p.size() == 3) {
+    std::size_t used = 0;
+    long steps = 0;
+    try {
+      steps = std::stol(p[2], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != p[2].size() || steps < 1 || steps > 1000) throw std::invalid_argument(expected);
+    f.steps = static_cast<int>(steps);
+  } else if (p.size() != 2 || (f.family != "gd" && f.family != "sgd" && f.family != "ridge")) {
+    throw std::invalid_argument(expected);
+  }
+  // Step sizes from far below any useful one to past divergence for unit-variance inputs;
+  // penalties from next to OLS to next to the zero predictor.
+  f.lo = 1e-4;
+  f.hi = f.family == "ridge" ? 1e4 : 1.0;
+  if (out) *out = f;
+  return true;
+}
+
+void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task) {
+  const std::vector<std::string> items = SplitSpecs(specs);
+  std::string check;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    FitSpec f;
+    check += (i ? "," : "") + (ParseFitSpec(items[i], &f) ? f.Spec(0.01) : items[i]);
+  }
+  learners::MakeLearners(check, task);
+}
+
+FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
+                    const std::vector<int>& ks) {
+  if (ks.empty() || target.n_rows != arma::uword(set.task.n) || target.n_cols != set.size())
+    throw std::invalid_argument("compare: a fit needs predictions n x N and at least one k");
+  const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
+  const int d = set.task.d;
+  auto spd = [&](double log_value) {
+    const auto l = learners::MakeLearner(spec.Spec(std::exp(log_value)), set.task);
+    const double v = arma::mean(arma::vectorise(
+                         arma::square(target.rows(rows) - Predictions(*l, set).rows(rows)))) /
+                     d;
+    return std::isfinite(v) ? v : arma::datum::inf;
+  };
+  // A grid of 8 points per decade, then golden-section search between the best point's
+  // neighbours (the grid keeps the search off a local minimum between far-apart basins).
+  const double a = std::log(spec.lo), b = std::log(spec.hi);
+  const int points = 1 + static_cast<int>(std::ceil(8 * (b - a) / std::log(10.0)));
+  arma::vec grid = arma::linspace(a, b, points), value(points);
+  for (int i = 0; i < points; ++i)
+    value(i) = spd(grid(i));
+  const arma::uword best = value.index_min();
+  double lo = grid(best > 0 ? best - 1 : 0), hi = grid(std::min<arma::uword>(best + 1, points - 1));
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo), f1 = spd(x1), f2 = spd(x2);
+  for (int it = 0; it < 40 && hi - lo > 1e-6; ++it) {
+    if (f1 <= f2) {
+      hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo), f1 = spd(x1);
+    } else {
+      lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo), f2 = spd(x2);
+    }
+  }
+  FamilyFit fit;
+  const double x = f1 <= f2 ? x1 : x2, fx = std::min(f1, f2);
+  // The refinement never ends worse than the grid's best point.
+  if (fx <= value(best)) {
+    fit.value = std::exp(x), fit.spd = fx;
+  } else {
+    fit.value = std::exp(grid(best)), fit.spd = value(best);
+  }
+  if (!std::isfinite(fit.spd))
+    throw std::runtime_error("compare: every " + spec.family +
+                             " learner of the search range diverges on these prompts");
+  return fit;
+}
 
 LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskConfig& task,
                                       learners::Transformer model) {
@@ -119,9 +245,23 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
                                   ", n=" + std::to_string(m.task.n) + " but '" + models[0].name +
                                   "' reads d=" + std::to_string(out.d) +
                                   ", n=" + std::to_string(out.n));
-  learners::MakeLearners(req.learner_specs, models[0].task);  // checks the specs before work
+  // Fit specs are checked with a placeholder value and fitted per learner under test below.
+  const std::vector<std::string> items = SplitSpecs(req.learner_specs);
+  std::vector<FitSpec> fits(items.size());
+  std::vector<bool> is_fit(items.size(), false);
+  CheckLearnerSpecs(req.learner_specs, models[0].task);  // before any work
+  for (std::size_t i = 0; i < items.size(); ++i)
+    is_fit[i] = ParseFitSpec(items[i], &fits[i]);
+  const bool any_fit = std::find(is_fit.begin(), is_fit.end(), true) != is_fit.end();
+  if (any_fit && req.all_pairs)
+    throw std::invalid_argument(
+        "compare: all pairs compares reference learners with each other; a fitted learner "
+        "(gd:fit, sgd:fit, ridge:fit) has a value only against a learner under test");
+  if (any_fit && req.fit_prompts < 2)
+    throw data::InputError("compare", "fit_prompts", "must be at least 2");
   const int d = out.d, n = out.n;
   out.prompts = req.prompts;
+  out.fit_prompts = any_fit ? req.fit_prompts : 0;
   out.seed = req.seed;
   out.queries = req.queries == 0 ? 2 * (d + 1) : req.queries;
   out.contexts = std::min(req.ilwd_prompts, req.prompts);
@@ -131,7 +271,24 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     const auto& m = models[c];
     out.models.push_back(m.name);
     out.tasks.push_back(m.task);
-    const References ref = MakeReferences(m.task, req, P);
+    std::vector<int> ks;
+    for (int k = 0; k < n; ++k)
+      if (m.task.noise == 0 || (k != d && k != d + 1)) ks.push_back(k);
+    // Fitted learners: on prompts after the scored ones (disjoint from them), each family's
+    // hyperparameter closest to this model.
+    std::string specs = req.learner_specs;
+    std::vector<FamilyFit> fitted(items.size(), {arma::datum::nan, arma::datum::nan});
+    if (any_fit) {
+      const data::PromptSet fit_set =
+          data::SamplePrompts(m.task, req.seed, req.prompts, req.fit_prompts);
+      const arma::mat target = m.predict(fit_set);
+      specs.clear();
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (is_fit[i]) fitted[i] = FitFamily(fits[i], fit_set, target, ks);
+        specs += (i ? "," : "") + (is_fit[i] ? fits[i].Spec(fitted[i].value) : items[i]);
+      }
+    }
+    const References ref = MakeReferences(m.task, req, P, specs);
     const arma::mat pred = m.predict(ref.set);
     arma::cube w(d, n, P);
     arma::mat r2(n, P);
@@ -148,20 +305,18 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
       if (progress) progress(static_cast<long long>(c) * P + i + 1, total);
     }
     out.implicit_r2.push_back(r2);
-    std::vector<int> ks;
-    for (int k = 0; k < n; ++k)
-      if (m.task.noise == 0 || (k != d && k != d + 1)) ks.push_back(k);
     out.summary_ks.push_back(ks);
     const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
     for (std::size_t j = 0; j < ref.learners.size(); ++j) {
       const arma::mat per = arma::square(pred - ref.pred[j]) / d;  // n x N
-      out.entries.push_back({m.name, ref.learners[j]->spec(), Spd(pred, ref.pred[j], d),
+      out.entries.push_back({m.name, is_fit[j] ? items[j] : ref.learners[j]->spec(),
+                             Spd(pred, ref.pred[j], d),
                              ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec(),
-                             arma::mean(per.rows(rows), 0).t()});
+                             arma::mean(per.rows(rows), 0).t(), fitted[j].value, fitted[j].spd});
     }
   }
   if (req.all_pairs) {
-    const References ref = MakeReferences(models[0].task, req, P);
+    const References ref = MakeReferences(models[0].task, req, P, req.learner_specs);
     const auto& L = ref.learners;
     for (std::size_t a = 0; a < L.size(); ++a)
       for (std::size_t b = a + 1; b < L.size(); ++b)
@@ -177,12 +332,13 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
 }
 
 void WriteCompareCsv(std::ostream& os, const CompareResult& r) {
-  os << "model,learner,k,spd,spd_lo,spd_hi,ilwd\n";
+  os << "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted\n";
   for (const auto& e : r.entries)
     for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
-      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{}\n", e.model, e.learner, k, e.spd.mean(k),
-                        e.spd.lo(k), e.spd.hi(k),
-                        e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)));
+      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{},{}\n", e.model, e.learner, k,
+                        e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
+                        e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)),
+                        std::isnan(e.fitted) ? std::string() : fmt::format("{:.9g}", e.fitted));
 }
 
 void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
@@ -198,6 +354,37 @@ void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
                         ok.n_elem);
     }
 }
+
+namespace {
+
+// The closest reference learner by mean per-prompt summary SPD, and how much farther the
+// runner-up is: the paired difference over prompts with a 95% bootstrap interval.
+void PrintClosest(std::ostream& os, const std::vector<const CompareEntry*>& rows,
+                  std::uint64_t seed) {
+  std::vector<const CompareEntry*> ranked;
+  for (const auto* e : rows)
+    if (!e->spd_prompt.is_empty() && e->spd_prompt.is_finite()) ranked.push_back(e);
+  if (ranked.size() < 2) return;
+  std::sort(ranked.begin(), ranked.end(), [](const CompareEntry* a, const CompareEntry* b) {
+    return arma::mean(a->spd_prompt) < arma::mean(b->spd_prompt);
+  });
+  auto name = [](const CompareEntry* e) {
+    return std::isnan(e->fitted)
+               ? e->learner
+               : fmt::format("{} ({} {:.4g})", e->learner,
+                             e->learner.rfind("ridge", 0) == 0 ? "lambda" : "alpha", e->fitted);
+  };
+  const arma::vec diff = ranked[1]->spd_prompt - ranked[0]->spd_prompt;
+  const probes::Bootstrap boot(diff.n_elem, 1, probes::kDefaultReplicates, seed);
+  const probes::Interval iv = probes::PercentileInterval(boot.Mean(0, diff));
+  os << fmt::format(
+      "closest (mean SPD / d over the summary k): {} {:.3e}; runner-up {}: {:+.2e} [{:+.2e}, "
+      "{:+.2e}] farther ({})\n",
+      name(ranked[0]), arma::mean(ranked[0]->spd_prompt), name(ranked[1]), arma::mean(diff), iv.lo,
+      iv.hi, iv.lo > 0 ? "significant" : "within noise");
+}
+
+}  // namespace
 
 void PrintCompareSummary(std::ostream& os, const CompareResult& r,
                          [[maybe_unused]] const std::string& specs) {
@@ -235,6 +422,12 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
         os << Cell(cols[j][i], cols[j][i] == best[j]);
       os << "\n";
     }
+    for (const auto* e : rows)
+      if (!std::isnan(e->fitted))
+        os << fmt::format("{}: {} = {:.4g} (SPD / d {:.3e} on the {} fit prompts)\n", e->learner,
+                          e->learner.rfind("ridge", 0) == 0 ? "lambda" : "alpha", e->fitted,
+                          e->fit_spd, r.fit_prompts);
+    PrintClosest(os, rows, r.seed);
     if (c < r.implicit_r2.size()) {
       os << "implicit linear fit R2 by k (mean over contexts):";
       for (arma::uword k = 0; k < r.implicit_r2[c].n_rows; ++k) {

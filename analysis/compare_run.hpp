@@ -42,6 +42,7 @@ struct CompareRequest {
   int queries = 0;  // per context for the implicit weights; 0 = 2(d + 1)
   int ilwd_prompts = 200;
   bool all_pairs = false;  // also every pair of reference learners (on the first task)
+  int fit_prompts = 500;   // prompts (after the scored ones) on which fitted learners are fit
   void Validate(int d) const;
 };
 
@@ -51,10 +52,13 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
   arma::vec ilwd;  // per k, / d; empty when B is not linear
   // Per prompt: SPD / d averaged over the model's summary k (CompareResult::summary_ks).
   arma::vec spd_prompt;
+  // A fitted learner ("gd:fit", "sgd:fit", "ridge:fit"): the hyperparameter fitted to this
+  // model (alpha or lambda) and its mean SPD / d on the fit prompts; NaN otherwise.
+  double fitted = arma::datum::nan, fit_spd = arma::datum::nan;
 };
 
 struct CompareResult {
-  int d = 0, n = 0, prompts = 0, contexts = 0, queries = 0;
+  int d = 0, n = 0, prompts = 0, contexts = 0, queries = 0, fit_prompts = 0;
   std::uint64_t seed = 0;
   std::vector<std::string> models;      // learners under test, then (all pairs) references
   std::vector<data::TaskConfig> tasks;  // per learner under test
@@ -87,12 +91,37 @@ PairedTable MakePairedTable(const CompareResult& r, int replicates = 1000);
 // model,learner,spd_summary,diagonal,diff,diff_lo,diff_hi,minimum,significant
 void WritePairedCsv(std::ostream& os, const PairedTable& t);
 
+// A learner spec whose hyperparameter is fitted to each learner under test: gd:fit (one GD step;
+// gd:fit:STEPS for more), sgd:fit (step size) or ridge:fit (lambda). Returns false for any other
+// spec; throws std::invalid_argument for a malformed fit spec.
+struct FitSpec {
+  std::string family;                    // gd, sgd, ridge
+  int steps = 1;                         // gd only
+  double lo = 0, hi = 0;                 // search range of the hyperparameter (log-uniform)
+  std::string Spec(double value) const;  // the ordinary spec with that value, e.g. "gd:0.0213"
+};
+bool ParseFitSpec(const std::string& spec, FitSpec* out);
+// Checks a comma-separated list of specs, fit specs included; throws std::invalid_argument
+// naming the first malformed one.
+void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
+
+// The member of a family closest to `target` (n x N predictions of a learner under test on
+// `set`): the hyperparameter minimising the mean over prompts and `ks` of (target - learner)^2
+// / d, found on a log-spaced grid over [lo, hi] and refined by golden-section search between
+// the best grid point's neighbours. Non-finite predictions (a diverging step size) count as
+// infinitely far.
+struct FamilyFit {
+  double value = 0, spd = 0;
+};
+FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
+                    const std::vector<int>& ks);
+
 // Every learner under test must read prompts of d and n equal to the first one's.
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& learners,
                          const CompareRequest& request,
                          const std::function<void(long long done, long long total)>& progress = {});
 
-// model,learner,k,spd,spd_lo,spd_hi,ilwd
+// model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted (the fitted hyperparameter of gd:fit etc.)
 void WriteCompareCsv(std::ostream& os, const CompareResult& r);
 // model,k,r2,contexts (mean implicit-fit R2 over the contexts where it is defined)
 void WriteLinearityCsv(std::ostream& os, const CompareResult& r);

@@ -22,7 +22,7 @@ int RunCompare(int argc, char** argv) {
   std::vector<std::string> checkpoints;
   std::string learner_specs = "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3",
               csv;
-  int prompts = 2000, queries = 0, ilwd_prompts = 200, threads = 0, n = 0;
+  int prompts = 2000, queries = 0, ilwd_prompts = 200, threads = 0, n = 0, fit_prompts = 500;
   std::uint64_t seed = 3;
   double noise = -1, w_scale = -1;
   po::options_description opts("Options");
@@ -31,7 +31,11 @@ int RunCompare(int argc, char** argv) {
       ("checkpoint,c", po::value(&checkpoints)->composing(), "trained learner (repeatable: several give the "
        "matrix learners x checkpoints of mean SPD)")
       ("learners", po::value(&learner_specs)->default_value(learner_specs), "reference learners: ols, "
-       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero")
+       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero; and gd:fit, "
+       "gd:fit:STEPS, sgd:fit, ridge:fit: the family's member closest to each checkpoint, its step "
+       "size or lambda fitted on --fit-prompts prompts disjoint from the scored ones")
+      ("fit-prompts", po::value(&fit_prompts)->default_value(fit_prompts), "prompts (after the "
+       "scored ones in the seeded stream) on which the :fit learners are fitted")
       ("prompts,N", po::value(&prompts)->default_value(prompts), "prompts for SPD")
       ("seed", po::value(&seed)->default_value(seed), "prompt-set (and query) seed")
       ("queries", po::value(&queries)->default_value(queries), "query points per context for the implicit "
@@ -42,7 +46,7 @@ int RunCompare(int argc, char** argv) {
       ("noise", po::value(&noise), "label noise sigma (default: the first checkpoint's)")
       ("w-scale", po::value(&w_scale), "weight scale tau (default: the first checkpoint's)")
       ("all-pairs", "also compare every pair of reference learners")
-      ("csv", po::value(&csv), "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd; the implicit-fit R2 goes "
+      ("csv", po::value(&csv), "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted; the implicit-fit R2 goes "
        "to <csv stem>.linearity.csv (model,k,r2,contexts), the paired table (each learner's "
        "difference from the diagonal ridge, column minima and their significance) to "
        "<csv stem>.paired.csv")
@@ -65,6 +69,9 @@ int RunCompare(int argc, char** argv) {
     throw std::invalid_argument("--checkpoint: required (a trained learner)");
   RequirePositive("prompts", prompts);
   RequirePositive("ilwd-prompts", ilwd_prompts);
+  if (fit_prompts < 2 || fit_prompts > 1000000)
+    throw std::invalid_argument("--fit-prompts: expected 2..1000000, got " +
+                                std::to_string(fit_prompts));
   std::vector<learners::CheckpointInfo> infos;
   for (std::size_t i = 0; i < checkpoints.size(); ++i) {
     data::RequireRegularInput(checkpoints[i], "checkpoint");
@@ -90,7 +97,7 @@ int RunCompare(int argc, char** argv) {
   task.Validate();
   for (const auto& info : infos)
     learners::CheckReadsTask(info, task);
-  learners::MakeLearners(learner_specs, task);  // checks the specs before any work
+  analysis::CheckLearnerSpecs(learner_specs, task);  // before any work
   if (queries != 0 && queries < task.d + 1)
     throw std::invalid_argument(
         "--queries: the implicit-weight fit needs at least d+1 = " + std::to_string(task.d + 1) +
@@ -120,6 +127,7 @@ int RunCompare(int argc, char** argv) {
   req.queries = queries;
   req.ilwd_prompts = ilwd_prompts;
   req.all_pairs = vm.count("all-pairs") > 0;
+  req.fit_prompts = fit_prompts;
   std::vector<analysis::LearnerUnderTest> models;
   for (std::size_t c = 0; c < infos.size(); ++c) {
     // Each checkpoint is compared on prompts of its own training task (noise, scale), unless

@@ -28,7 +28,7 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
       << r.out;
   EXPECT_NE(r.out.find("paired difference from the diagonal learner"), std::string::npos) << r.out;
   const std::string table = icl::test::ReadFile(csv);
-  EXPECT_EQ(table.substr(0, table.find('\n')), "model,learner,k,spd,spd_lo,spd_hi,ilwd");
+  EXPECT_EQ(table.substr(0, table.find('\n')), "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted");
   EXPECT_EQ(CountLines(table), 1 + (2 * 2 + 1) * 5);  // (2 checkpoints x 2 learners + 1 pair) x 5 k
   EXPECT_NE(table.find("\na,knn:3,4,"), std::string::npos);
   EXPECT_NE(table.find("\nols,knn:3,0,"), std::string::npos);  // --all-pairs row

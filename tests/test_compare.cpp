@@ -1,6 +1,9 @@
 // Learner comparisons: SPD, implicit weights and ILWD against known answers.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <sstream>
+
 #include "analysis/compare.hpp"
 #include "analysis/compare_run.hpp"
 #include "learners/classical.hpp"
@@ -216,4 +219,63 @@ TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
       EXPECT_FALSE(tie.cells[i][0].significant) << tie.rows[i];
     }
   EXPECT_EQ(minima, 1);
+}
+
+// The fitted families (issue 19): a family's fit to a member of that family finds the planted
+// hyperparameter. Its SPD is then exactly 0 at the planted value and grows on both sides, and
+// golden-section search narrows log(value) to 1e-6, so the value comes back to ~1e-6 relative
+// (1e-4 leaves room for a flat minimum).
+TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
+  const data::PromptSet s = Prompts(4, 12, 200, /*noise=*/0.5);
+  const std::vector<int> ks = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11};
+  for (const auto& [fit_spec, planted] :
+       std::vector<std::pair<std::string, std::string>>{{"gd:fit", "gd:0.037"},
+                                                        {"gd:fit:3", "gd:0.02:3"},
+                                                        {"sgd:fit", "sgd:0.08"},
+                                                        {"ridge:fit", "ridge:0.5"}}) {
+    analysis::FitSpec f;
+    ASSERT_TRUE(analysis::ParseFitSpec(fit_spec, &f));
+    const auto target = Predictions(s, *learners::MakeLearner(planted, s.task));
+    const analysis::FamilyFit fit = analysis::FitFamily(f, s, target, ks);
+    const double want = std::stod(planted.substr(planted.find(':') + 1));
+    EXPECT_NEAR(fit.value / want, 1.0, 1e-4) << fit_spec;
+    EXPECT_LT(fit.spd, 1e-8) << fit_spec;
+  }
+  EXPECT_FALSE(analysis::ParseFitSpec("gd:0.1", nullptr));
+  for (const char* bad : {"knn:fit", "gd:fit:0", "gd:fit:x", "ridge:fit:2", "sgd:fit:1"})
+    EXPECT_THROW(analysis::ParseFitSpec(bad, nullptr), std::invalid_argument) << bad;
+}
+
+// compare with fitted learners: each is fitted on prompts disjoint from the scored ones, and a
+// classical learner under test is matched by its own family at its own value, significantly
+// closer than the runner-up.
+TEST(ComparePipeline, FittedFamiliesFindTheLearnerUnderTest) {
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 8;
+  std::shared_ptr<const learners::ClassicalLearner> self = learners::MakeLearner("gd:0.05", t);
+  analysis::CompareRequest req;
+  req.learner_specs = "ridge:fit, gd:fit,ols";
+  req.prompts = 200;
+  req.ilwd_prompts = 10;
+  req.fit_prompts = 100;
+  const auto r = analysis::RunCompare({analysis::ClassicalUnderTest("gd", t, self)}, req);
+  ASSERT_EQ(r.entries.size(), 3u);
+  EXPECT_EQ(r.entries[0].learner, "ridge:fit");
+  EXPECT_EQ(r.entries[1].learner, "gd:fit");
+  EXPECT_NEAR(r.entries[1].fitted / 0.05, 1.0, 1e-4);
+  EXPECT_TRUE(std::isnan(r.entries[2].fitted));
+  EXPECT_LT(arma::mean(r.entries[1].spd_prompt), 1e-8);
+  std::ostringstream summary, csv;
+  analysis::PrintCompareSummary(summary, r, req.learner_specs);
+  EXPECT_NE(summary.str().find("closest (mean SPD / d over the summary k): gd:fit (alpha 0.05)"),
+            std::string::npos)
+      << summary.str();
+  EXPECT_NE(summary.str().find("(significant)"), std::string::npos) << summary.str();
+  analysis::WriteCompareCsv(csv, r);
+  EXPECT_NE(csv.str().find("gd,gd:fit,0,"), std::string::npos);
+  // A fitted learner has no value in the all-pairs table.
+  req.all_pairs = true;
+  EXPECT_THROW(analysis::RunCompare({analysis::ClassicalUnderTest("gd", t, self)}, req),
+               std::invalid_argument);
 }

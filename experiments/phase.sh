@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Issue 19: the paper's third experiment at CPU scale. Learners on a grid of depth L x width H
+# (d = 4, n = 12, noiseless), each compared with the best-fitting member of each algorithm
+# family (gd:fit, sgd:fit, ridge:fit, fitted per learner on prompts disjoint from the scored
+# ones) and with OLS and kNN; the closest family per (L, H), a heat map, and the commands.
+# The full profile's learners live in checkpoints/phase/ (committed: a session can end before
+# the grid is trained) and are trained, or resumed, only where unfinished.
+source "$(dirname "$0")/lib.sh"
+setup_out phase
+if [ "$PROFILE" = full ]; then
+  DEPTHS=(1 2 4 8); WIDTHS=(8 16 32 64); STEPS=6000; P=2000; Q=100; FIT=500
+  CKDIR="$ROOT/checkpoints/phase"
+else
+  DEPTHS=(1 2); WIDTHS=(8 16); STEPS=20; P=100; Q=5; FIT=50
+  CKDIR="$RUNS"
+fi
+mkdir -p "$CKDIR"
+# Training: the recipe of experiments/depth.sh (H = 64 there), M = 4 heads at every width.
+for L in "${DEPTHS[@]}"; do
+  for H in "${WIDTHS[@]}"; do
+    ck="$CKDIR/l${L}_h$H.h5"
+    # Training commands are kept beside the learners (the comparison's commands.txt is
+    # rewritten by every run).
+    CMDS="$CKDIR/commands.txt"
+    if [ -f "$ck" ] && "$ICLPROBE" inspect "$ck" | grep -q "^resumable *yes"; then
+      run "$ICLPROBE" train --resume --threads 1 --quiet --out "$ck" >> "$CKDIR/l${L}_h$H.log"
+    elif [ ! -f "$ck" ]; then
+      run "$ICLPROBE" train --d 4 --n 12 --layers $L --hidden $H --heads 4 --batch 64 --lr 1e-3 --seed 1 \
+        --eval-prompts 500 --steps $STEPS --warmup $((STEPS / 10)) --eval-every $((STEPS / 4)) \
+        --save-every $(( STEPS >= 1000 ? 500 : STEPS )) --threads 1 --quiet --out "$ck" > "$CKDIR/l${L}_h$H.log"
+    fi
+    unset CMDS
+    if [ -n "${TRAIN_ONLY:-}" ]; then continue; fi
+    if "$ICLPROBE" inspect "$ck" | awk '$1 == "step" && $2 != $4 {bad = 1} END {exit !bad}'; then
+      echo "experiments/phase: $ck is unfinished; run again to resume it" >&2; exit 2
+    fi
+  done
+done
+if [ -n "${TRAIN_ONLY:-}" ]; then echo "experiments/phase: trained; run again without TRAIN_ONLY for the comparison" >&2; exit 0; fi
+# Comparison: one compare per learner (each fits its own family members).
+LEARNERS="ols,ridge:fit,gd:fit,sgd:fit,knn:3"
+echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant" > "$OUT/phase.csv"
+for L in "${DEPTHS[@]}"; do
+  for H in "${WIDTHS[@]}"; do
+    ck="$CKDIR/l${L}_h$H.h5"
+    run "$ICLPROBE" compare -c "$ck" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT \
+      --seed 3 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv" > "$OUT/compare_l${L}_h$H.txt"
+    # "closest (...): NAME [(alpha|lambda V)] SPD; runner-up NAME [(...)]: DIFF [LO, HI] farther (...)"
+    sed -n 's/^closest (mean SPD \/ d over the summary k): //p' "$OUT/compare_l${L}_h$H.txt" |
+      awk -v L=$L -v H=$H '{
+        line = $0; sig = (line ~ /\(significant\)$/) ? 1 : 0
+        split(line, parts, "; runner-up ")
+        n1 = split(parts[1], a, " "); spd = a[n1]; name1 = a[1]; v1 = ""
+        if (n1 == 4) { v1 = a[3]; sub(/\)$/, "", v1) }
+        split(parts[2], b, ": "); n2 = split(b[1], c, " "); name2 = c[1]; v2 = ""
+        if (n2 == 3) { v2 = c[3]; sub(/\)$/, "", v2) }
+        rest = b[2]; gsub(/[\[\],]/, " ", rest); split(rest, d, " ")
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n", L, H, name1, v1, spd, name2, v2, d[1], d[2], d[3], sig
+      }' >> "$OUT/phase.csv"
+  done
+done
+# The heat map: the closest family per (L, H), labelled with its fitted value (gnuplot, no shell).
+if command -v gnuplot > /dev/null; then
+  awk -F, 'NR > 1 {
+      f = $3; sub(/:.*/, "", f); code = (f == "gd") ? 0 : (f == "sgd") ? 1 : (f == "ridge") ? 2 : (f == "ols") ? 3 : 4
+      label = f; if ($4 != "") label = label "\\n" $4; if (!$11) label = label "\\n(~)"
+      printf "%d %d %d \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), code, label
+    }' "$OUT/phase.csv" > "$OUT/phase.dat"
+  cat > "$OUT/phase.gp" <<'GP'
+# gnuplot script written by experiments/phase.sh; rerun with: gnuplot phase.gp
+set terminal pngcairo size 760,600 noenhanced
+set output 'phase.png'
+set title 'closest family by depth and width (d = 4, noiseless; ~: runner-up within noise)'
+set xlabel 'hidden size H'
+set ylabel 'layers L'
+set xtics ('8' 0, '16' 1, '32' 2, '64' 3)
+set ytics ('1' 0, '2' 1, '4' 2, '8' 3)
+set xrange [-0.5:3.5]
+set yrange [-0.5:3.5]
+set cbrange [-0.5:4.5]
+set palette maxcolors 5
+set palette defined (0 '#6baed6', 1 '#c6dbef', 2 '#fdae6b', 3 '#e6550d', 4 '#bdbdbd')
+set cbtics ('gd' 0, 'sgd' 1, 'ridge' 2, 'ols' 3, 'knn' 4)
+unset key
+plot 'phase.dat' using 1:2:3 with image, '' using 1:2:4 with labels font ',10'
+GP
+  (cd "$OUT" && gnuplot phase.gp)
+fi
+{ echo "Learners: depth L in {${DEPTHS[*]}} x width H in {${WIDTHS[*]}} (M = 4 heads, d = 4, n = 12, noiseless,"
+  echo "$STEPS steps, seed 1; one learner per cell). Each is compared on $P prompts (seed 3) with OLS, kNN(3)"
+  echo "and each family's member closest to it: gd:fit (one GD step), sgd:fit (one pass), ridge:fit,"
+  echo "their step size or lambda fitted on the $FIT prompts that follow the scored ones. Closest ="
+  echo "least mean SPD / d over k = 0..11; the runner-up's paired difference has a 95% bootstrap"
+  echo "interval over the $P prompts (significant when it excludes 0)."
+  echo; echo '![phase diagram](phase.png)'; echo
+  echo '| L | H | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] |'
+  echo '|---:|---:|---|---:|---:|---|---:|---|'
+  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 ? "" : " (within noise)" }' "$OUT/phase.csv"
+} > "$OUT/summary.md"
+{ echo; echo "Training commands (checkpoints/phase/commands.txt; resumed runs appear once per resume):"; echo
+  echo '```sh'; sed "s|$ROOT/||g" "$CKDIR/commands.txt" 2>/dev/null; echo '```'; } >> "$OUT/summary.md"
+finish "Phase diagram: which algorithm family does a learner of each depth and width match?" "$OUT/summary.md"

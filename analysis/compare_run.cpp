@@ -175,6 +175,7 @@ FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma:
   } else {
     fit.value = std::exp(grid(best)), fit.spd = value(best);
   }
+  fit.at_bound = best == 0 || best + 1 == arma::uword(points);
   if (!std::isfinite(fit.spd))
     throw std::runtime_error("compare: every " + spec.family +
                              " learner of the search range diverges on these prompts");
@@ -277,7 +278,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     // Fitted learners: on prompts after the scored ones (disjoint from them), each family's
     // hyperparameter closest to this model.
     std::string specs = req.learner_specs;
-    std::vector<FamilyFit> fitted(items.size(), {arma::datum::nan, arma::datum::nan});
+    std::vector<FamilyFit> fitted(items.size(), {arma::datum::nan, arma::datum::nan, false});
     if (any_fit) {
       const data::PromptSet fit_set =
           data::SamplePrompts(m.task, req.seed, req.prompts, req.fit_prompts);
@@ -309,10 +310,10 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
     for (std::size_t j = 0; j < ref.learners.size(); ++j) {
       const arma::mat per = arma::square(pred - ref.pred[j]) / d;  // n x N
-      out.entries.push_back({m.name, is_fit[j] ? items[j] : ref.learners[j]->spec(),
-                             Spd(pred, ref.pred[j], d),
-                             ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec(),
-                             arma::mean(per.rows(rows), 0).t(), fitted[j].value, fitted[j].spd});
+      out.entries.push_back(
+          {m.name, is_fit[j] ? items[j] : ref.learners[j]->spec(), Spd(pred, ref.pred[j], d),
+           ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec(),
+           arma::mean(per.rows(rows), 0).t(), fitted[j].value, fitted[j].spd, fitted[j].at_bound});
     }
   }
   if (req.all_pairs) {
@@ -424,9 +425,12 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
     }
     for (const auto* e : rows)
       if (!std::isnan(e->fitted))
-        os << fmt::format("{}: {} = {:.4g} (SPD / d {:.3e} on the {} fit prompts)\n", e->learner,
+        os << fmt::format("{}: {} = {:.4g} (SPD / d {:.3e} on the {} fit prompts){}\n", e->learner,
                           e->learner.rfind("ridge", 0) == 0 ? "lambda" : "alpha", e->fitted,
-                          e->fit_spd, r.fit_prompts);
+                          e->fit_spd, r.fit_prompts,
+                          e->fit_at_bound ? "; at an end of the search range: the family's "
+                                            "closest member may lie beyond it"
+                                          : "");
     PrintClosest(os, rows, r.seed);
     if (c < r.implicit_r2.size()) {
       os << "implicit linear fit R2 by k (mean over contexts):";

@@ -55,6 +55,7 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
   // A fitted learner ("gd:fit", "sgd:fit", "ridge:fit"): the hyperparameter fitted to this
   // model (alpha or lambda) and its mean SPD / d on the fit prompts; NaN otherwise.
   double fitted = arma::datum::nan, fit_spd = arma::datum::nan;
+  bool fit_at_bound = false;  // the fit ran into an end of its search range
 };
 
 struct CompareResult {
@@ -112,6 +113,7 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
 // infinitely far.
 struct FamilyFit {
   double value = 0, spd = 0;
+  bool at_bound = false;  // the best grid point was an end of the search range
 };
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
                     const std::vector<int>& ks);

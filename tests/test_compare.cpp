@@ -240,7 +240,14 @@ TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
     const double want = std::stod(planted.substr(planted.find(':') + 1));
     EXPECT_NEAR(fit.value / want, 1.0, 1e-4) << fit_spec;
     EXPECT_LT(fit.spd, 1e-8) << fit_spec;
+    EXPECT_FALSE(fit.at_bound) << fit_spec;
   }
+  // The zero predictor is GD's limit alpha -> 0: the fit runs into the range's lower end.
+  analysis::FitSpec gd;
+  analysis::ParseFitSpec("gd:fit", &gd);
+  const analysis::FamilyFit zero = analysis::FitFamily(gd, s, arma::zeros(s.task.n, s.size()), ks);
+  EXPECT_TRUE(zero.at_bound);
+  EXPECT_NEAR(zero.value, gd.lo, 1e-3 * gd.lo);
   EXPECT_FALSE(analysis::ParseFitSpec("gd:0.1", nullptr));
   for (const char* bad : {"knn:fit", "gd:fit:0", "gd:fit:x", "ridge:fit:2", "sgd:fit:1"})
     EXPECT_THROW(analysis::ParseFitSpec(bad, nullptr), std::invalid_argument) << bad;

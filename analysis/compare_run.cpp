@@ -204,15 +204,7 @@ LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskCon
   LearnerUnderTest l;
   l.name = name;
   l.task = task;
-  l.predict = [learner](const data::PromptSet& set) {
-    arma::mat p(set.task.n, set.size());
-    learners::LearnerRun run;
-    for (std::size_t i = 0; i < set.size(); ++i) {
-      learner->Run(set.x.slice(i), set.y.col(i), run);
-      p.col(i) = run.predictions;
-    }
-    return p;
-  };
+  l.predict = [learner](const data::PromptSet& set) { return Predictions(*learner, set); };
   l.query = [learner](const data::PromptSet& set, std::size_t i, const arma::cube& q) {
     learners::LearnerRun run;
     learner->Run(set.x.slice(i), set.y.col(i), run);  // run.weights: d x n, after k = 0..n-1

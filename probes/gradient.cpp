@@ -55,19 +55,90 @@ torch::Tensor TargetRows(const arma::mat& y, const arma::uvec& idx) {
 
 }  // namespace
 
-GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
-                             const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
-                             const GradientProbeOptions& o) {
-  const int H = features.size(-1), m = targets.n_rows;
-  const int T = o.pooled ? features.size(1) : 1;
+namespace {
 
-  // Standardise with training statistics only (per feature over training rows and positions).
-  auto xtr = Rows(features, train);
-  const auto flat = xtr.reshape({-1, H});
-  const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
-  auto standardise = [&](const torch::Tensor& x) { return (x - mu) / sd; };
-  xtr = standardise(xtr);
-  const auto xva = standardise(Rows(features, val)), xte = standardise(Rows(features, test));
+// G probes of one shape as stacked tensors: [G, ...] per parameter of PooledProbe, in its order
+// (scores when pooled, proj, fc1, fc2 when MLP; weights [out, in] as torch::nn::Linear keeps
+// them). Each slice g is an independent probe: every operation below acts on slices separately
+// (batched matrix products, softmax over positions, per-slice means), so probe g's arithmetic is
+// the same whatever G is.
+struct ProbeStack {
+  bool pooled = false, mlp = false;
+  torch::Tensor scores, proj_w, proj_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  std::vector<torch::Tensor> All() const {
+    std::vector<torch::Tensor> v;
+    if (pooled) v.push_back(scores);
+    v.insert(v.end(), {proj_w, proj_b, fc1_w, fc1_b});
+    if (mlp) v.insert(v.end(), {fc2_w, fc2_b});
+    return v;
+  }
+  // x: [G, B, T, H] (pooled) or [G, B, H] -> [G, B, m]
+  torch::Tensor Forward(const torch::Tensor& x) const {
+    auto v = pooled ? torch::einsum("gbth,gt->gbh",
+                                    {x, torch::softmax(PooledProbeImpl::kScoreScale * scores, 1)})
+                    : x;
+    v = torch::baddbmm(proj_b.unsqueeze(1), v, proj_w.transpose(1, 2));
+    auto out = torch::baddbmm(fc1_b.unsqueeze(1), v, fc1_w.transpose(1, 2));
+    if (!mlp) return out;
+    out = torch::gelu(out, /*approximate=*/"tanh");
+    return torch::baddbmm(fc2_b.unsqueeze(1), out, fc2_w.transpose(1, 2));
+  }
+};
+
+// G copies of the initial weights PooledProbe draws from `seed` (drawn under a lock: probes are
+// fit on several threads at once, and the global generator must give every fit the same draw).
+ProbeStack InitialStack(int G, int T, int H, int m, const GradientProbeOptions& o) {
+  PooledProbe probe{nullptr};
+  {
+    static std::mutex init_mutex;
+    std::lock_guard<std::mutex> lock(init_mutex);
+    torch::manual_seed(o.seed);
+    probe = PooledProbe(T, H, m, o);
+  }
+  auto stack = [G](const torch::Tensor& t) {
+    return torch::stack(std::vector<torch::Tensor>(G, t.detach())).set_requires_grad(true);
+  };
+  ProbeStack s;
+  s.pooled = o.pooled;
+  s.mlp = o.mlp;
+  if (o.pooled) s.scores = stack(probe->scores);
+  s.proj_w = stack(probe->proj->weight);
+  s.proj_b = stack(probe->proj->bias);
+  s.fc1_w = stack(probe->fc1->weight);
+  s.fc1_b = stack(probe->fc1->bias);
+  if (o.mlp) {
+    s.fc2_w = stack(probe->fc2->weight);
+    s.fc2_b = stack(probe->fc2->bias);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& features,
+                                           const arma::mat& targets, const arma::uvec& train,
+                                           const arma::uvec& val, const arma::uvec& test,
+                                           const GradientProbeOptions& o) {
+  if (features.empty()) return {};
+  const int G = features.size(), H = features[0].size(-1), m = targets.n_rows;
+  const int T = o.pooled ? features[0].size(1) : 1;
+  for (const auto& f : features)
+    if (f.sizes() != features[0].sizes())
+      throw std::invalid_argument("probe: batched probes need features of one shape");
+
+  // Standardise each probe's features with its own training statistics (per feature over
+  // training rows and positions); targets are shared.
+  std::vector<torch::Tensor> tr(G), va(G), te(G);
+  for (int g = 0; g < G; ++g) {
+    auto xtr = Rows(features[g], train);
+    const auto flat = xtr.reshape({-1, H});
+    const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
+    tr[g] = (xtr - mu) / sd;
+    va[g] = (Rows(features[g], val) - mu) / sd;
+    te[g] = (Rows(features[g], test) - mu) / sd;
+  }
+  const auto xtr = torch::stack(tr), xva = torch::stack(va), xte = torch::stack(te);
+  tr.clear(), va.clear(), te.clear();
   const arma::vec ymu = arma::mean(targets.cols(train), 1);
   arma::vec ysd = arma::stddev(targets.cols(train), 1, 1);
   ysd.transform([](double v) { return v > 1e-12 ? v : 1.0; });
@@ -76,79 +147,94 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
   yz.each_col() /= ysd;
   const auto ytr = TargetRows(yz, train), yva = TargetRows(yz, val);
 
-  // Probes are fit on several threads at once: initialise under a lock from the seed, and
-  // shuffle with a generator of our own, so that every fit is reproducible whatever runs beside it.
-  PooledProbe probe{nullptr};
-  {
-    static std::mutex init_mutex;
-    std::lock_guard<std::mutex> lock(init_mutex);
-    torch::manual_seed(o.seed);
-    probe = PooledProbe(T, H, m, o);
-  }
+  ProbeStack probe = InitialStack(G, T, H, m, o);
+  // The shuffles come from a generator of our own, seeded like the initial weights.
   at::Generator shuffle = at::detail::createCPUGenerator(o.seed ^ 0x5bd1e995ULL);
-  torch::optim::Adam opt(probe->parameters(), torch::optim::AdamOptions(o.lr));
-  const long n = xtr.size(0);
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<torch::Tensor> best_params;
-  int since_best = 0, epoch = 0;
-  for (epoch = 1; epoch <= o.max_epochs; ++epoch) {
+  // Adam is elementwise: on stacked tensors it takes each probe's own steps.
+  torch::optim::Adam opt(probe.All(), torch::optim::AdamOptions(o.lr));
+  const long n = xtr.size(1);
+  // Early stopping per probe: a probe whose validation loss has not improved for `patience`
+  // epochs keeps its best weights and stops counting; the others go on (the stopped one's slice
+  // goes on changing, unread). The loop ends when every probe has stopped.
+  std::vector<double> best(G, std::numeric_limits<double>::infinity());
+  std::vector<int> since_best(G, 0), epochs(G, o.max_epochs);
+  std::vector<bool> stopped(G, false);
+  std::vector<std::vector<torch::Tensor>> best_params(G);
+  int active = G;
+  for (int epoch = 1; epoch <= o.max_epochs && active > 0; ++epoch) {
     const auto perm = torch::randperm(n, shuffle, torch::kInt64);
-    probe->train();
     for (long b = 0; b < n; b += o.batch) {
       const auto idx = perm.slice(0, b, std::min(n, b + o.batch));
       opt.zero_grad();
-      const auto loss = torch::mse_loss(probe(xtr.index_select(0, idx)), ytr.index_select(0, idx));
-      loss.backward();
+      const auto diff = probe.Forward(xtr.index_select(1, idx)) - ytr.index_select(0, idx);
+      // The sum over probes of each one's mean squared error: probe g's gradient is that of its
+      // own loss.
+      diff.pow(2).mean({1, 2}).sum().backward();
       opt.step();
     }
     torch::NoGradGuard no_grad;
-    probe->eval();
-    const double v = torch::mse_loss(probe(xva), yva).item<double>();
-    if (v < best - 1e-7) {
-      best = v;
-      since_best = 0;
-      best_params.clear();
-      for (const auto& p : probe->parameters())
-        best_params.push_back(p.detach().clone());
-    } else if (++since_best >= o.patience) {
-      break;
+    const auto v = (probe.Forward(xva) - yva).pow(2).mean({1, 2}).to(torch::kFloat64).contiguous();
+    for (int g = 0; g < G; ++g) {
+      if (stopped[g]) continue;
+      const double vg = v[g].item<double>();
+      if (vg < best[g] - 1e-7) {
+        best[g] = vg;
+        since_best[g] = 0;
+        best_params[g].clear();
+        for (const auto& p : probe.All())
+          best_params[g].push_back(p[g].detach().clone());
+      } else if (++since_best[g] >= o.patience) {
+        stopped[g] = true;
+        epochs[g] = epoch;
+        --active;
+      }
     }
   }
-  // No epoch gave a finite validation loss: the fit diverged, and there is nothing to report.
-  if (best_params.empty())
-    throw std::runtime_error("probe: the validation loss was never finite in " +
-                             std::to_string(std::min(epoch, o.max_epochs)) +
-                             " epochs (diverged; learning rate " + std::to_string(o.lr) +
-                             " too large?)");
-  {
-    torch::NoGradGuard no_grad;
-    auto params = probe->parameters();
-    for (std::size_t i = 0; i < params.size(); ++i)
-      params[i].copy_(best_params[i]);
-  }
-
-  GradientFit fit;
-  fit.epochs = std::min(epoch, o.max_epochs);
+  // A probe whose validation loss was never finite diverged: there is nothing to report.
+  for (int g = 0; g < G; ++g)
+    if (best_params[g].empty())
+      throw std::runtime_error("probe: the validation loss was never finite in " +
+                               std::to_string(o.max_epochs) + " epochs (diverged; learning rate " +
+                               std::to_string(o.lr) + " too large?)");
   torch::NoGradGuard no_grad;
-  probe->eval();
-  const auto pred = probe(xte).to(torch::kFloat64).contiguous();  // [b, m] == m x b
-  arma::mat yhat(pred.data_ptr<double>(), m, test.n_elem);
-  yhat.each_col() %= ysd;
-  yhat.each_col() += ymu;
+  {
+    auto params = probe.All();
+    for (std::size_t i = 0; i < params.size(); ++i)
+      for (int g = 0; g < G; ++g)
+        params[i][g].copy_(best_params[g][i]);
+  }
+  const auto pred = probe.Forward(xte).to(torch::kFloat64).contiguous();  // [G, b, m]
   const arma::mat ytest = targets.cols(test);
   arma::mat centred = ytest;
   centred.each_col() -= arma::vec(arma::mean(ytest, 1));
-  fit.test.row_sse = arma::sum(arma::square(ytest - yhat), 0).t();
-  fit.test.row_sst = arma::sum(arma::square(centred), 0).t();
-  fit.test.sse = arma::accu(fit.test.row_sse);
-  fit.test.sst = arma::accu(fit.test.row_sst);
-  fit.test.rows = test.n_elem;
-  fit.test.dims = m;
-  if (o.pooled) {
-    const auto a = probe->Alpha().to(torch::kFloat64).contiguous();
-    fit.alpha = arma::vec(a.data_ptr<double>(), a.numel());
+  const arma::vec row_sst = arma::sum(arma::square(centred), 0).t();
+  std::vector<GradientFit> fits(G);
+  for (int g = 0; g < G; ++g) {
+    GradientFit& fit = fits[g];
+    fit.epochs = epochs[g];
+    arma::mat yhat(pred[g].data_ptr<double>(), m, test.n_elem);  // [b, m] == m x b
+    yhat.each_col() %= ysd;
+    yhat.each_col() += ymu;
+    fit.test.row_sse = arma::sum(arma::square(ytest - yhat), 0).t();
+    fit.test.row_sst = row_sst;
+    fit.test.sse = arma::accu(fit.test.row_sse);
+    fit.test.sst = arma::accu(row_sst);
+    fit.test.rows = test.n_elem;
+    fit.test.dims = m;
+    if (o.pooled) {
+      const auto a = torch::softmax(PooledProbeImpl::kScoreScale * probe.scores[g], 0)
+                         .to(torch::kFloat64)
+                         .contiguous();
+      fit.alpha = arma::vec(a.data_ptr<double>(), a.numel());
+    }
   }
-  return fit;
+  return fits;
+}
+
+GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
+                             const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
+                             const GradientProbeOptions& o) {
+  return FitGradientProbes({features}, targets, train, val, test, o).at(0);
 }
 
 }  // namespace icl::probes

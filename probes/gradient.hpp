@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <armadillo>
+#include <vector>
 
 #include "probes/ridge.hpp"
 
@@ -47,5 +48,13 @@ struct GradientFit {
 GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
                              const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
                              const GradientProbeOptions& options);
+// Several probes of one shape and one seed (e.g. one per layer) on the same targets and split,
+// trained together as one batched model: stacked weights, batched matrix products, one Adam
+// step for all, early stopping per probe. Probe g's result is the one FitGradientProbe gives
+// for features[g] alone (which runs this with one probe), to float32 rounding.
+std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& features,
+                                           const arma::mat& targets, const arma::uvec& train,
+                                           const arma::uvec& val, const arma::uvec& test,
+                                           const GradientProbeOptions& options);
 
 }  // namespace icl::probes

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "data/hdf5.hpp"
 #include "data/names.hpp"
@@ -432,8 +433,12 @@ std::vector<GradientTask> GradientTasks(const LayerJob& job, const std::vector<F
   return tasks;
 }
 
-// Runs on one thread with its own seed: the result does not depend on what runs beside it.
-void RunGradientTask(const LayerJob& job, const torch::Tensor& states, const GradientTask& t) {
+// One (k, seed, target, family) for several layers [j0, j1) of a group, fitted together as one
+// batched model (their seed is the same: it depends on k and the seed index, not the layer).
+// Runs on one thread: the result does not depend on what runs beside it.
+void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::Tensor>& states,
+                     std::size_t j0, std::size_t j1, const GradientTask& t) {
+  const LayerJob& job = jobs[j0];
   const ProbeRequest& r = job.r;
   const auto& info = job.info;
   const auto& variants = job.variants;
@@ -441,7 +446,9 @@ void RunGradientTask(const LayerJob& job, const torch::Tensor& states, const Gra
   const int T = info.positions_per_prompt, S = r.seeds, V = variants.size();
   const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
   // Pooled probes see the states up to and including the one after k examples.
-  const auto x = r.pooled ? states.slice(1, 0, pos + 1) : states.select(1, pos);
+  std::vector<torch::Tensor> x;
+  for (std::size_t j = j0; j < j1; ++j)
+    x.push_back(r.pooled ? states[j].slice(1, 0, pos + 1) : states[j].select(1, pos));
   GradientProbeOptions o = r.gradient;
   o.mlp = t.f == Family::kMlp;
   o.pooled = r.pooled;
@@ -449,14 +456,19 @@ void RunGradientTask(const LayerJob& job, const torch::Tensor& states, const Gra
   // Fit on (possibly shuffled) training targets; test against the real ones.
   arma::mat y = variants[t.v].Y(t.s, k);
   y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
-  const GradientFit fit = FitGradientProbe(x, y, job.train[t.s], job.val[t.s], test[t.s], o);
-  job.record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
-  if (r.pooled) {
-    arma::vec alpha(T, arma::fill::zeros);
-    alpha.head(fit.alpha.n_elem) = fit.alpha;
-    job.keep_alpha({variants[t.v].target, FamilyName(t.f), job.source, job.layer, k, t.s, alpha});
+  const std::vector<GradientFit> fits =
+      FitGradientProbes(x, y, job.train[t.s], job.val[t.s], test[t.s], o);
+  for (std::size_t j = j0; j < j1; ++j) {
+    const GradientFit& fit = fits[j - j0];
+    jobs[j].record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
+    if (r.pooled) {
+      arma::vec alpha(T, arma::fill::zeros);
+      alpha.head(fit.alpha.n_elem) = fit.alpha;
+      jobs[j].keep_alpha(
+          {variants[t.v].target, FamilyName(t.f), job.source, jobs[j].layer, k, t.s, alpha});
+    }
+    jobs[j].advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
   }
-  job.advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
 }
 
 }  // namespace
@@ -535,11 +547,16 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       variants.push_back(std::move(v));
     }
 
-    // Layers go in groups of as many as there are threads: ridge probes layer by layer (each
-    // spreads its (k, seed) work over the pool), then the linear / MLP fits of the whole group
-    // over the pool at once, so that a few fits per layer still keep every thread busy. Memory:
-    // the states of one group's layers.
-    const std::size_t group = gradient.empty() ? 1 : static_cast<std::size_t>(threads);
+    // Layers go in groups: ridge probes layer by layer (each spreads its (k, seed) work over the
+    // pool), then the linear / MLP fits of the group, each (k, seed, target, family) one batched
+    // model over the group's layers, spread over the pool (split into as many layer batches as
+    // keep every thread busy). Memory: the states of one group's layers, up to ~1 GiB (at least
+    // as many layers as threads).
+    const double layer_bytes = 4.0 * N * info.positions_per_prompt * info.model.hidden;
+    const std::size_t group =
+        gradient.empty()
+            ? 1
+            : std::max<std::size_t>(threads, static_cast<std::size_t>(1073741824.0 / layer_bytes));
     for (std::size_t g0 = 0; g0 < r.layers.size(); g0 += group) {
       const std::size_t g1 = std::min(r.layers.size(), g0 + group);
       std::deque<HiddenReader> readers;
@@ -593,15 +610,18 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       }
       if (gradient.empty()) continue;
       std::vector<torch::Tensor> states;
-      std::vector<std::pair<std::size_t, GradientTask>> tasks;
-      for (std::size_t j = 0; j < jobs.size(); ++j) {
+      for (std::size_t j = 0; j < jobs.size(); ++j)
         states.push_back(LayerStates(jobs[j]));
-        for (const GradientTask& t : GradientTasks(jobs[j], gradient))
-          tasks.emplace_back(j, t);
-      }
+      const std::vector<GradientTask> per_layer = GradientTasks(jobs[0], gradient);
+      const std::size_t parts = std::min<std::size_t>(
+          jobs.size(), std::max<std::size_t>(1, std::size_t(threads) / per_layer.size()));
+      std::vector<std::tuple<std::size_t, std::size_t, GradientTask>> tasks;
+      for (std::size_t p = 0; p < parts; ++p)
+        for (const GradientTask& t : per_layer)
+          tasks.emplace_back(p * jobs.size() / parts, (p + 1) * jobs.size() / parts, t);
       pool.For(tasks.size(), [&](int i) {
-        const auto& [j, t] = tasks[std::size_t(i)];
-        RunGradientTask(jobs[j], states[j], t);
+        const auto& [j0, j1, t] = tasks[std::size_t(i)];
+        RunGradientTask(jobs, states, j0, j1, t);
       });
     }
   }

@@ -262,3 +262,46 @@ TEST(RidgeProbe, LambdaZeroWithFewerRowsThanFeaturesIsRefused) {
   RidgeProbe p(arma::vec{0.0, 1.0});
   EXPECT_THROW(p.Prepare(fs), std::invalid_argument);
 }
+
+// Batched fits (issue 15): probes of several layers trained as one batched model give each
+// probe the result of fitting it alone. Every operation acts on each probe's slice separately
+// (batched products, per-slice softmax and means, elementwise Adam), so with one intra-op
+// thread the arithmetic of slice g does not depend on the batch, and the results are equal.
+TEST(GradientProbe, BatchedFitsEqualEachFitAlone) {
+  torch::set_num_threads(1);
+  openblas_set_num_threads(1);
+  torch::manual_seed(3);
+  const long n = 1200, t = 4, h = 6;
+  std::vector<torch::Tensor> feats;
+  for (int g = 0; g < 3; ++g)
+    feats.push_back(torch::randn({n, t, h}));
+  // The target is read from a different position in each feature set, and better in some.
+  const auto target =
+      (feats[0].select(1, 3).slice(1, 0, 2) + 0.5 * feats[1].select(1, 1).slice(1, 0, 2))
+          .to(torch::kFloat64)
+          .contiguous();
+  const arma::mat y(target.data_ptr<double>(), 2, n);
+  const auto roles = SplitPrompts(n, {0.8, 0.1, 0.1}, 4);
+  const auto tr = RoleIndices(roles, Role::kTrain), va = RoleIndices(roles, Role::kVal),
+             te = RoleIndices(roles, Role::kTest);
+  for (const bool mlp : {false, true}) {
+    GradientProbeOptions o;
+    o.mlp = mlp;
+    o.pooled = true;
+    o.mlp_hidden = 16;
+    o.max_epochs = 12;
+    o.patience = 2;
+    o.lr = 3e-3;
+    o.seed = 9;
+    const auto together = FitGradientProbes(feats, y, tr, va, te, o);
+    ASSERT_EQ(together.size(), 3u);
+    for (int g = 0; g < 3; ++g) {
+      const auto alone = FitGradientProbe(feats[g], y, tr, va, te, o);
+      EXPECT_EQ(together[g].epochs, alone.epochs) << "probe " << g << " mlp " << mlp;
+      EXPECT_EQ(together[g].test.sse, alone.test.sse) << "probe " << g << " mlp " << mlp;
+      EXPECT_TRUE(arma::approx_equal(together[g].alpha, alone.alpha, "absdiff", 0.0));
+    }
+    // The probes differ: the batch is not one probe copied.
+    EXPECT_NE(together[0].test.sse, together[2].test.sse);
+  }
+}

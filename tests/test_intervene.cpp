@@ -2,9 +2,11 @@
 // written and how the prediction reads it, and the documented errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "analysis/intervene.hpp"
+#include "data/hdf5.hpp"
 #include "test_util.hpp"
 
 namespace icl {
@@ -115,6 +117,39 @@ TEST_F(InterveneGd, RefusesProbesOfAnotherCheckpointAndWhatTheProbesFileLacks) {
     EXPECT_FALSE(std::filesystem::exists(At("bad.h5"))) << c.args;
     EXPECT_FALSE(std::filesystem::exists(At("bad.csv"))) << c.args;
   }
+}
+
+// Hostile files: a NaN in a probe's weights or in an interventions file is refused by the
+// reader, not carried into slopes or plots.
+TEST_F(InterveneGd, RefusesNonFiniteWeightsAndSlopes) {
+  std::filesystem::copy_file(At("probes.h5"), At("nan_probes.h5"),
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    h5::File f = h5::File::Open(At("nan_probes.h5"), h5::File::Mode::kReadWrite);
+    h5::Dataset w = f.OpenDataset("ridge/xty/model/weights");
+    std::vector<double> v = w.ReadAll<double>();
+    v[v.size() / 2] = NAN;
+    w.Write(v.data(), v.size());
+  }
+  auto r = RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("nan_probes.h5") +
+                       " --target xty --pairs 20 --threads 1 --quiet --out " + At("nan.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("NaN or infinite weights"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(At("nan.h5")));
+
+  Ok(RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("probes.h5") +
+                 " --target xty --layers 2 --k 3 --pairs 20 --threads 1 --quiet --out " +
+                 At("ok.h5")));
+  {
+    h5::File f = h5::File::Open(At("ok.h5"), h5::File::Mode::kReadWrite);
+    h5::Dataset slope = f.OpenDataset("slope");
+    std::vector<double> v = slope.ReadAll<double>();
+    v[0] = NAN;
+    slope.Write(v.data(), v.size());
+  }
+  r = RunIclprobe("report --probes " + At("probes.h5") + " --k 3 --interventions " + At("ok.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/slope holds NaN"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -35,7 +36,7 @@ double ParseValue(const std::string& text, const std::string& spec, const std::s
     used = 0;
   }
   if (used != text.size() || !std::isfinite(v))
-    throw std::invalid_argument("intervene: response '" + spec + "': " + expected);
+    throw std::invalid_argument("response '" + spec + "': " + expected);
   return v;
 }
 
@@ -143,10 +144,10 @@ void Summarise(InterventionCell& c, int replicates, std::uint64_t seed) {
   c.correlation.set_size(C);
   const arma::vec pp = arma::square(c.predicted);
   if (!(arma::accu(pp) > 0))
-    throw std::runtime_error(fmt::format(
-        "intervene: at layer {}, k = {} every predicted change is zero (B's value equals the "
-        "probe's reading of A in every pair); there is nothing to measure",
-        c.layer, c.k));
+    throw std::runtime_error(
+        fmt::format("at layer {}, k = {} every predicted change is zero (B's value equals the "
+                    "probe's reading of A in every pair); there is nothing to measure",
+                    c.layer, c.k));
   const probes::Bootstrap boot(P, 1, replicates, seed);
   const arma::vec den = boot.Mean(0, pp);
   for (arma::uword ci = 0; ci < C; ++ci) {
@@ -184,14 +185,14 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   Response r;
   if (IsWeightTarget(target)) {
     if (!spec.empty() && spec != "weights")
-      throw std::invalid_argument("intervene: response '" + spec + "': the weight target '" +
-                                  target + "' predicts x_q^T w; its response is 'weights'");
+      throw std::invalid_argument("response '" + spec + "': the weight target '" + target +
+                                  "' predicts x_q^T w; its response is 'weights'");
     r.kind = Response::kWeights;
     r.name = "weights";
     return r;
   }
   if (target != "xty")
-    throw std::invalid_argument("intervene: target '" + target.substr(0, 80) +
+    throw std::invalid_argument("target '" + target.substr(0, 80) +
                                 "': expected w_ols, w_ridge, w or xty");
   const std::string s = spec.empty() ? "ols" : spec;
   const std::string expected = "expected ols, ridge:LAMBDA (LAMBDA >= 0) or gd:ALPHA (ALPHA > 0)";
@@ -201,14 +202,13 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   } else if (s.rfind("gd:", 0) == 0) {
     r.kind = Response::kGd;
     r.value = ParseValue(s.substr(3), s, expected);
-    if (!(r.value > 0)) throw std::invalid_argument("intervene: response '" + s + "': " + expected);
+    if (!(r.value > 0)) throw std::invalid_argument("response '" + s + "': " + expected);
   } else if (s.rfind("ridge:", 0) == 0) {
     r.kind = Response::kRidge;
     r.value = ParseValue(s.substr(6), s, expected);
-    if (!(r.value >= 0))
-      throw std::invalid_argument("intervene: response '" + s + "': " + expected);
+    if (!(r.value >= 0)) throw std::invalid_argument("response '" + s + "': " + expected);
   } else {
-    throw std::invalid_argument("intervene: response '" + s.substr(0, 80) + "': " + expected);
+    throw std::invalid_argument("response '" + s.substr(0, 80) + "': " + expected);
   }
   return r;
 }
@@ -223,13 +223,12 @@ std::string EditSpanName(EditSpan span) {
 
 void InterveneRequest::Validate() const {
   if (pairs < 2 || pairs > 1000000)
-    throw std::invalid_argument("intervene: pairs must be in 2..1000000, got " +
-                                std::to_string(pairs));
+    throw std::invalid_argument("pairs must be in 2..1000000, got " + std::to_string(pairs));
   if (bootstrap < 1 || bootstrap > 1000000)
-    throw std::invalid_argument("intervene: bootstrap replicates must be in 1..1000000");
-  if (batch < 1) throw std::invalid_argument("intervene: batch must be positive");
+    throw std::invalid_argument("bootstrap replicates must be in 1..1000000");
+  if (batch < 1) throw std::invalid_argument("batch must be positive");
   if (calibration_prompts < 2 || calibration_prompts > 10000000)
-    throw std::invalid_argument("intervene: calibration prompts must be in 2..10000000");
+    throw std::invalid_argument("calibration prompts must be in 2..10000000");
   ParseResponse(target, response);
 }
 
@@ -290,10 +289,13 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
     if (std::find(probes.ks.begin(), probes.ks.end(), k) == probes.ks.end())
       throw std::invalid_argument(where + " has no probes at k = " + std::to_string(k));
     if (k >= task.n)
-      throw std::invalid_argument("intervene: k = " + std::to_string(k) +
+      throw std::invalid_argument("k = " + std::to_string(k) +
                                   " leaves no query (the prompts have n = " +
                                   std::to_string(task.n) + " examples; k must be <= n - 1)");
   }
+  for (const auto* list : {&res.layers, &res.ks})
+    if (std::set<int>(list->begin(), list->end()).size() != list->size())
+      throw std::invalid_argument("a layer or k is listed twice");
   const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
   if (mc.hidden != 0 && !probes.model_config.empty() &&
       learners::ModelConfig::FromJson(probes.model_config, where + " model_config").hidden !=

@@ -114,9 +114,11 @@ int RunIntervene(int argc, char** argv) {
   learners::Transformer model = learners::LoadCheckpoint(checkpoint);
   SetThreads(threads);
   const long long layers = req.layers.empty() ? probes.layers.size() : req.layers.size();
-  Progress progress("intervene",
-                    static_cast<long long>(req.pairs) * layers *
-                        (req.ks.empty() ? probes.ks.size() : req.ks.size()),
+  long long ks = req.ks.size();
+  if (req.ks.empty())  // the default: every probed k that leaves a query
+    for (const int k : probes.ks)
+      ks += k < probes.n;
+  Progress progress("intervene", static_cast<long long>(req.pairs) * layers * ks,
                     vm.count("quiet") > 0, "edits");
   const auto t0 = std::chrono::steady_clock::now();
   analysis::InterveneResult result = analysis::RunIntervene(

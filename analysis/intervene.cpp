@@ -426,10 +426,13 @@ namespace {
 constexpr const char* kPerControl[] = {"slope", "slope_lo", "slope_hi", "correlation"};
 constexpr const char* kPerPair[] = {"predicted", "edit_norm", "state_norm"};
 
-arma::vec& PerControl(InterventionCell& c, int i) {
+// One accessor for the writer (const cells) and the reader (cells being filled).
+template <typename Cell>
+auto& PerControl(Cell& c, int i) {
   return i == 0 ? c.slope : i == 1 ? c.slope_lo : i == 2 ? c.slope_hi : c.correlation;
 }
-arma::vec& PerPair(InterventionCell& c, int i) {
+template <typename Cell>
+auto& PerPair(Cell& c, int i) {
   return i == 0 ? c.predicted : i == 1 ? c.edit_norm : c.state_norm;
 }
 
@@ -467,7 +470,7 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
     std::vector<double> v(C * L * K);
     for (hsize_t ci = 0; ci < C; ++ci)
       for (hsize_t cell = 0; cell < L * K; ++cell)
-        v[ci * L * K + cell] = PerControl(const_cast<InterventionCell&>(res.cells[cell]), i)(ci);
+        v[ci * L * K + cell] = PerControl(res.cells[cell], i)(ci);
     h5::Dataset ds = f.CreateDataset<double>(kPerControl[i], {C, L, K});
     ds.Write(v.data(), v.size());
     ds.SetAttr("description", std::string("[control, layer, k]"));
@@ -478,7 +481,7 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
   f.CreateDataset<double>("probe_r2", {L, K}).Write(r2.data(), r2.size());
   for (int i = 0; i < 3; ++i) {
     for (hsize_t cell = 0; cell < L * K; ++cell) {
-      const arma::vec& v = PerPair(const_cast<InterventionCell&>(res.cells[cell]), i);
+      const arma::vec& v = PerPair(res.cells[cell], i);
       std::copy(v.begin(), v.end(), pairs.begin() + cell * P);
     }
     h5::Dataset ds = f.CreateDataset<double>(kPerPair[i], {L, K, P});

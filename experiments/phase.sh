@@ -8,7 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 setup_out phase
 if [ "$PROFILE" = full ]; then
-  DEPTHS=(1 2 4 8); WIDTHS=(8 16 32 64); STEPS=6000; P=2000; Q=100; FIT=500
+  # PHASE_DEPTHS="8" trains (or compares) a subset of the depths, e.g. two chains on two cores.
+  read -ra DEPTHS <<< "${PHASE_DEPTHS:-1 2 4 8}"; WIDTHS=(8 16 32 64); STEPS=6000; P=2000; Q=100; FIT=500
   CKDIR="$ROOT/checkpoints/phase"
 else
   DEPTHS=(1 2); WIDTHS=(8 16); STEPS=20; P=100; Q=5; FIT=50

@@ -1,5 +1,6 @@
 // Option parsing shared by the subcommands.
 #include "apps/cli.hpp"
+#include "data/dist.hpp"
 
 #include <torch/torch.h>
 
@@ -19,7 +20,8 @@ bool Parse(int argc, char** argv, po::options_description& options, po::variable
   po::positional_options_description none;
   po::store(po::command_line_parser(argc, argv).options(options).positional(none).run(), vm);
   if (vm.count("help")) {
-    std::cout << usage << "\n\n" << options << "\nExample:\n  " << example << "\n";
+    if (dist::IsRoot())  // once under mpirun
+      std::cout << usage << "\n\n" << options << "\nExample:\n  " << example << "\n";
     return false;
   }
   po::notify(vm);
@@ -142,7 +144,8 @@ std::array<double, 3> ParseSplit(const std::string& text) {
 
 void AddThreadsOption(po::options_description& options, int* threads) {
   options.add_options()("threads", po::value(threads)->default_value(*threads),
-                        "worker threads (0 = all cores)");
+                        "worker threads (0 = all cores; under mpirun, the cores of the machine "
+                        "shared among its ranks)");
 }
 
 void CheckThreads(int threads) {
@@ -158,8 +161,10 @@ void SetSerialKernels() {
 
 int ResolveThreads(int threads) {
   CheckThreads(threads);
+  // All cores: under mpirun, the machine's cores shared among the ranks on it.
   return threads > 0 ? threads
-                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                       dist::RanksOnThisMachine());
 }
 
 void SetThreads(int threads) {

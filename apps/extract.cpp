@@ -8,6 +8,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "data/dist.hpp"
 #include "extract/extract.hpp"
 #include "learners/checkpoint.hpp"
 
@@ -66,7 +67,8 @@ int RunExtract(int argc, char** argv) {
           "(/hidden/layer_LL [N, 2n, H]), its predictions, the prompts and the regression targets\n"
           "after k examples (/targets/w_ols, w_ridge, xty [N, n, d], xtx [N, n, d, d], w [N, d]).",
           "iclprobe extract --checkpoint checkpoints/d4_l8_h64.h5 --prompts 20000 --seed 7 --out "
-          "acts.h5"))
+          "acts.h5\n  mpirun -np 4 iclprobe extract ...   (each process computes and writes its "
+          "own rows of the one file; the file is the same as one process writes)"))
     return 0;
   if (cfg.checkpoint.empty())
     throw std::invalid_argument("--checkpoint: required (a learner checkpoint file)");
@@ -109,12 +111,14 @@ int RunExtract(int argc, char** argv) {
   eo.force = vm.count("force") > 0;
   eo.resume = vm.count("resume") > 0;
   eo.stop_after_batches = stop_after;
-  Progress progress("extract", cfg.prompts, vm.count("quiet") > 0, "prompts");
+  // Under mpirun rank 0 reports for all ranks.
+  Progress progress("extract", cfg.prompts, vm.count("quiet") > 0 || !dist::IsRoot(), "prompts");
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = extract::Extract(cfg, eo, [&](const extract::ExtractProgress& p) {
     progress.Update(p.done, fmt::format("{:.1f} MB written", p.megabytes_written));
   });
   progress.Finish();
+  if (!dist::IsRoot()) return 0;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double mb = double(std::filesystem::file_size(r.written)) / (1 << 20);
   std::cout << fmt::format(

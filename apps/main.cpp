@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "apps/cli.hpp"
+#include "data/dist.hpp"
 #include "data/errors.hpp"
 #include "data/version.hpp"
 
@@ -83,6 +84,22 @@ void PassiveOpenMpForThreads(int argc, char** argv) {
   ::execv("/proc/self/exe", argv);  // returns only when it fails: carry on as we are
 }
 
+// Under mpirun, extract and probe spread their work over the ranks; other subcommands would
+// only repeat the same work P times into the same outputs.
+bool RunsOnRanks(const std::string& cmd) {
+  return cmd == "extract" || cmd == "probe";
+}
+
+// Ends the process after an error. Several ranks: an error every rank knows of (shared through
+// dist::Together, or an option or input check that every rank made alike) ends MPI cleanly;
+// any other may leave ranks waiting in a collective call, and the exit status ends the job
+// (mpirun stops every rank when one exits with an error).
+int ExitAfterError(bool same_on_every_rank) {
+  if (icl::dist::Started() && (same_on_every_rank || icl::dist::FailureShared()))
+    icl::dist::Finalize();
+  return icl::cli::kExitBadInput;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,11 +120,40 @@ int main(int argc, char** argv) {
     return 0;
   }
   PassiveOpenMpForThreads(argc, argv);
+  if (icl::dist::LaunchedInParallel()) {
+    if (!RunsOnRanks(cmd)) {
+      std::cerr << "iclprobe " << cmd
+                << ": runs in one process; under mpirun only extract and probe share their work "
+                   "among the processes (run it without mpirun)\n";
+      return icl::cli::kExitBadInput;
+    }
+    try {
+      icl::dist::Init(&argc, &argv);
+    } catch (const std::exception& e) {
+      std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << "\n";
+      return icl::cli::kExitBadInput;
+    }
+  }
+  // One message per failure: an error found alike by every rank (an option or input check) is
+  // printed by rank 0, a failure shared through dist::Together by the lowest rank where it
+  // happened, and any other error by the rank that met it, with its number.
+  auto speaks = [](bool same_on_every_rank) {
+    if (!icl::dist::Started()) return true;
+    if (icl::dist::FailureShared()) return icl::dist::Rank() == icl::dist::FirstFailedRank();
+    return !same_on_every_rank || icl::dist::IsRoot();
+  };
+  const std::string rank_note =
+      icl::dist::IsRoot() ? "" : " (rank " + std::to_string(icl::dist::Rank()) + ")";
   for (const auto& s : kSubcommands) {
     if (cmd != s.name) continue;
     try {
-      return s.run(argc - 1, argv + 1);
+      const int rc = s.run(argc - 1, argv + 1);
+      icl::dist::Finalize();
+      return rc;
+    } catch (const icl::dist::PeerFailed&) {
+      return ExitAfterError(true);  // the failing rank printed its error
     } catch (const icl::data::InputError& e) {
+      if (!speaks(true)) return ExitAfterError(true);
       // The library names settings; on the command line they are options.
       std::string field = e.field();
       for (char& c : field)
@@ -115,17 +161,27 @@ int main(int argc, char** argv) {
       std::cerr << "iclprobe " << cmd << ": "
                 << (field.empty() ? e.module() + ": " : "--" + field + ": ")
                 << OneLine(icl::data::InputError::Render(e.text(), "--")) << "\n";
+      return ExitAfterError(true);
     } catch (const std::bad_alloc&) {
-      std::cerr << "iclprobe " << cmd
-                << ": out of memory: the inputs or options ask for more memory than this machine "
-                   "has (fewer prompts, a smaller model or fewer layers?)\n";
+      if (speaks(false))
+        std::cerr << "iclprobe " << cmd
+                  << ": out of memory: the inputs or options ask for more memory than this "
+                     "machine has (fewer prompts, a smaller model or fewer layers?)"
+                  << rank_note << "\n";
+      return ExitAfterError(false);
     } catch (const boost::program_options::error& e) {
-      std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << " (see iclprobe " << cmd
-                << " --help)\n";
+      if (speaks(true))
+        std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << " (see iclprobe " << cmd
+                  << " --help)\n";
+      return ExitAfterError(true);
+    } catch (const std::invalid_argument& e) {
+      if (speaks(true)) std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << "\n";
+      return ExitAfterError(true);
     } catch (const std::exception& e) {
-      std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << "\n";
+      if (speaks(false))
+        std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << rank_note << "\n";
+      return ExitAfterError(false);
     }
-    return icl::cli::kExitBadInput;
   }
   std::cerr << "iclprobe: unknown subcommand '" << cmd << "' (see iclprobe --help)\n";
   return icl::cli::kExitBadInput;

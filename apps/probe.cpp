@@ -12,6 +12,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "data/dist.hpp"
 #include "data/output.hpp"
 #include "data/sha256.hpp"
 #include "probes/probes_file.hpp"
@@ -103,23 +104,29 @@ int RunProbe(int argc, char** argv) {
     inputs.push_back(c);
   }
   data::RequireDistinctOutputs({{"out", out}, {"csv", csv}});
-  data::AtomicOutput h5out(out, "out", {force, inputs, false, true});
-  std::unique_ptr<data::AtomicOutput> csvout;
-  if (vm.count("csv"))
-    csvout = std::make_unique<data::AtomicOutput>(csv, "csv",
-                                                  data::OutputOptions{force, inputs, false, true});
-  probes::ValidateRequest(req);
+  // Under mpirun rank 0 holds the outputs, writes them and reports; every rank probes.
+  const bool root = dist::IsRoot();
+  std::unique_ptr<data::AtomicOutput> h5out, csvout;
+  dist::OnRoot([&] {
+    h5out = std::make_unique<data::AtomicOutput>(out, "out",
+                                                 data::OutputOptions{force, inputs, false, true});
+    if (vm.count("csv"))
+      csvout = std::make_unique<data::AtomicOutput>(
+          csv, "csv", data::OutputOptions{force, inputs, false, true});
+  });
+  dist::Together([&] { probes::ValidateRequest(req); });
   SetSerialKernels();  // the probes run in parallel over fits, each on one thread
+  req.threads = ResolveThreads(req.threads);
 
   const long long units = (1 + req.controls.size() + req.shuffle_control) * req.layers.size() *
                           req.ks.size() * req.families.size();
-  Progress progress("probe", units, vm.count("quiet") > 0, "(layer,k) fits");
+  Progress progress("probe", units, vm.count("quiet") > 0 || !root, "(layer,k) fits");
   const auto t0 = std::chrono::steady_clock::now();
   // Record which inputs were probed on another thread while the probes run: extract's content
   // digest after a cheap check (or, with --verify-inputs, every row re-hashed), the whole-file
   // SHA-256 for files from before extract recorded one.
   const bool verify = vm.count("verify-inputs") > 0;
-  auto hashes = std::async(std::launch::async, [&req, verify] {
+  auto hashes = std::async(root ? std::launch::async : std::launch::deferred, [&req, verify] {
     std::map<std::string, probes::InputRecord> h;
     h[req.activations] = probes::RecordInput(req.activations, verify);
     for (const auto& c : req.controls)
@@ -129,15 +136,18 @@ int RunProbe(int argc, char** argv) {
   const auto result = probes::RunProbes(
       req, [&](double done, double) { progress.Update(static_cast<long long>(done + 1e-9)); });
   progress.Finish();
-  probes::WriteProbesFile(h5out.temp_path(), req, result, hashes.get());
-  if (csvout) {
-    std::ostringstream f;
-    probes::WriteProbesCsv(f, result);
-    csvout->WriteText(f.str());
-  }
-  // Both outputs are complete and synced before either takes its final name.
-  h5out.Commit();
-  if (csvout) csvout->Commit();
+  dist::OnRoot([&] {
+    probes::WriteProbesFile(h5out->temp_path(), req, result, hashes.get());
+    if (csvout) {
+      std::ostringstream f;
+      probes::WriteProbesCsv(f, result);
+      csvout->WriteText(f.str());
+    }
+    // Both outputs are complete and synced before either takes its final name.
+    h5out->Commit();
+    if (csvout) csvout->Commit();
+  });
+  if (!root) return 0;
 
   // Summary: best layer per target, probe and source at the largest k probed (mean over seeds).
   const int k = result.ks.back();

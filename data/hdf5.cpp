@@ -1,9 +1,11 @@
 // RAII wrappers over the HDF5 C API; every error becomes an exception naming file and object.
 #include "data/hdf5.hpp"
 
+#include "data/dist.hpp"
 #include "data/json.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,10 @@
 #include <numeric>
 #include <stdexcept>
 #include <type_traits>
+
+#ifdef ICLPROBE_WITH_MPI
+#include <mpi.h>
+#endif
 
 namespace icl::h5 {
 
@@ -328,9 +334,26 @@ Dims Dataset::dims() const {
   return d;
 }
 
+Dataset::Dataset(Handle h, std::string file, std::string name)
+    : Object(std::move(h), std::move(file), std::move(name)) {
+#ifdef ICLPROBE_WITH_MPI
+  Handle f(H5Iget_file_id(id()), H5Fclose);
+  Handle fapl(f.valid() ? H5Fget_access_plist(f.id()) : H5I_INVALID_HID, H5Pclose);
+  collective_ = fapl.valid() && H5Pget_driver(fapl.id()) == H5FD_MPIO;
+#endif
+}
+
 hsize_t Dataset::RowSize() const {
   const Dims d = dims();
   return std::accumulate(d.begin() + (d.empty() ? 0 : 1), d.end(), hsize_t{1}, std::multiplies<>());
+}
+
+bool Dataset::AllocatesOnWrite() const {
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  H5D_alloc_time_t t = H5D_ALLOC_TIME_DEFAULT;
+  if (!dcpl.valid() || H5Pget_alloc_time(dcpl.id(), &t) < 0)
+    Fail(Where() + ": cannot read its allocation time");
+  return t == H5D_ALLOC_TIME_INCR || t == H5D_ALLOC_TIME_LATE;
 }
 
 bool Dataset::IsFloat() const {
@@ -373,18 +396,33 @@ void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size
     Fail(Where() + ": rows [" + std::to_string(start) + ", " + std::to_string(start + count) +
          ") are outside its " + std::to_string(d[0]) + " rows");
   CheckElements(count, elements, write);
-  if (count == 0) return;
+  if (count == 0 && !collective_) return;
   Handle file_space(H5Dget_space(id()), H5Sclose);
   Dims offset(d.size(), 0), block = d;
   offset[0] = start;
   block[0] = count;
-  if (H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, offset.data(), nullptr, block.data(),
-                          nullptr) < 0)
-    Fail(Where() + ": cannot select rows");
-  Handle mem_space(H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr),
+  // A rank with no rows still joins a collective transfer, with empty selections.
+  const hsize_t one = 1;
+  Handle mem_space(count > 0
+                       ? H5Screate_simple(static_cast<int>(block.size()), block.data(), nullptr)
+                       : H5Screate_simple(1, &one, nullptr),
                    H5Sclose);
-  const herr_t r = write ? H5Dwrite(id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data)
-                         : H5Dread(id(), type, mem_space.id(), file_space.id(), H5P_DEFAULT, data);
+  if (count > 0) {
+    if (H5Sselect_hyperslab(file_space.id(), H5S_SELECT_SET, offset.data(), nullptr, block.data(),
+                            nullptr) < 0)
+      Fail(Where() + ": cannot select rows");
+  } else if (H5Sselect_none(file_space.id()) < 0 || H5Sselect_none(mem_space.id()) < 0) {
+    Fail(Where() + ": cannot select rows");
+  }
+  Handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+#ifdef ICLPROBE_WITH_MPI
+  if (collective_ && H5Pset_dxpl_mpio(xfer.id(), H5FD_MPIO_COLLECTIVE) < 0)
+    Fail(Where() + ": cannot ask for collective transfers");
+#endif
+  unsigned char none[16];  // HDF5 wants a buffer even for an empty selection
+  if (count == 0) data = none;
+  const herr_t r = write ? H5Dwrite(id(), type, mem_space.id(), file_space.id(), xfer.id(), data)
+                         : H5Dread(id(), type, mem_space.id(), file_space.id(), xfer.id(), data);
   if (r < 0)
     Fail(Where() + (write ? ": write failed (disk full or file read-only?)" : ": read failed"));
 }
@@ -456,6 +494,9 @@ Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dim
     H5Pset_chunk(dcpl.id(), static_cast<int>(opts.chunk.size()), opts.chunk.data());
     if (opts.shuffle) H5Pset_shuffle(dcpl.id());
     if (opts.deflate > 0) H5Pset_deflate(dcpl.id(), opts.deflate);
+    if (opts.allocate_on_resize && (H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY) < 0 ||
+                                     H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER) < 0))
+      Fail("'" + file_ + "': cannot set the allocation of '" + full + "'");
   } else if (opts.extendible || opts.deflate > 0) {
     Fail("'" + file_ + "': dataset '" + full +
          "' is extendible or compressed and needs a chunk shape");
@@ -515,9 +556,24 @@ Handle FlushOnlyAccess() {
   return fapl;
 }
 
+// Every rank opens the file through MPI-IO (only when there are several ranks).
+bool UseMpiIo(File::Sharing sharing) {
+  return sharing == File::Sharing::kAllRanks && dist::Size() > 1;
+}
+
+void SetMpiIo(hid_t fapl, const std::string& path) {
+#ifdef ICLPROBE_WITH_MPI
+  if (H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL) < 0)
+    Fail("'" + path + "': cannot open it with MPI-IO");
+#else
+  (void)fapl;
+  Fail("'" + path + "': this build has no MPI-IO (ICLPROBE_MPI=OFF)");
+#endif
+}
+
 }  // namespace
 
-File File::Open(const std::string& path, Mode mode, Durability durability) {
+File File::Open(const std::string& path, Mode mode, Durability durability, Sharing sharing) {
   EnsureSilenced();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
@@ -532,6 +588,7 @@ File File::Open(const std::string& path, Mode mode, Durability durability) {
   Handle fapl = durability == Durability::kFlushPoints
                     ? FlushOnlyAccess()
                     : Handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (UseMpiIo(sharing)) SetMpiIo(fapl.id(), path);
   Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.id()),
            H5Fclose);
   if (!h.valid())
@@ -539,10 +596,12 @@ File File::Open(const std::string& path, Mode mode, Durability durability) {
          " (truncated or damaged, or locked by another process)");
   File f(std::move(h), path);
   f.writable_ = mode == Mode::kReadWrite;
+  f.shared_ = UseMpiIo(sharing);
   return f;
 }
 
-File File::Create(const std::string& path, bool truncate, Durability durability) {
+File File::Create(const std::string& path, bool truncate, Durability durability,
+                  Sharing sharing) {
   EnsureSilenced();
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   Handle fapl = durability == Durability::kFlushPoints
@@ -551,6 +610,7 @@ File File::Create(const std::string& path, bool truncate, Durability durability)
   if (durability == Durability::kFlushPoints &&
       H5Pset_file_space_strategy(fcpl.id(), H5F_FSPACE_STRATEGY_NONE, 0, 1) < 0)
     Fail("'" + path + "': cannot set the file space strategy");
+  if (UseMpiIo(sharing)) SetMpiIo(fapl.id(), path);
   Handle h(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.id(), fapl.id()),
            H5Fclose);
   if (!h.valid())
@@ -558,6 +618,7 @@ File File::Create(const std::string& path, bool truncate, Durability durability)
          (std::filesystem::exists(path) ? "it exists" : "is the folder writable?") + ")");
   File f(std::move(h), path);
   f.writable_ = true;
+  f.shared_ = UseMpiIo(sharing);
   return f;
 }
 
@@ -578,10 +639,13 @@ void File::Close() {
     Sync();
   }
   haddr_t eoa = 0;
-  if (writable_ && H5Fget_eoa(id(), &eoa) < 0) Fail("'" + file_ + "': cannot read its end");
+  if (writable_ && !shared_ && H5Fget_eoa(id(), &eoa) < 0)
+    Fail("'" + file_ + "': cannot read its end");
   const hid_t id = h_.Release();
   if (H5Fclose(id) < 0) Fail("'" + file_ + "': close failed (disk full?)");
-  // Space reserved past the end (Reserve) and not used is given back.
+  // Space reserved past the end (Reserve) and not used is given back (HDF5's MPI-IO driver sets
+  // a shared file's size to its end of allocation itself, in every flush and on closing).
+  if (shared_) return;
   std::error_code ec;
   if (writable_ && eoa > 0 && std::filesystem::file_size(file_, ec) > eoa && !ec) {
     if (::truncate(file_.c_str(), static_cast<off_t>(eoa)) != 0)
@@ -594,20 +658,38 @@ void File::Close() {
 }
 
 void File::Reserve(std::uint64_t bytes) {
+  auto refuse = [&](int error) {
+    throw std::runtime_error("hdf5: '" + file_ + "': cannot reserve " + std::to_string(bytes) +
+                             " more bytes (" + std::strerror(error) +
+                             "): disk full or a file-size limit reached");
+  };
+  if (shared_) {
+    // MPI-IO owns the ranks' descriptors, and HDF5 gives no end of allocation through it: rank 0
+    // reserves past the file's size (the end of allocation at the last flush, which sets the
+    // size to it) through a descriptor of its own.
+    dist::OnRoot([&] {
+      const int fd = ::open(file_.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd < 0) Fail("'" + file_ + "': cannot open it to reserve space: " + std::strerror(errno));
+      struct stat st;
+      int r = ::fstat(fd, &st) == 0 ? 0 : errno;
+      if (r == 0) r = ::posix_fallocate(fd, 0, static_cast<off_t>(st.st_size + bytes));
+      ::close(fd);
+      if (r != 0) refuse(r);
+    });
+    return;
+  }
   haddr_t eoa = 0;
   if (H5Fget_eoa(id(), &eoa) < 0) Fail("'" + file_ + "': cannot read its end of allocation");
   void* handle = nullptr;
   if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) < 0 || !handle)
     Fail("'" + file_ + "': cannot reach the file descriptor to reserve space");
   const int r = ::posix_fallocate(*static_cast<int*>(handle), 0, static_cast<off_t>(eoa + bytes));
-  if (r != 0)
-    throw std::runtime_error("hdf5: '" + file_ + "': cannot reserve " + std::to_string(bytes) +
-                             " more bytes (" + std::strerror(r) +
-                             "): disk full or a file-size limit reached");
+  if (r != 0) refuse(r);
 }
 
 void File::Sync() {
   Flush();
+  if (shared_) return;  // HDF5's MPI-IO driver syncs (MPI_File_sync) in every flush
   void* handle = nullptr;
   if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) < 0 || !handle)
     Fail("'" + file_ + "': cannot reach the file descriptor to sync it");

@@ -93,12 +93,15 @@ struct DatasetOptions {
   int deflate = 0;                    // 0 = off, 1..9 = gzip level
   bool shuffle = false;               // byte shuffle before deflate
   std::size_t chunk_cache_bytes = 0;  // 0 = HDF5 default (1 MiB)
+  // Chunks get their space when the dataset grows, not at their first write, and are never
+  // pre-filled: what parallel HDF5 needs to write unfiltered chunks of a dataset a single
+  // process created (resuming one process's partial file with several ranks).
+  bool allocate_on_resize = false;
 };
 
 class Dataset : public Object {
  public:
-  Dataset(Handle h, std::string file, std::string name)
-      : Object(std::move(h), std::move(file), std::move(name)) {}
+  Dataset(Handle h, std::string file, std::string name);
   Dims dims() const;
   hsize_t rows() const { return dims().at(0); }
   // Number of elements in one row (the product of all but the first dimension).
@@ -111,18 +114,24 @@ class Dataset : public Object {
   void Read(T* data, std::size_t elements) const;
   template <typename T>
   std::vector<T> ReadAll() const;
-  // Rows [start, start + count) along the first dimension.
+  // Rows [start, start + count) along the first dimension. In a file opened by every rank
+  // (File::kAllRanks) reads and writes are collective: every rank calls, each with its own
+  // rows (count 0 for none).
   template <typename T>
   void WriteRows(hsize_t start, hsize_t count, const T* data, std::size_t elements);
   template <typename T>
   void ReadRows(hsize_t start, hsize_t count, T* data, std::size_t elements) const;
-  // Grows (or shrinks) the first dimension of an extendible dataset.
+  // Grows (or shrinks) the first dimension of an extendible dataset (collective, with the same
+  // rows on every rank, in a file opened by every rank).
   void Resize(hsize_t rows);
   // Appends rows at the end of an extendible dataset.
   template <typename T>
   void Append(hsize_t count, const T* data, std::size_t elements);
   // Throws naming this dataset unless its shape equals `expected`.
   void ExpectDims(const Dims& expected) const;
+  // Chunks that get their space at their first write (HDF5's default; see
+  // DatasetOptions::allocate_on_resize).
+  bool AllocatesOnWrite() const;
   // The stored element: floating point (true/false) and its size in bytes.
   bool IsFloat() const;
   std::size_t ElementSize() const;
@@ -132,6 +141,7 @@ class Dataset : public Object {
           bool write) const;
   // std::logic_error unless `elements` == count rows' worth.
   void CheckElements(hsize_t count, std::size_t elements, bool write) const;
+  bool collective_ = false;  // in a file every rank opened: collective transfers
 };
 
 class Group : public Object {
@@ -165,12 +175,18 @@ class File : public Group {
   // reuse of freed space), so a process killed between flushes leaves the last flushed file.
   // For files written over a long time and resumed (extract's partial file).
   enum class Durability { kDefault, kFlushPoints };
+  // kAllRanks: every rank of an MPI run opens the file together (parallel HDF5, MPI-IO);
+  // creating and resizing datasets, writing attributes, Flush and Close are then collective,
+  // with the same arguments on every rank. With one rank it is kOneProcess.
+  enum class Sharing { kOneProcess, kAllRanks };
   // Opens an existing file.
   static File Open(const std::string& path, Mode mode = Mode::kRead,
-                   Durability durability = Durability::kDefault);
+                   Durability durability = Durability::kDefault,
+                   Sharing sharing = Sharing::kOneProcess);
   // Creates a new file; fails if it exists unless `truncate`.
   static File Create(const std::string& path, bool truncate = false,
-                     Durability durability = Durability::kDefault);
+                     Durability durability = Durability::kDefault,
+                     Sharing sharing = Sharing::kOneProcess);
   // Writes every cached byte to the file; throws on a failed write (disk full).
   void Flush();
   // Flush() and fsync: when it returns, what was written is on disk.
@@ -179,7 +195,8 @@ class File : public Group {
   // throwing std::runtime_error when the disk (or a file-size limit) cannot take them. Called
   // before a block of writes, it makes a full disk fail here, with the file still consistent,
   // instead of in the middle of HDF5's writes, which would leave metadata that points past the
-  // end of the file. HDF5 trims the unused reserve when the file is closed.
+  // end of the file. HDF5 trims the unused reserve when the file is closed. In a file of all
+  // ranks, rank 0 reserves and every rank throws when it could not (collective).
   void Reserve(std::uint64_t bytes);
   // Closes now, with every error reported: a written file is synced first, and closing one
   // that still has open groups, datasets or attributes is a programming error (std::logic_error).
@@ -189,6 +206,7 @@ class File : public Group {
  private:
   File(Handle h, std::string path) : Group(std::move(h), std::move(path), "/") {}
   bool writable_ = false;
+  bool shared_ = false;  // opened by every rank
 };
 
 // Silences HDF5's own error printing; iclprobe reports errors through exceptions.

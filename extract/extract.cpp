@@ -12,10 +12,12 @@
 #include <future>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
+#include "data/dist.hpp"
 #include "data/hdf5.hpp"
 #include "data/output.hpp"
 #include "data/prompt_io.hpp"
@@ -86,6 +88,9 @@ h5::DatasetOptions Chunked(const h5::Dims& row_dims, hsize_t rows, std::size_t e
     o.shuffle = true;
     o.deflate = 4;
   }
+  // Unfiltered chunks get their space as the dataset grows, so a partial file of one process
+  // can be resumed by several (parallel HDF5 allocates filtered chunks in its collective writes).
+  o.allocate_on_resize = !compress;
   // Room for two chunks, so that appends into a partly written chunk never re-read it.
   std::size_t chunk_bytes = rows * elem;
   for (auto d : row_dims)
@@ -152,35 +157,48 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
 
 ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                       const std::function<void(const ExtractProgress&)>& on_batch) {
+  // Several ranks (mpirun): every rank computes and writes its own rows of the one file, in
+  // rounds of P batches; file-system checks, the lock and the rename are rank 0's.
+  const int P = dist::Size(), me = dist::Rank();
   learners::CheckpointInfo info;
-  learners::Transformer model = learners::LoadCheckpoint(cfg.checkpoint, &info);
-  ValidateConfig(cfg, info.model);
+  learners::Transformer model{nullptr};
+  std::string sha;
+  dist::Together([&] {
+    model = learners::LoadCheckpoint(cfg.checkpoint, &info);
+    ValidateConfig(cfg, info.model);
+    sha = data::Sha256File(cfg.checkpoint);
+  });
   model->eval();
   torch::NoGradGuard no_grad;
 
   const std::string partial = cfg.out + ".partial";
   const std::size_t hidden_elem = cfg.float16 ? sizeof(h5::Half) : sizeof(float);
-  if (opt.resume && !fs::exists(partial))
-    throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
-  if (!opt.resume && fs::exists(partial) && !opt.force)
-    throw data::InputError("extract", "out",
-                           "'" + partial +
-                               "' exists from an interrupted run; pass {resume} to continue "
-                               "it or {force} to start over");
-  // Path checks, the input's identity, and the lock against a second writer, before any work;
-  // an unfinished partial file is kept for --resume.
-  data::AtomicOutput output(cfg.out, "out",
-                            {opt.force, {cfg.checkpoint}, /*keep_partial=*/true, /*lock=*/true});
-  {
+  std::optional<data::AtomicOutput> output;
+  dist::OnRoot([&] {
+    if (opt.resume && !fs::exists(partial))
+      throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
+    if (!opt.resume && fs::exists(partial) && !opt.force)
+      throw data::InputError("extract", "out",
+                             "'" + partial +
+                                 "' exists from an interrupted run; pass {resume} to continue "
+                                 "it or {force} to start over");
+    // Path checks, the input's identity, and the lock against a second writer, before any work;
+    // an unfinished partial file is kept for --resume.
+    output.emplace(cfg.out, "out",
+                   data::OutputOptions{opt.force, {cfg.checkpoint}, /*keep_partial=*/true,
+                                       /*lock=*/true});
     const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
     const double d = cfg.task.d, n = cfg.task.n;
     const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * hidden_elem +
                              n * sizeof(float) + (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
     const double have = opt.resume && fs::exists(partial) ? double(fs::file_size(partial)) : 0;
     data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "out");
-  }
+    if (!opt.resume) {
+      std::error_code ec;
+      fs::remove(partial, ec);
+    }
+  });
 
-  const std::string sha = data::Sha256File(cfg.checkpoint);
   const std::string content = cfg.ContentJson(info.model);
   const int d = cfg.task.d, n = cfg.task.n, H = info.model.hidden;
   const int T = cfg.positions == Positions::kAll ? 2 * n : n;
@@ -194,10 +212,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   std::unique_ptr<h5::File> file;
   Datasets ds;
   const std::vector<schema::Dataset> per_prompt = schema::PerPromptDatasets(n, d);
+  const auto sharing = h5::File::Sharing::kAllRanks;  // one process: an ordinary file
+  // Opening or creating is collective; a failure (the same on every rank) stops every rank.
+  dist::Together([&] {
   if (opt.resume) {
     try {
-      file = std::make_unique<h5::File>(
-          h5::File::Open(partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints));
+      file = std::make_unique<h5::File>(h5::File::Open(
+          partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints, sharing));
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(std::string(e.what()) +
                                "; the partial file was damaged when its run was interrupted; "
@@ -236,6 +257,16 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                                  "' has no row digests (an older iclprobe made it); pass {force} "
                                  "to start over");
     ds.digests.push_back(file->OpenDataset(schema::kGroupDigests));
+    // Parallel HDF5 writes only chunks whose space comes as the dataset grows (files started by
+    // several ranks, and uncompressed ones of iclprobe since it ran on ranks).
+    if (P > 1)
+      for (const h5::Dataset* x : {&ds.hidden.at(0), &ds[schema::kPredictions]})
+        if (x->AllocatesOnWrite())
+          throw data::InputError("extract", "resume",
+                                 "'" + partial + "' was started by one process" +
+                                     (cfg.compress ? " with compressed datasets" : "") +
+                                     ", which several processes cannot continue; resume it "
+                                     "without mpirun, or pass {force} to start over");
     // Rows past n_complete belong to a batch that was interrupted: drop them.
     for (auto& h : ds.hidden)
       h.Resize(n_complete);
@@ -243,10 +274,8 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       r.Resize(n_complete);
     ds.digests[0].Resize((n_complete + kComputeGroup - 1) / kComputeGroup);
   } else {
-    std::error_code ec;
-    fs::remove(partial, ec);
-    file = std::make_unique<h5::File>(
-        h5::File::Create(partial, /*truncate=*/false, h5::File::Durability::kFlushPoints));
+    file = std::make_unique<h5::File>(h5::File::Create(
+        partial, /*truncate=*/false, h5::File::Durability::kFlushPoints, sharing));
     h5::File& f = *file;
     data::WriteFormatAttrs(f, kActivationsFormat);
     f.SetAttr("model_config", info.model.ToJson());
@@ -295,6 +324,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       h5::DatasetOptions o;
       o.chunk = {1024, 32};
       o.extendible = true;
+      o.allocate_on_resize = true;
       ds.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
       ds.digests[0].SetAttr(
           "description",
@@ -320,6 +350,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     prompts.SetAttr("first_index", std::int64_t{0});
     f.Sync();
   }
+  });
 
   const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
   const double batch_bytes = double(cfg.layers.size()) * T * H * hidden_elem +
@@ -370,6 +401,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   auto compute = [&](std::int64_t first, std::int64_t count) {
     Batch b;
     b.count = count;
+    if (count == 0) return b;  // a rank with no rows in the last round
     b.set = data::SamplePrompts(cfg.task, cfg.seed, first, count);
     for (std::size_t i = 0; i < cfg.layers.size(); ++i)
       b.hidden.push_back(torch::empty({count, T, H}));
@@ -452,67 +484,98 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   };
   // Stores one batch and then, once its rows are durably on disk, raises n_complete. Runs on
   // the writer thread; only it touches the file while batches are in flight.
-  auto store = [&](const Batch& b) {
-    const std::int64_t count = b.count;
-    // Room for the whole batch before HDF5 writes any of it (see h5::File::Reserve): rows plus
+  // A round: rows [first, first + rows) of the file, this rank's batch b among them (P = 1: one
+  // batch). Every dataset grows to the round's end, then each rank writes its rows (collective).
+  auto store = [&](const Batch& b, std::int64_t first, std::int64_t rows) {
+    const std::int64_t count = b.count, end = first + rows;
+    const std::int64_t mine = std::min(end, first + me * batch);
+    // Room for the whole round before HDF5 writes any of it (see h5::File::Reserve): rows plus
     // a quarter for chunk indexes and headers.
     try {
-      file->Reserve(static_cast<std::uint64_t>(batch_bytes * double(count) * 1.25) + (1 << 20));
+      file->Reserve(static_cast<std::uint64_t>(batch_bytes * double(rows) * 1.25) + (1 << 20));
+    } catch (const dist::PeerFailed&) {
+      throw;
     } catch (const std::runtime_error& e) {
       throw std::runtime_error(std::string(e.what()) + "; " + std::to_string(n_complete) + " of " +
                                std::to_string(N) +
                                " prompts are safe in the partial file: free space and run the "
                                "same command with {resume}");
     }
-    for (std::size_t i = 0; i < b.hidden.size(); ++i) {
+    auto put = [&](h5::Dataset& out, auto* data, std::size_t elements) {
+      out.Resize(end);
+      out.WriteRows(mine, count, data, elements);
+    };
+    for (std::size_t i = 0; i < ds.hidden.size(); ++i) {
+      const torch::Tensor& h = count > 0 ? b.hidden[i] : torch::Tensor();
       if (cfg.float16)
-        ds.hidden[i].Append(count, static_cast<const h5::Half*>(b.hidden[i].data_ptr()),
-                            b.hidden[i].numel());
+        put(ds.hidden[i], count > 0 ? static_cast<const h5::Half*>(h.data_ptr()) : nullptr,
+            count > 0 ? h.numel() : 0);
       else
-        ds.hidden[i].Append(count, b.hidden[i].data_ptr<float>(), b.hidden[i].numel());
+        put(ds.hidden[i], count > 0 ? h.data_ptr<float>() : nullptr, count > 0 ? h.numel() : 0);
     }
-    ds[schema::kPredictions].Append(count, b.predictions.data_ptr<float>(), b.predictions.numel());
+    put(ds[schema::kPredictions], count > 0 ? b.predictions.data_ptr<float>() : nullptr,
+        count > 0 ? b.predictions.numel() : 0);
     const data::PromptSet& set = b.set;
     const data::TargetSet& t = b.targets;
-    ds[schema::kPromptsX].Append(count, set.x.memptr(), set.x.n_elem);
-    ds[schema::kPromptsY].Append(count, set.y.memptr(), set.y.n_elem);
-    ds[schema::kPromptsW].Append(count, set.w.memptr(), set.w.n_elem);
-    ds[schema::kWOls].Append(count, t.w_ols.memptr(), t.w_ols.n_elem);
-    ds[schema::kWRidge].Append(count, t.w_ridge.memptr(), t.w_ridge.n_elem);
-    ds[schema::kXty].Append(count, t.xty.memptr(), t.xty.n_elem);
-    ds[schema::kXtx].Append(count, t.xtx.memptr(), t.xtx.n_elem);
-    ds.digests[0].Append(count_groups(count), b.digests.data(), b.digests.size());
+    put(ds[schema::kPromptsX], set.x.memptr(), set.x.n_elem);
+    put(ds[schema::kPromptsY], set.y.memptr(), set.y.n_elem);
+    put(ds[schema::kPromptsW], set.w.memptr(), set.w.n_elem);
+    put(ds[schema::kWOls], t.w_ols.memptr(), t.w_ols.n_elem);
+    put(ds[schema::kWRidge], t.w_ridge.memptr(), t.w_ridge.n_elem);
+    put(ds[schema::kXty], t.xty.memptr(), t.xty.n_elem);
+    put(ds[schema::kXtx], t.xtx.memptr(), t.xtx.n_elem);
+    // Batches start on whole groups, so each rank's digests are its own rows of the dataset.
+    ds.digests[0].Resize(count_groups(end));
+    ds.digests[0].WriteRows(mine / G, count_groups(count), b.digests.data(), b.digests.size());
     // The rows reach the disk before n_complete says they are there: a failed write (disk
     // full) leaves n_complete at the last batch that is durably on disk, so --resume redoes
     // the failed batch instead of keeping a block of unwritten rows.
     file->Sync();
-    n_complete += count;
+    n_complete = end;  // every rank's rows of the round are on disk: the minimum over ranks
     file->SetAttr("n_complete", n_complete);
     file->Sync();
-    if (on_batch)
+    if (on_batch && dist::IsRoot())
       on_batch({n_complete, std::int64_t(N), double(fs::file_size(partial)) / (1 << 20)});
   };
 
   // A pipeline two batches deep: batch b + 1 is computed while the writer stores batch b, so
   // memory stays at two batches whatever N is. A write error surfaces at the next hand-over.
+  // With several ranks the writer thread makes the collective calls of a round while the main
+  // thread computes the next; MPI calls never overlap (the hand-over waits for the writer).
   std::future<void> writing;
   std::int64_t next = n_complete, batches = 0;
-  auto hand_over = [&](std::unique_ptr<Batch> b) {
+  auto hand_over = [&](std::unique_ptr<Batch> b, std::exception_ptr error, std::int64_t first,
+                       std::int64_t rows) {
     if (writing.valid()) writing.get();  // rethrows the writer's error
+    // A rank whose computation failed stops every rank before the round's collective writes.
+    dist::Together([&] {
+      if (error) std::rethrow_exception(error);
+    });
     if (b)
-      writing = std::async(std::launch::async,
-                           [&, b = std::shared_ptr<Batch>(std::move(b))] { store(*b); });
+      writing = std::async(std::launch::async, [&, first, rows, b = std::shared_ptr<Batch>(
+                                                                    std::move(b))] {
+        store(*b, first, rows);
+      });
   };
   try {
     while (next < std::int64_t(N)) {
       if (opt.stop_after_batches >= 0 && batches >= opt.stop_after_batches) break;
-      const std::int64_t count = std::min<std::int64_t>(batch, N - next);
-      auto b = std::make_unique<Batch>(compute(next, count));
-      next += count;
+      // Round: P batches from `next`; this rank computes the me-th (none past the end).
+      const std::int64_t rows = std::min<std::int64_t>(P * batch, N - next);
+      const std::int64_t first = std::min<std::int64_t>(next + me * batch, next + rows);
+      const std::int64_t count = std::min<std::int64_t>(batch, next + rows - first);
+      std::unique_ptr<Batch> b;
+      std::exception_ptr error;
+      try {
+        b = std::make_unique<Batch>(compute(first, count));
+      } catch (...) {
+        error = std::current_exception();
+      }
+      hand_over(std::move(b), error, next, rows);
+      next += rows;
       ++batches;
-      hand_over(std::move(b));
     }
-    hand_over(nullptr);
+    hand_over(nullptr, nullptr, 0, 0);
   } catch (...) {
     if (writing.valid()) writing.wait();  // the file is closed only when the writer is done
     throw;
@@ -526,7 +589,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   file.reset();
   result.finished = n_complete == std::int64_t(N);
   if (result.finished) {
-    output.Commit();
+    dist::OnRoot([&] { output->Commit(); });  // every rank has closed the file
     result.written = cfg.out;
   } else {
     result.written = partial;

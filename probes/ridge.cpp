@@ -1,7 +1,9 @@
 // Ridge probe: sufficient statistics, eigendecomposition, exact leave-one-out.
 #include "probes/ridge.hpp"
+#include "data/dist.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -45,6 +47,41 @@ void TargetStats::Merge(const TargetStats& o) {
   sy += o.sy;
   sxy += o.sxy;
   syy += o.syy;
+}
+
+void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>& targets) {
+  if (dist::Size() == 1) return;
+  // One reduction for all: counts (exact in doubles below 2^53), then every sum.
+  std::vector<double> all;
+  auto put = [&](const auto& m) { all.insert(all.end(), m.begin(), m.end()); };
+  for (const auto& f : features) {
+    all.push_back(double(f.count));
+    put(f.sx);
+    put(f.sxx);
+  }
+  for (const auto& t : targets) {
+    all.push_back(double(t.count));
+    put(t.sy);
+    put(t.sxy);
+    all.push_back(t.syy);
+  }
+  dist::Sum(all.data(), all.size());
+  std::size_t at = 0;
+  auto take = [&](auto& m) {
+    std::copy(all.begin() + at, all.begin() + at + m.n_elem, m.begin());
+    at += m.n_elem;
+  };
+  for (auto& f : features) {
+    f.count = static_cast<std::int64_t>(all[at++]);
+    take(f.sx);
+    take(f.sxx);
+  }
+  for (auto& t : targets) {
+    t.count = static_cast<std::int64_t>(all[at++]);
+    take(t.sy);
+    take(t.sxy);
+    t.syy = all[at++];
+  }
 }
 
 RidgeProbe::RidgeProbe(arma::vec lambdas, bool standardize)
@@ -141,6 +178,32 @@ void RidgeProbe::AccumulateLoo(const arma::mat& x, const arma::mat& y) {
     loo_sum_(l) += arma::accu(r2 / arma::square(1.0 - h));
   }
   loo_rows_ += x.n_cols;
+}
+
+void RidgeProbe::CombineRanks() {
+  if (dist::Size() == 1) return;
+  const arma::uword L = lambdas_.n_elem;
+  std::vector<double> sums(loo_sum_.begin(), loo_sum_.end());
+  sums.insert(sums.end(), heldout_sse_.begin(), heldout_sse_.end());
+  sums.push_back(double(loo_rows_));
+  dist::Sum(sums.data(), sums.size());
+  std::copy(sums.begin(), sums.begin() + L, loo_sum_.begin());
+  std::copy(sums.begin() + L, sums.begin() + 2 * L, heldout_sse_.begin());
+  loo_rows_ = static_cast<std::int64_t>(sums[2 * L]);
+  // The held-out rows of every rank, in rank order (= row order): lambdas x rows each.
+  arma::uword rows = 0;
+  for (const auto& b : heldout_rows_)
+    rows += b.n_cols;
+  std::vector<std::uint8_t> mine(rows * L * sizeof(double));
+  std::size_t at = 0;
+  for (const auto& b : heldout_rows_) {
+    std::memcpy(mine.data() + at, b.memptr(), b.n_elem * sizeof(double));
+    at += b.n_elem * sizeof(double);
+  }
+  const std::vector<std::uint8_t> all = dist::Gather(mine);
+  arma::mat joined(L, all.size() / (L * sizeof(double)));
+  std::memcpy(joined.memptr(), all.data(), all.size());
+  heldout_rows_.assign(1, std::move(joined));
 }
 
 void RidgeProbe::Select() {

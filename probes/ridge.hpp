@@ -30,6 +30,10 @@ struct TargetStats {
   void Merge(const TargetStats& other);
 };
 
+// Several ranks (mpirun), each with the statistics of its own rows: every rank gets the sums
+// over all rows (collective; a no-op with one rank).
+void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>& targets);
+
 // Squared-error summaries of predictions on a set of rows.
 struct Errors {
   double sse = 0;  // sum over rows and target entries of (y - yhat)^2
@@ -63,6 +67,10 @@ class RidgeProbe {
   // Held-out rows (any blocking, same pass): adds their squared error for every lambda, so
   // that test errors need no third pass over the data.
   void AccumulateHeldOut(const arma::mat& x, const arma::mat& y);
+  // Several ranks, each having accumulated its own rows (ranks in row order): sums the errors
+  // and joins the held-out rows over ranks, so that every rank holds those of all rows
+  // (collective; a no-op with one rank). Between the accumulation and Select.
+  void CombineRanks();
   // Picks the lambda with the least leave-one-out error and forms the weights.
   void Select();
   // Predictions for a p x b block: m x b.

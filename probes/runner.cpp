@@ -19,6 +19,7 @@
 #include <thread>
 #include <tuple>
 
+#include "data/dist.hpp"
 #include "data/hdf5.hpp"
 #include "data/names.hpp"
 #include "data/prompt_io.hpp"
@@ -333,21 +334,28 @@ void RidgeOverLayer(const LayerJob& job) {
     }
     return out;
   };
-  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
-    const arma::mat block = reader.Read(r0, cnt);
-    const auto train_rows = split_block(r0, cnt, Role::kTrain);
-    job.pool.For(K * S, [&](int i) {
-      const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-      const auto& [loc, glob] = train_rows[s];
-      if (loc.is_empty()) return;
-      const arma::mat x =
-          block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc);
-      fstats[i].Add(x);
-      for (int v = 0; v < V; ++v)
-        tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
-    });
-  }
+  // Under mpirun each rank streams its own share of the rows; the statistics are summed over
+  // ranks, and every rank then holds the same probes (rank 0 writes them).
+  // A rank that fails reading its rows (a damaged file, a NaN) stops every rank.
+  const dist::Range share = dist::Share(N);
+  dist::Together([&] {
+    for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
+      const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
+      const arma::mat block = reader.Read(r0, cnt);
+      const auto train_rows = split_block(r0, cnt, Role::kTrain);
+      job.pool.For(K * S, [&](int i) {
+        const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
+        const auto& [loc, glob] = train_rows[s];
+        if (loc.is_empty()) return;
+        const arma::mat x =
+            block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc);
+        fstats[i].Add(x);
+        for (int v = 0; v < V; ++v)
+          tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
+      });
+    }
+  });
+  SumOverRanks(fstats, tstats);
   std::vector<RidgeProbe> probes;
   probes.reserve(K * S * V);
   for (int i = 0; i < K * S * V; ++i)
@@ -361,8 +369,9 @@ void RidgeOverLayer(const LayerJob& job) {
     }
   });
   // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
-  for (std::int64_t r0 = 0; r0 < N; r0 += r.block_rows) {
-    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, N - r0);
+  dist::Together([&] {
+  for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
     const arma::mat block = reader.Read(r0, cnt);
     const auto train_rows = split_block(r0, cnt, Role::kTrain);
     const auto test_rows = split_block(r0, cnt, Role::kTest);
@@ -380,6 +389,9 @@ void RidgeOverLayer(const LayerJob& job) {
       }
     });
   }
+  });
+  for (auto& p : probes)
+    p.CombineRanks();
   for (int i = 0; i < K * S; ++i) {
     const int k = r.ks[i / S], s = i % S;
     for (int v = 0; v < V; ++v) {
@@ -468,6 +480,100 @@ void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::
           {variants[t.v].target, FamilyName(t.f), job.source, jobs[j].layer, k, t.s, alpha});
     }
     jobs[j].advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
+  }
+}
+
+// A byte stream for results moving between ranks (same program, same machine type).
+class Bytes {
+ public:
+  std::vector<std::uint8_t> data;
+  void Put(const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    data.insert(data.end(), b, b + n);
+  }
+  template <typename T>
+  void Put(const T& v) {
+    Put(&v, sizeof(T));
+  }
+  void Put(const std::string& s) {
+    Put(std::uint64_t(s.size()));
+    Put(s.data(), s.size());
+  }
+  void Put(const arma::vec& v) {
+    Put(std::uint64_t(v.n_elem));
+    Put(v.memptr(), v.n_elem * sizeof(double));
+  }
+
+  std::size_t at = 0;
+  void Take(void* p, std::size_t n) {
+    if (at + n > data.size()) throw std::logic_error("probe: truncated results from a rank");
+    std::memcpy(p, data.data() + at, n);
+    at += n;
+  }
+  template <typename T>
+  void Take(T& v) {
+    Take(&v, sizeof(T));
+  }
+  void Take(std::string& s) {
+    std::uint64_t n = 0;
+    Take(n);
+    s.resize(n);
+    Take(s.data(), n);
+  }
+  void Take(arma::vec& v) {
+    std::uint64_t n = 0;
+    Take(n);
+    v.set_size(n);
+    Take(v.memptr(), n * sizeof(double));
+  }
+};
+
+// Under mpirun: the linear / MLP results of every rank on every rank (the ridge results are
+// already the same everywhere).
+void GatherGradientResults(ProbeOutput& out) {
+  if (dist::Size() == 1) return;
+  Bytes mine;
+  std::vector<ProbeRecord> kept;
+  for (const auto& rec : out.records) {
+    if (rec.probe == FamilyName(Family::kRidge)) {
+      kept.push_back(rec);
+      continue;
+    }
+    mine.Put(std::uint8_t{0});
+    mine.Put(rec.target), mine.Put(rec.probe), mine.Put(rec.source);
+    mine.Put(rec.layer), mine.Put(rec.k), mine.Put(rec.seed);
+    mine.Put(rec.mse), mine.Put(rec.nmse), mine.Put(rec.r2), mine.Put(rec.lambda);
+    mine.Put(rec.epochs);
+    mine.Put(rec.sse), mine.Put(rec.sst);
+  }
+  for (const auto& a : out.alphas) {
+    mine.Put(std::uint8_t{1});
+    mine.Put(a.target), mine.Put(a.probe), mine.Put(a.source);
+    mine.Put(a.layer), mine.Put(a.k), mine.Put(a.seed);
+    mine.Put(a.alpha);
+  }
+  Bytes all;
+  all.data = dist::Gather(mine.data);
+  out.records = std::move(kept);
+  out.alphas.clear();
+  while (all.at < all.data.size()) {
+    std::uint8_t kind = 0;
+    all.Take(kind);
+    if (kind == 0) {
+      ProbeRecord rec;
+      all.Take(rec.target), all.Take(rec.probe), all.Take(rec.source);
+      all.Take(rec.layer), all.Take(rec.k), all.Take(rec.seed);
+      all.Take(rec.mse), all.Take(rec.nmse), all.Take(rec.r2), all.Take(rec.lambda);
+      all.Take(rec.epochs);
+      all.Take(rec.sse), all.Take(rec.sst);
+      out.records.push_back(std::move(rec));
+    } else {
+      ProbeOutput::Alpha a;
+      all.Take(a.target), all.Take(a.probe), all.Take(a.source);
+      all.Take(a.layer), all.Take(a.k), all.Take(a.seed);
+      all.Take(a.alpha);
+      out.alphas.push_back(std::move(a));
+    }
   }
 }
 
@@ -610,21 +716,30 @@ ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>&
       }
       if (gradient.empty()) continue;
       std::vector<torch::Tensor> states;
-      for (std::size_t j = 0; j < jobs.size(); ++j)
-        states.push_back(LayerStates(jobs[j]));
+      dist::Together([&] {
+        for (std::size_t j = 0; j < jobs.size(); ++j)
+          states.push_back(LayerStates(jobs[j]));
+      });
       const std::vector<GradientTask> per_layer = GradientTasks(jobs[0], gradient);
       const std::size_t parts = std::min<std::size_t>(
           jobs.size(), std::max<std::size_t>(1, std::size_t(threads) / per_layer.size()));
+      // Under mpirun the fits go round-robin to the ranks (each fit runs whole on one rank,
+      // so its result does not depend on the rank count); their results are gathered below.
       std::vector<std::tuple<std::size_t, std::size_t, GradientTask>> tasks;
+      std::size_t task_index = 0;
       for (std::size_t p = 0; p < parts; ++p)
         for (const GradientTask& t : per_layer)
-          tasks.emplace_back(p * jobs.size() / parts, (p + 1) * jobs.size() / parts, t);
-      pool.For(tasks.size(), [&](int i) {
-        const auto& [j0, j1, t] = tasks[std::size_t(i)];
-        RunGradientTask(jobs, states, j0, j1, t);
+          if (task_index++ % std::size_t(dist::Size()) == std::size_t(dist::Rank()))
+            tasks.emplace_back(p * jobs.size() / parts, (p + 1) * jobs.size() / parts, t);
+      dist::Together([&] {
+        pool.For(tasks.size(), [&](int i) {
+          const auto& [j0, j1, t] = tasks[std::size_t(i)];
+          RunGradientTask(jobs, states, j0, j1, t);
+        });
       });
     }
   }
+  GatherGradientResults(out);
   // Intervals: every record of a seed is resampled with the same draws of its test prompts.
   if (!out.records.empty()) {
     const Bootstrap boot(out.records[0].sse.n_elem, S, r.bootstrap, r.seed);

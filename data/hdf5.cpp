@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <type_traits>
@@ -25,9 +26,21 @@ namespace icl::h5 {
 
 namespace {
 
+// The parallel HDF5 library (the MPI build) is not thread-safe, unlike Debian's serial build,
+// and iclprobe calls HDF5 from several threads (extract's writer, probe's input records beside
+// the probes): every call into HDF5 holds this one lock, as HDF5's thread-safe build does inside.
+std::recursive_mutex& Hdf5Mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+struct Lock {
+  std::lock_guard<std::recursive_mutex> guard{Hdf5Mutex()};
+};
+
 // The innermost description HDF5 left on its error stack ("truncated file: eof = ...",
 // "No space left on device"), or "" when there is none.
 std::string StackDetail() {
+  const Lock lock;
   std::string detail;
   auto walk = [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
     auto* s = static_cast<std::string*>(out);
@@ -45,6 +58,7 @@ std::string StackDetail() {
 }
 
 std::string DimsStr(const Dims& d) {
+  const Lock lock;
   std::string s = "[";
   for (std::size_t i = 0; i < d.size(); ++i)
     s += (i ? ", " : "") + std::to_string(d[i]);
@@ -62,37 +76,45 @@ struct Silencer {
 };
 
 void EnsureSilenced() {
+  const Lock lock;
   static Silencer s;
 }
 
 }  // namespace
 
 void SilenceErrorStack() {
+  const Lock lock;
   EnsureSilenced();
 }
 
 template <>
 hid_t NativeType<float>() {
+  const Lock lock;
   return H5T_NATIVE_FLOAT;
 }
 template <>
 hid_t NativeType<double>() {
+  const Lock lock;
   return H5T_NATIVE_DOUBLE;
 }
 template <>
 hid_t NativeType<std::int32_t>() {
+  const Lock lock;
   return H5T_NATIVE_INT32;
 }
 template <>
 hid_t NativeType<std::int64_t>() {
+  const Lock lock;
   return H5T_NATIVE_INT64;
 }
 template <>
 hid_t NativeType<std::uint8_t>() {
+  const Lock lock;
   return H5T_NATIVE_UINT8;
 }
 template <>
 hid_t NativeType<Half>() {
+  const Lock lock;
   // Sign bit 15, exponent bits 10..14 (bias 15), mantissa bits 0..9: binary16, little-endian.
   static const hid_t type = [] {
     const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
@@ -105,10 +127,12 @@ hid_t NativeType<Half>() {
 }
 template <>
 hid_t NativeType<std::uint64_t>() {
+  const Lock lock;
   return H5T_NATIVE_UINT64;
 }
 
 Handle& Handle::operator=(Handle&& o) noexcept {
+  const Lock lock;
   if (this != &o) {
     Reset();
     id_ = o.id_;
@@ -119,6 +143,7 @@ Handle& Handle::operator=(Handle&& o) noexcept {
 }
 
 void Handle::Reset() {
+  const Lock lock;
   if (id_ >= 0 && closer_) closer_(id_);
   id_ = H5I_INVALID_HID;
 }
@@ -126,13 +151,16 @@ void Handle::Reset() {
 // ---- Object / attributes ------------------------------------------------------------------
 
 std::string Object::Where() const {
+  const Lock lock;
   return "'" + file_ + "' object '" + name_ + "'";
 }
 std::string Object::Where(const std::string& attr) const {
+  const Lock lock;
   return "'" + file_ + "' attribute '" + attr + "' of '" + name_ + "'";
 }
 
 bool Object::HasAttr(const std::string& attr) const {
+  const Lock lock;
   const htri_t r = H5Aexists(id(), attr.c_str());
   if (r < 0) Fail(Where(attr) + ": cannot query");
   return r > 0;
@@ -142,6 +170,7 @@ namespace {
 
 // Replaces an attribute: HDF5 cannot overwrite one of a different type in place.
 Handle NewAttr(const Object& obj, const std::string& attr, hid_t type, hid_t space) {
+  const Lock lock;
   if (obj.HasAttr(attr) && H5Adelete(obj.id(), attr.c_str()) < 0)
     Fail(obj.Where(attr) + ": cannot replace");
   Handle a(H5Acreate2(obj.id(), attr.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
@@ -150,6 +179,7 @@ Handle NewAttr(const Object& obj, const std::string& attr, hid_t type, hid_t spa
 }
 
 Handle OpenAttr(const Object& obj, const std::string& attr) {
+  const Lock lock;
   if (!obj.HasAttr(attr)) Fail(obj.Where(attr) + ": missing");
   Handle a(H5Aopen(obj.id(), attr.c_str(), H5P_DEFAULT), H5Aclose);
   if (!a.valid()) Fail(obj.Where(attr) + ": cannot open");
@@ -158,6 +188,7 @@ Handle OpenAttr(const Object& obj, const std::string& attr) {
 
 template <typename T>
 void SetScalar(Object& obj, const std::string& attr, T value) {
+  const Lock lock;
   if (obj.HasAttr(attr)) {
     // Rewrite in place when the stored type is the same (n_complete is updated every batch).
     Handle a(H5Aopen(obj.id(), attr.c_str(), H5P_DEFAULT), H5Aclose);
@@ -176,6 +207,7 @@ void SetScalar(Object& obj, const std::string& attr, T value) {
 
 template <typename T>
 T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
+  const Lock lock;
   Handle a = OpenAttr(obj, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id());
@@ -202,6 +234,7 @@ T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
 }  // namespace
 
 void Object::SetAttr(const std::string& attr, const std::string& value) {
+  const Lock lock;
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.id(), H5T_VARIABLE);
   H5Tset_cset(type.id(), H5T_CSET_UTF8);
@@ -212,19 +245,24 @@ void Object::SetAttr(const std::string& attr, const std::string& value) {
 }
 
 void Object::SetAttr(const std::string& attr, std::int64_t value) {
+  const Lock lock;
   SetScalar(*this, attr, value);
 }
 void Object::SetAttr(const std::string& attr, double value) {
+  const Lock lock;
   SetScalar(*this, attr, value);
 }
 std::int64_t Object::GetInt(const std::string& attr) const {
+  const Lock lock;
   return GetScalar<std::int64_t>(*this, attr, "an integer");
 }
 double Object::GetDouble(const std::string& attr) const {
+  const Lock lock;
   return GetScalar<double>(*this, attr, "a number");
 }
 
 void Object::SetAttr(const std::string& attr, const std::vector<std::int64_t>& values) {
+  const Lock lock;
   const hsize_t n = values.size();
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
   Handle a = NewAttr(*this, attr, H5T_NATIVE_INT64, space.id());
@@ -233,6 +271,7 @@ void Object::SetAttr(const std::string& attr, const std::vector<std::int64_t>& v
 }
 
 void Object::SetAttr(const std::string& attr, const std::vector<std::string>& values) {
+  const Lock lock;
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(type.id(), H5T_VARIABLE);
   H5Tset_cset(type.id(), H5T_CSET_UTF8);
@@ -249,6 +288,7 @@ namespace {
 
 // Elements of a rank-1 attribute (at most `limit`), or throws naming it.
 hsize_t ListLength(const Object& obj, hid_t attr_id, const std::string& attr) {
+  const Lock lock;
   Handle space(H5Aget_space(attr_id), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id());
   if (rank != 1)
@@ -262,6 +302,7 @@ hsize_t ListLength(const Object& obj, hid_t attr_id, const std::string& attr) {
 }  // namespace
 
 std::vector<std::int64_t> Object::GetIntList(const std::string& attr) const {
+  const Lock lock;
   Handle a = OpenAttr(*this, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(type.id());
@@ -278,6 +319,7 @@ std::vector<std::int64_t> Object::GetIntList(const std::string& attr) const {
 }
 
 std::vector<std::string> Object::GetStringList(const std::string& attr) const {
+  const Lock lock;
   Handle a = OpenAttr(*this, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(type.id()) != H5T_STRING) Fail(Where(attr) + ": expected a list of strings");
@@ -301,6 +343,7 @@ std::vector<std::string> Object::GetStringList(const std::string& attr) const {
 }
 
 std::string Object::GetString(const std::string& attr) const {
+  const Lock lock;
   Handle a = OpenAttr(*this, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(type.id()) != H5T_STRING) Fail(Where(attr) + ": expected a string");
@@ -326,6 +369,7 @@ std::string Object::GetString(const std::string& attr) const {
 // ---- Dataset ------------------------------------------------------------------------------
 
 Dims Dataset::dims() const {
+  const Lock lock;
   Handle space(H5Dget_space(id()), H5Sclose);
   const int rank = H5Sget_simple_extent_ndims(space.id());
   if (rank < 0) Fail(Where() + ": cannot read shape");
@@ -336,6 +380,7 @@ Dims Dataset::dims() const {
 
 Dataset::Dataset(Handle h, std::string file, std::string name)
     : Object(std::move(h), std::move(file), std::move(name)) {
+  const Lock lock;
 #ifdef ICLPROBE_WITH_MPI
   Handle f(H5Iget_file_id(id()), H5Fclose);
   Handle fapl(f.valid() ? H5Fget_access_plist(f.id()) : H5I_INVALID_HID, H5Pclose);
@@ -344,11 +389,13 @@ Dataset::Dataset(Handle h, std::string file, std::string name)
 }
 
 hsize_t Dataset::RowSize() const {
+  const Lock lock;
   const Dims d = dims();
   return std::accumulate(d.begin() + (d.empty() ? 0 : 1), d.end(), hsize_t{1}, std::multiplies<>());
 }
 
 bool Dataset::AllocatesOnWrite() const {
+  const Lock lock;
   Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
   H5D_alloc_time_t t = H5D_ALLOC_TIME_DEFAULT;
   if (!dcpl.valid() || H5Pget_alloc_time(dcpl.id(), &t) < 0)
@@ -357,22 +404,26 @@ bool Dataset::AllocatesOnWrite() const {
 }
 
 bool Dataset::IsFloat() const {
+  const Lock lock;
   Handle t(H5Dget_type(id()), H5Tclose);
   return H5Tget_class(t.id()) == H5T_FLOAT;
 }
 
 std::size_t Dataset::ElementSize() const {
+  const Lock lock;
   Handle t(H5Dget_type(id()), H5Tclose);
   return H5Tget_size(t.id());
 }
 
 void Dataset::ExpectDims(const Dims& expected) const {
+  const Lock lock;
   const Dims d = dims();
   if (d != expected)
     Fail(Where() + ": has shape " + DimsStr(d) + ", expected " + DimsStr(expected));
 }
 
 void Dataset::Resize(hsize_t rows) {
+  const Lock lock;
   Dims d = dims();
   if (d.empty()) Fail(Where() + ": cannot resize a scalar");
   d[0] = rows;
@@ -380,6 +431,7 @@ void Dataset::Resize(hsize_t rows) {
 }
 
 void Dataset::CheckElements(hsize_t count, std::size_t elements, bool write) const {
+  const Lock lock;
   const hsize_t selected = count * RowSize();
   if (selected != elements)
     throw std::logic_error("hdf5: " + Where() + ": " + (write ? "writing " : "reading ") +
@@ -390,6 +442,7 @@ void Dataset::CheckElements(hsize_t count, std::size_t elements, bool write) con
 
 void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size_t elements,
                  bool write) const {
+  const Lock lock;
   Dims d = dims();
   if (d.empty()) Fail(Where() + ": scalar datasets are not supported");
   if (start + count > d[0])
@@ -430,11 +483,13 @@ void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size
 // ---- Group --------------------------------------------------------------------------------
 
 std::string Group::Child(const std::string& path) const {
+  const Lock lock;
   if (!path.empty() && path[0] == '/') return path;
   return name_ == "/" ? "/" + path : name_ + "/" + path;
 }
 
 bool Group::Exists(const std::string& path) const {
+  const Lock lock;
   // Check each component so that a missing parent is "false", not an error.
   std::string cur;
   std::size_t pos = 0;
@@ -452,6 +507,7 @@ bool Group::Exists(const std::string& path) const {
 }
 
 Group Group::OpenGroup(const std::string& path) const {
+  const Lock lock;
   const std::string full = Child(path);
   if (!Exists(full)) Fail("'" + file_ + "': no group '" + full + "'");
   Handle h(H5Gopen2(id(), full.c_str(), H5P_DEFAULT), H5Gclose);
@@ -460,6 +516,7 @@ Group Group::OpenGroup(const std::string& path) const {
 }
 
 Group Group::CreateGroup(const std::string& path) {
+  const Lock lock;
   const std::string full = Child(path);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
   H5Pset_create_intermediate_group(lcpl.id(), 1);
@@ -469,6 +526,7 @@ Group Group::CreateGroup(const std::string& path) {
 }
 
 Dataset Group::OpenDataset(const std::string& path, std::size_t chunk_cache_bytes) const {
+  const Lock lock;
   const std::string full = Child(path);
   if (!Exists(full)) Fail("'" + file_ + "': no dataset '" + full + "'");
   Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
@@ -481,6 +539,7 @@ Dataset Group::OpenDataset(const std::string& path, std::size_t chunk_cache_byte
 
 Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dims& dims,
                                   const DatasetOptions& opts) {
+  const Lock lock;
   const std::string full = Child(path);
   if (dims.empty()) Fail("'" + file_ + "': dataset '" + full + "' needs at least one dimension");
   Dims maxdims = dims;
@@ -514,12 +573,14 @@ Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dim
 }
 
 void Group::HardLink(const std::string& target, const std::string& link) {
+  const Lock lock;
   const std::string t = Child(target), l = Child(link);
   if (H5Lcreate_hard(id(), t.c_str(), id(), l.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
     Fail("'" + file_ + "': cannot link '" + l + "' to '" + t + "'");
 }
 
 std::vector<std::string> Group::Members() const {
+  const Lock lock;
   std::vector<std::string> names;
   auto cb = [](hid_t, const char* name, const H5L_info_t*, void* op) -> herr_t {
     static_cast<std::vector<std::string>*>(op)->emplace_back(name);
@@ -540,6 +601,7 @@ namespace {
 // reused (so new data and metadata go past the end of what the disk copy uses). A process
 // killed between flushes then leaves the file of the last flush, plus unreferenced bytes.
 Handle FlushOnlyAccess() {
+  const Lock lock;
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5AC_cache_config_t cfg;
   cfg.version = H5AC__CURR_CACHE_CONFIG_VERSION;
@@ -558,10 +620,12 @@ Handle FlushOnlyAccess() {
 
 // Every rank opens the file through MPI-IO (only when there are several ranks).
 bool UseMpiIo(File::Sharing sharing) {
+  const Lock lock;
   return sharing == File::Sharing::kAllRanks && dist::Size() > 1;
 }
 
 void SetMpiIo(hid_t fapl, const std::string& path) {
+  const Lock lock;
 #ifdef ICLPROBE_WITH_MPI
   if (H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL) < 0)
     Fail("'" + path + "': cannot open it with MPI-IO");
@@ -574,6 +638,7 @@ void SetMpiIo(hid_t fapl, const std::string& path) {
 }  // namespace
 
 File File::Open(const std::string& path, Mode mode, Durability durability, Sharing sharing) {
+  const Lock lock;
   EnsureSilenced();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
@@ -602,6 +667,7 @@ File File::Open(const std::string& path, Mode mode, Durability durability, Shari
 
 File File::Create(const std::string& path, bool truncate, Durability durability,
                   Sharing sharing) {
+  const Lock lock;
   EnsureSilenced();
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
   Handle fapl = durability == Durability::kFlushPoints
@@ -623,10 +689,12 @@ File File::Create(const std::string& path, bool truncate, Durability durability,
 }
 
 void File::Flush() {
+  const Lock lock;
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) Fail("'" + file_ + "': flush failed (disk full?)");
 }
 
 void File::Close() {
+  const Lock lock;
   if (!h_.valid()) return;
   if (writable_) {
     // With objects still open H5Fclose only defers the close, and the writes it then makes
@@ -658,6 +726,7 @@ void File::Close() {
 }
 
 void File::Reserve(std::uint64_t bytes) {
+  const Lock lock;
   auto refuse = [&](int error) {
     throw std::runtime_error("hdf5: '" + file_ + "': cannot reserve " + std::to_string(bytes) +
                              " more bytes (" + std::strerror(error) +
@@ -688,6 +757,7 @@ void File::Reserve(std::uint64_t bytes) {
 }
 
 void File::Sync() {
+  const Lock lock;
   Flush();
   if (shared_) return;  // HDF5's MPI-IO driver syncs (MPI_File_sync) in every flush
   void* handle = nullptr;

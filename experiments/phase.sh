@@ -9,7 +9,8 @@ source "$(dirname "$0")/lib.sh"
 setup_out phase
 if [ "$PROFILE" = full ]; then
   # PHASE_DEPTHS="8" trains (or compares) a subset of the depths, e.g. two chains on two cores.
-  read -ra DEPTHS <<< "${PHASE_DEPTHS:-1 2 4 8}"; WIDTHS=(8 16 32 64); STEPS=6000; P=2000; Q=100; FIT=500
+  # PHASE_WIDTHS likewise for widths.
+  read -ra DEPTHS <<< "${PHASE_DEPTHS:-1 2 4 8}"; read -ra WIDTHS <<< "${PHASE_WIDTHS:-8 16 32 64}"; STEPS=6000; P=2000; Q=100; FIT=500
   CKDIR="$ROOT/checkpoints/phase"
 else
   DEPTHS=(1 2); WIDTHS=(8 16); STEPS=20; P=100; Q=5; FIT=50
@@ -44,8 +45,14 @@ echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
     ck="$CKDIR/l${L}_h$H.h5"
-    run "$ICLPROBE" compare -c "$ck" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT \
-      --seed 3 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv" > "$OUT/compare_l${L}_h$H.txt"
+    # The full profile keeps a comparison newer than its learner (delete it to redo it).
+    if [ "$PROFILE" = full ] && [ -s "$OUT/compare_l${L}_h$H.txt" ] && [ "$OUT/compare_l${L}_h$H.txt" -nt "$ck" ]; then
+      echo "${ICLPROBE#$ROOT/} compare -c ${ck#$ROOT/} --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT --seed 3 --quiet --force --csv ${OUT#$ROOT/}/compare_l${L}_h$H.csv" |
+        sed -e "s|^[^ ]*iclprobe[^ ]* |iclprobe |" >> "$OUT/commands.txt"
+    else
+      run "$ICLPROBE" compare -c "$ck" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT \
+        --seed 3 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv" > "$OUT/compare_l${L}_h$H.txt"
+    fi
     # "closest (...): NAME [(alpha|lambda V)] SPD; runner-up NAME [(...)]: DIFF [LO, HI] farther (...)"
     sed -n 's/^closest (mean SPD \/ d over the summary k): //p' "$OUT/compare_l${L}_h$H.txt" |
       awk -v L=$L -v H=$H '{

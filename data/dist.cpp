@@ -60,8 +60,9 @@ void Init(int* argc, char*** argv) {
   Check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   started = true;
   if (provided < MPI_THREAD_SERIALIZED)
-    throw std::runtime_error("MPI: this MPI library does not allow calls from several threads "
-                             "(MPI_THREAD_SERIALIZED)");
+    throw std::runtime_error(
+        "MPI: this MPI library does not allow calls from several threads "
+        "(MPI_THREAD_SERIALIZED)");
   Check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
   Check(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
   MPI_Comm local;
@@ -161,8 +162,7 @@ std::vector<std::uint8_t> Gather(const std::vector<std::uint8_t>& mine) {
     throw std::runtime_error("MPI: more than 1 GiB of results on one rank");
   const int n = static_cast<int>(mine.size());
   std::vector<int> counts(size), offsets(size);
-  Check(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD),
-        "MPI_Allgather");
+  Check(MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD), "MPI_Allgather");
   std::int64_t total = 0;
   for (int r = 0; r < size; ++r) {
     offsets[r] = static_cast<int>(total);

@@ -26,8 +26,8 @@ void Init(int* argc, char*** argv);
 void Finalize();
 bool Started();
 
-int Rank();  // 0 .. Size() - 1
-int Size();  // 1 without mpirun
+int Rank();                // 0 .. Size() - 1
+int Size();                // 1 without mpirun
 int RanksOnThisMachine();  // of Size(), those sharing this machine's cores (1 without mpirun)
 inline bool IsRoot() {
   return Rank() == 0;

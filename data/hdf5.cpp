@@ -554,7 +554,7 @@ Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dim
     if (opts.shuffle) H5Pset_shuffle(dcpl.id());
     if (opts.deflate > 0) H5Pset_deflate(dcpl.id(), opts.deflate);
     if (opts.allocate_on_resize && (H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY) < 0 ||
-                                     H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER) < 0))
+                                    H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER) < 0))
       Fail("'" + file_ + "': cannot set the allocation of '" + full + "'");
   } else if (opts.extendible || opts.deflate > 0) {
     Fail("'" + file_ + "': dataset '" + full +
@@ -665,8 +665,7 @@ File File::Open(const std::string& path, Mode mode, Durability durability, Shari
   return f;
 }
 
-File File::Create(const std::string& path, bool truncate, Durability durability,
-                  Sharing sharing) {
+File File::Create(const std::string& path, bool truncate, Durability durability, Sharing sharing) {
   const Lock lock;
   EnsureSilenced();
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);

@@ -185,7 +185,9 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     // Path checks, the input's identity, and the lock against a second writer, before any work;
     // an unfinished partial file is kept for --resume.
     output.emplace(cfg.out, "out",
-                   data::OutputOptions{opt.force, {cfg.checkpoint}, /*keep_partial=*/true,
+                   data::OutputOptions{opt.force,
+                                       {cfg.checkpoint},
+                                       /*keep_partial=*/true,
                                        /*lock=*/true});
     const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
     const double d = cfg.task.d, n = cfg.task.n;
@@ -215,141 +217,142 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   const auto sharing = h5::File::Sharing::kAllRanks;  // one process: an ordinary file
   // Opening or creating is collective; a failure (the same on every rank) stops every rank.
   dist::Together([&] {
-  if (opt.resume) {
-    try {
-      file = std::make_unique<h5::File>(h5::File::Open(
-          partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints, sharing));
-    } catch (const std::runtime_error& e) {
-      throw std::runtime_error(std::string(e.what()) +
-                               "; the partial file was damaged when its run was interrupted; "
-                               "start over with {force}");
+    if (opt.resume) {
+      try {
+        file = std::make_unique<h5::File>(h5::File::Open(
+            partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints, sharing));
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string(e.what()) +
+                                 "; the partial file was damaged when its run was interrupted; "
+                                 "start over with {force}");
+      }
+      data::CheckFormat(*file, kActivationsFormat);
+      const std::string file_sha = file->GetString("checkpoint_sha256");
+      if (file_sha != sha)
+        throw data::InputError("extract", "resume",
+                               "'" + partial + "' was made from a checkpoint with SHA-256 " +
+                                   file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint +
+                                   "' has " + sha.substr(0, 12) +
+                                   "...; pass {force} to start over");
+      const std::string file_content = file->GetString("extract_config");
+      if (file_content != content)
+        throw data::InputError("extract", "resume",
+                               "'" + partial + "' was made with other settings: " +
+                                   JsonDifference(file_content, content));
+      n_complete = file->GetInt("n_complete");
+      if (n_complete < 0 || n_complete > std::int64_t(N))
+        throw data::InputError("extract", "resume",
+                               "'" + partial + "' has n_complete " + std::to_string(n_complete) +
+                                   ", outside 0.." + std::to_string(N));
+      const std::int64_t stored_rows = file->GetInt("chunk_rows");
+      if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
+        throw data::InputError("extract", "resume",
+                               "'" + partial + "' has chunk_rows " + std::to_string(stored_rows) +
+                                   ", expected a multiple of " + std::to_string(kComputeGroup));
+      chunk_rows = static_cast<int>(stored_rows);
+      for (int l : cfg.layers)
+        ds.hidden.push_back(file->OpenDataset(schema::Hidden(l)));
+      for (const auto& spec : per_prompt)
+        ds.by_name.emplace(spec.name, file->OpenDataset(spec.name));
+      if (!file->Exists(schema::kGroupDigests))
+        throw data::InputError("extract", "resume",
+                               "'" + partial +
+                                   "' has no row digests (an older iclprobe made it); pass {force} "
+                                   "to start over");
+      ds.digests.push_back(file->OpenDataset(schema::kGroupDigests));
+      // Parallel HDF5 writes only chunks whose space comes as the dataset grows (files started by
+      // several ranks, and uncompressed ones of iclprobe since it ran on ranks).
+      if (P > 1)
+        for (const h5::Dataset* x : {&ds.hidden.at(0), &ds[schema::kPredictions]})
+          if (x->AllocatesOnWrite())
+            throw data::InputError("extract", "resume",
+                                   "'" + partial + "' was started by one process" +
+                                       (cfg.compress ? " with compressed datasets" : "") +
+                                       ", which several processes cannot continue; resume it "
+                                       "without mpirun, or pass {force} to start over");
+      // Rows past n_complete belong to a batch that was interrupted: drop them.
+      for (auto& h : ds.hidden)
+        h.Resize(n_complete);
+      for (auto& [name, r] : ds.by_name)
+        r.Resize(n_complete);
+      ds.digests[0].Resize((n_complete + kComputeGroup - 1) / kComputeGroup);
+    } else {
+      file = std::make_unique<h5::File>(h5::File::Create(
+          partial, /*truncate=*/false, h5::File::Durability::kFlushPoints, sharing));
+      h5::File& f = *file;
+      data::WriteFormatAttrs(f, kActivationsFormat);
+      f.SetAttr("model_config", info.model.ToJson());
+      f.SetAttr("task_config", cfg.task.ToJson());
+      f.SetAttr("train_config", info.train.ToJson());
+      f.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
+      f.SetAttr("prompts", static_cast<std::int64_t>(N));
+      f.SetAttr("checkpoint_sha256", sha);
+      f.SetAttr("checkpoint_path", cfg.checkpoint);
+      f.SetAttr("checkpoint_step", info.step);
+      f.SetAttr("layer_semantics", std::string(kLayerSemantics));
+      f.SetAttr("token_layout", std::string(kTokenLayout));
+      f.SetAttr("positions", PositionsName(cfg.positions));
+      f.SetAttr("layers", std::vector<std::int64_t>(cfg.layers.begin(), cfg.layers.end()));
+      f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows));
+      f.SetAttr("extract_config", content);
+      f.SetAttr("n_complete", std::int64_t{0});
+      h5::Group hidden = f.CreateGroup("hidden");
+      hidden.SetAttr("positions", PositionsName(cfg.positions));
+      hidden.SetAttr("dtype", cfg.float16 ? "float16" : "float32");
+      hidden.SetAttr("description",
+                     std::string("layer_LL [N, T, H] ") + (cfg.float16 ? "float16" : "float32") +
+                         ": state LL of every prompt; T = 2n (all tokens) or n (y-tokens only, "
+                         "see positions)" +
+                         (cfg.float16 ? "; computed in float32, rounded to nearest binary16" : ""));
+      for (int l : cfg.layers) {
+        const h5::Dims dims = {0, hsize_t(T), hsize_t(H)};
+        const auto opts = Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, hidden_elem, cfg.compress);
+        ds.hidden.push_back(cfg.float16 ? f.CreateDataset<h5::Half>(schema::Hidden(l), dims, opts)
+                                        : f.CreateDataset<float>(schema::Hidden(l), dims, opts));
+        ds.hidden.back().SetAttr("layer", l);
+      }
+      for (const auto& spec : per_prompt) {
+        const std::size_t elem = spec.is_float32 ? sizeof(float) : sizeof(double);
+        h5::Dims dims = spec.row;
+        dims.insert(dims.begin(), 0);
+        const auto opts = Chunked(spec.row, chunk_rows, elem, cfg.compress);
+        h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
+                                          : f.CreateDataset<double>(spec.name, dims, opts);
+        out.SetAttr("description", spec.description);
+        ds.by_name.emplace(spec.name, std::move(out));
+      }
+      ds[schema::kWRidge].SetAttr("ridge_lambda", cfg.ridge_lambda);
+      ds[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
+      {
+        h5::DatasetOptions o;
+        o.chunk = {1024, 32};
+        o.extendible = true;
+        o.allocate_on_resize = true;
+        ds.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
+        ds.digests[0].SetAttr(
+            "description",
+            fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
+                        "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
+                        "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
+                        "is SHA-256 of extract_config (JSON, without compress), a newline, "
+                        "checkpoint_sha256, a newline and these digests",
+                        kComputeGroup));
+      }
+      // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
+      f.HardLink(schema::kPromptsW, schema::kW);
+      ds[schema::kPromptsW].SetAttr("per_k", 0);
+      h5::Group targets = f.OpenGroup("targets");
+      targets.SetAttr("ridge_lambda", cfg.ridge_lambda);
+      targets.SetAttr("description",
+                      std::string("regression quantities after k examples; index k-1 along the "
+                                  "second axis is the value after k examples (w, the true "
+                                  "weights [N, d], is the same for every k)"));
+      h5::Group prompts = f.OpenGroup("prompts");
+      prompts.SetAttr("task_config", cfg.task.ToJson());
+      prompts.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
+      prompts.SetAttr("first_index", std::int64_t{0});
+      f.Sync();
     }
-    data::CheckFormat(*file, kActivationsFormat);
-    const std::string file_sha = file->GetString("checkpoint_sha256");
-    if (file_sha != sha)
-      throw data::InputError("extract", "resume",
-                             "'" + partial + "' was made from a checkpoint with SHA-256 " +
-                                 file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint + "' has " +
-                                 sha.substr(0, 12) + "...; pass {force} to start over");
-    const std::string file_content = file->GetString("extract_config");
-    if (file_content != content)
-      throw data::InputError("extract", "resume",
-                             "'" + partial + "' was made with other settings: " +
-                                 JsonDifference(file_content, content));
-    n_complete = file->GetInt("n_complete");
-    if (n_complete < 0 || n_complete > std::int64_t(N))
-      throw data::InputError("extract", "resume",
-                             "'" + partial + "' has n_complete " + std::to_string(n_complete) +
-                                 ", outside 0.." + std::to_string(N));
-    const std::int64_t stored_rows = file->GetInt("chunk_rows");
-    if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
-      throw data::InputError("extract", "resume",
-                             "'" + partial + "' has chunk_rows " + std::to_string(stored_rows) +
-                                 ", expected a multiple of " + std::to_string(kComputeGroup));
-    chunk_rows = static_cast<int>(stored_rows);
-    for (int l : cfg.layers)
-      ds.hidden.push_back(file->OpenDataset(schema::Hidden(l)));
-    for (const auto& spec : per_prompt)
-      ds.by_name.emplace(spec.name, file->OpenDataset(spec.name));
-    if (!file->Exists(schema::kGroupDigests))
-      throw data::InputError("extract", "resume",
-                             "'" + partial +
-                                 "' has no row digests (an older iclprobe made it); pass {force} "
-                                 "to start over");
-    ds.digests.push_back(file->OpenDataset(schema::kGroupDigests));
-    // Parallel HDF5 writes only chunks whose space comes as the dataset grows (files started by
-    // several ranks, and uncompressed ones of iclprobe since it ran on ranks).
-    if (P > 1)
-      for (const h5::Dataset* x : {&ds.hidden.at(0), &ds[schema::kPredictions]})
-        if (x->AllocatesOnWrite())
-          throw data::InputError("extract", "resume",
-                                 "'" + partial + "' was started by one process" +
-                                     (cfg.compress ? " with compressed datasets" : "") +
-                                     ", which several processes cannot continue; resume it "
-                                     "without mpirun, or pass {force} to start over");
-    // Rows past n_complete belong to a batch that was interrupted: drop them.
-    for (auto& h : ds.hidden)
-      h.Resize(n_complete);
-    for (auto& [name, r] : ds.by_name)
-      r.Resize(n_complete);
-    ds.digests[0].Resize((n_complete + kComputeGroup - 1) / kComputeGroup);
-  } else {
-    file = std::make_unique<h5::File>(h5::File::Create(
-        partial, /*truncate=*/false, h5::File::Durability::kFlushPoints, sharing));
-    h5::File& f = *file;
-    data::WriteFormatAttrs(f, kActivationsFormat);
-    f.SetAttr("model_config", info.model.ToJson());
-    f.SetAttr("task_config", cfg.task.ToJson());
-    f.SetAttr("train_config", info.train.ToJson());
-    f.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
-    f.SetAttr("prompts", static_cast<std::int64_t>(N));
-    f.SetAttr("checkpoint_sha256", sha);
-    f.SetAttr("checkpoint_path", cfg.checkpoint);
-    f.SetAttr("checkpoint_step", info.step);
-    f.SetAttr("layer_semantics", std::string(kLayerSemantics));
-    f.SetAttr("token_layout", std::string(kTokenLayout));
-    f.SetAttr("positions", PositionsName(cfg.positions));
-    f.SetAttr("layers", std::vector<std::int64_t>(cfg.layers.begin(), cfg.layers.end()));
-    f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows));
-    f.SetAttr("extract_config", content);
-    f.SetAttr("n_complete", std::int64_t{0});
-    h5::Group hidden = f.CreateGroup("hidden");
-    hidden.SetAttr("positions", PositionsName(cfg.positions));
-    hidden.SetAttr("dtype", cfg.float16 ? "float16" : "float32");
-    hidden.SetAttr("description",
-                   std::string("layer_LL [N, T, H] ") + (cfg.float16 ? "float16" : "float32") +
-                       ": state LL of every prompt; T = 2n (all tokens) or n (y-tokens only, "
-                       "see positions)" +
-                       (cfg.float16 ? "; computed in float32, rounded to nearest binary16" : ""));
-    for (int l : cfg.layers) {
-      const h5::Dims dims = {0, hsize_t(T), hsize_t(H)};
-      const auto opts = Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, hidden_elem, cfg.compress);
-      ds.hidden.push_back(cfg.float16 ? f.CreateDataset<h5::Half>(schema::Hidden(l), dims, opts)
-                                      : f.CreateDataset<float>(schema::Hidden(l), dims, opts));
-      ds.hidden.back().SetAttr("layer", l);
-    }
-    for (const auto& spec : per_prompt) {
-      const std::size_t elem = spec.is_float32 ? sizeof(float) : sizeof(double);
-      h5::Dims dims = spec.row;
-      dims.insert(dims.begin(), 0);
-      const auto opts = Chunked(spec.row, chunk_rows, elem, cfg.compress);
-      h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
-                                        : f.CreateDataset<double>(spec.name, dims, opts);
-      out.SetAttr("description", spec.description);
-      ds.by_name.emplace(spec.name, std::move(out));
-    }
-    ds[schema::kWRidge].SetAttr("ridge_lambda", cfg.ridge_lambda);
-    ds[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
-    {
-      h5::DatasetOptions o;
-      o.chunk = {1024, 32};
-      o.extendible = true;
-      o.allocate_on_resize = true;
-      ds.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
-      ds.digests[0].SetAttr(
-          "description",
-          fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
-                      "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
-                      "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
-                      "is SHA-256 of extract_config (JSON, without compress), a newline, "
-                      "checkpoint_sha256, a newline and these digests",
-                      kComputeGroup));
-    }
-    // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
-    f.HardLink(schema::kPromptsW, schema::kW);
-    ds[schema::kPromptsW].SetAttr("per_k", 0);
-    h5::Group targets = f.OpenGroup("targets");
-    targets.SetAttr("ridge_lambda", cfg.ridge_lambda);
-    targets.SetAttr("description",
-                    std::string("regression quantities after k examples; index k-1 along the "
-                                "second axis is the value after k examples (w, the true "
-                                "weights [N, d], is the same for every k)"));
-    h5::Group prompts = f.OpenGroup("prompts");
-    prompts.SetAttr("task_config", cfg.task.ToJson());
-    prompts.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
-    prompts.SetAttr("first_index", std::int64_t{0});
-    f.Sync();
-  }
   });
 
   const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
@@ -552,10 +555,9 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       if (error) std::rethrow_exception(error);
     });
     if (b)
-      writing = std::async(std::launch::async, [&, first, rows, b = std::shared_ptr<Batch>(
-                                                                    std::move(b))] {
-        store(*b, first, rows);
-      });
+      writing = std::async(
+          std::launch::async,
+          [&, first, rows, b = std::shared_ptr<Batch>(std::move(b))] { store(*b, first, rows); });
   };
   try {
     while (next < std::int64_t(N)) {

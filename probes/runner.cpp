@@ -370,25 +370,25 @@ void RidgeOverLayer(const LayerJob& job) {
   });
   // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
   dist::Together([&] {
-  for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
-    const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
-    const arma::mat block = reader.Read(r0, cnt);
-    const auto train_rows = split_block(r0, cnt, Role::kTrain);
-    const auto test_rows = split_block(r0, cnt, Role::kTest);
-    job.pool.For(K * S, [&](int i) {
-      const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-      const arma::mat xk = block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all);
-      const auto& [tl, tg] = train_rows[s];
-      const auto& [hl, hg] = test_rows[s];
-      for (int v = 0; v < V; ++v) {
-        const arma::mat& y = variants[v].Y(s, k);
-        if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
-        if (!hl.is_empty())
-          probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
-                                              variants[v].values->values[k - 1].cols(hg));
-      }
-    });
-  }
+    for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
+      const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
+      const arma::mat block = reader.Read(r0, cnt);
+      const auto train_rows = split_block(r0, cnt, Role::kTrain);
+      const auto test_rows = split_block(r0, cnt, Role::kTest);
+      job.pool.For(K * S, [&](int i) {
+        const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
+        const arma::mat xk = block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all);
+        const auto& [tl, tg] = train_rows[s];
+        const auto& [hl, hg] = test_rows[s];
+        for (int v = 0; v < V; ++v) {
+          const arma::mat& y = variants[v].Y(s, k);
+          if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
+          if (!hl.is_empty())
+            probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
+                                                variants[v].values->values[k - 1].cols(hg));
+        }
+      });
+    }
   });
   for (auto& p : probes)
     p.CombineRanks();

@@ -19,9 +19,11 @@ namespace fs = std::filesystem;
 
 // mpirun as root needs the two variables; --oversubscribe lets 2 ranks run on 1 core.
 CommandResult MpiRun(int ranks, const std::string& args) {
-  return RunShell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
-                  "mpirun -np " + std::to_string(ranks) + " --oversubscribe " + IclprobeBin() +
-                  " " + args);
+  return RunShell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 "
+      "mpirun -np " +
+      std::to_string(ranks) + " --oversubscribe " + IclprobeBin() + " " + args);
 }
 
 // Whole files compared by h5diff: every dataset and attribute.
@@ -58,7 +60,8 @@ TEST_F(Mpi, TwoRanksWriteTheFileOneProcessWrites) {
   for (const std::string extra : {"", " --dtype float16 --compress"}) {
     const std::string one = t / "one.h5", two = t / "two.h5";
     fs::remove(one), fs::remove(two);
-    auto r = RunIclprobe(std::string(kExtract) + kPrompts + extra + " -c " + ckpt_ + " --out " + one);
+    auto r =
+        RunIclprobe(std::string(kExtract) + kPrompts + extra + " -c " + ckpt_ + " --out " + one);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     r = MpiRun(2, std::string(kExtract) + kPrompts + extra + " -c " + ckpt_ + " --out " + two);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -90,7 +93,8 @@ TEST_F(Mpi, AnInterruptedTwoRankRunResumesToTheSameFile) {
   r = RunIclprobe(std::string(kExtract) + kPrompts + " -c " + ckpt_ + " --out " + three +
                   " --stop-after-batches 3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = MpiRun(2, std::string(kExtract) + kPrompts + " -c " + ckpt_ + " --out " + three + " --resume");
+  r = MpiRun(2,
+             std::string(kExtract) + kPrompts + " -c " + ckpt_ + " --out " + three + " --resume");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   d = H5diff(one, three);
   EXPECT_EQ(d.exit_code, 0) << d.out << d.err;
@@ -98,8 +102,8 @@ TEST_F(Mpi, AnInterruptedTwoRankRunResumesToTheSameFile) {
   const std::string z1 = t / "z1.h5", z2 = t / "z2.h5", zip = std::string(kPrompts) + " --compress";
   r = RunIclprobe(std::string(kExtract) + zip + " -c " + ckpt_ + " --out " + z1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = MpiRun(2, std::string(kExtract) + zip + " -c " + ckpt_ + " --out " + z2 +
-                    " --stop-after-batches 1");
+  r = MpiRun(
+      2, std::string(kExtract) + zip + " -c " + ckpt_ + " --out " + z2 + " --stop-after-batches 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = MpiRun(2, std::string(kExtract) + zip + " -c " + ckpt_ + " --out " + z2 +
                     " --resume --stop-after-batches 1");
@@ -139,8 +143,8 @@ std::map<std::string, std::vector<std::string>> CsvRows(const std::string& path,
       first = false;
       continue;
     }
-    rows[f.at(0) + "," + f.at(1) + "," + f.at(2) + "," + f.at(3) + "," + f.at(4) + "," +
-         f.at(5)] = f;
+    rows[f.at(0) + "," + f.at(1) + "," + f.at(2) + "," + f.at(3) + "," + f.at(4) + "," + f.at(5)] =
+        f;
   }
   return rows;
 }

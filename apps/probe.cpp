@@ -75,7 +75,8 @@ int RunProbe(int argc, char** argv) {
           "and R2 per (target, probe, source, layer, k, seed), with controls.",
           "iclprobe probe --activations acts.h5 --control acts_init.h5 --control acts_fixedw.h5 "
           "--targets w_ols,xty,xtx --probes ridge,linear,mlp --seeds 3 --out probes.h5 --csv "
-          "probes.csv"))
+          "probes.csv\n  mpirun -np 4 iclprobe probe ...   (ridge statistics summed over the "
+          "processes, linear/MLP fits spread over them; the same results as one process)"))
     return 0;
   if (req.activations.empty())
     throw std::invalid_argument("--activations: required (a file from iclprobe extract)");

@@ -41,7 +41,7 @@ done
 if [ -n "${TRAIN_ONLY:-}" ]; then echo "experiments/phase: trained; run again without TRAIN_ONLY for the comparison" >&2; exit 0; fi
 # Comparison: one compare per learner (each fits its own family members).
 LEARNERS="ols,ridge:fit,gd:fit,sgd:fit,knn:3"
-echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant" > "$OUT/phase.csv"
+echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,ridge_lambda" > "$OUT/phase.csv"
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
     ck="$CKDIR/l${L}_h$H.h5"
@@ -55,7 +55,7 @@ for L in "${DEPTHS[@]}"; do
     fi
     # "closest (...): NAME [(alpha|lambda V)] SPD; runner-up NAME [(...)]: DIFF [LO, HI] farther (...)"
     sed -n 's/^closest (mean SPD \/ d over the summary k): //p' "$OUT/compare_l${L}_h$H.txt" |
-      awk -v L=$L -v H=$H '{
+      awk -v L=$L -v H=$H -v lam="$(sed -n 's/^ridge:fit: lambda = \([^ ]*\) .*/\1/p' "$OUT/compare_l${L}_h$H.txt")" '{
         line = $0; sig = (line ~ /\(significant\)$/) ? 1 : 0
         split(line, parts, "; runner-up ")
         n1 = split(parts[1], a, " "); spd = a[n1]; name1 = a[1]; v1 = ""
@@ -63,32 +63,33 @@ for L in "${DEPTHS[@]}"; do
         split(parts[2], b, ": "); n2 = split(b[1], c, " "); name2 = c[1]; v2 = ""
         if (n2 == 3) { v2 = c[3]; sub(/\)$/, "", v2) }
         rest = b[2]; gsub(/[\[\],]/, " ", rest); split(rest, d, " ")
-        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d\n", L, H, name1, v1, spd, name2, v2, d[1], d[2], d[3], sig
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s\n", L, H, name1, v1, spd, name2, v2, d[1], d[2], d[3], sig, lam
       }' >> "$OUT/phase.csv"
   done
 done
-# The heat map: the closest family per (L, H), labelled with its fitted value (gnuplot, no shell).
+# The heat map: colour = log10 of the fitted ridge lambda (ridge with lambda far above the
+# eigenvalues of X'X predicts like one GD step, x'X'y / lambda; lambda -> 0 is OLS), label = the
+# closest family and its fitted value (gnuplot, no shell).
 if command -v gnuplot > /dev/null; then
   awk -F, 'NR > 1 {
-      f = $3; sub(/:.*/, "", f); code = (f == "gd") ? 0 : (f == "sgd") ? 1 : (f == "ridge") ? 2 : (f == "ols") ? 3 : 4
+      f = $3; sub(/:.*/, "", f)
       label = f; if ($4 != "") label = label "\\n" $4; if (!$11) label = label "\\n(~)"
-      printf "%d %d %d \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), code, label
+      printf "%d %d %.4f \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), log($12) / log(10), label
     }' "$OUT/phase.csv" > "$OUT/phase.dat"
   cat > "$OUT/phase.gp" <<'GP'
 # gnuplot script written by experiments/phase.sh; rerun with: gnuplot phase.gp
 set terminal pngcairo size 760,600 noenhanced
 set output 'phase.png'
-set title 'closest family by depth and width (d = 4, noiseless; ~: runner-up within noise)'
+set title "closest family by depth and width (d = 4, noiseless; ~: runner-up within noise)\ncolour: log10 of the fitted ridge lambda (high: like one GD step; low: like OLS)"
 set xlabel 'hidden size H'
 set ylabel 'layers L'
 set xtics ('8' 0, '16' 1, '32' 2, '64' 3)
 set ytics ('1' 0, '2' 1, '4' 2, '8' 3)
 set xrange [-0.5:3.5]
 set yrange [-0.5:3.5]
-set cbrange [-0.5:4.5]
-set palette maxcolors 5
-set palette defined (0 '#6baed6', 1 '#c6dbef', 2 '#fdae6b', 3 '#e6550d', 4 '#bdbdbd')
-set cbtics ('gd' 0, 'sgd' 1, 'ridge' 2, 'ols' 3, 'knn' 4)
+set cbrange [-1:2.5]
+set cblabel 'log10 fitted ridge lambda'
+set palette defined (-1 '#e6550d', 0.5 '#fdd0a2', 2.5 '#3182bd')
 unset key
 plot 'phase.dat' using 1:2:3 with image, '' using 1:2:4 with labels font ',10'
 GP

@@ -87,9 +87,9 @@ set xtics ('8' 0, '16' 1, '32' 2, '64' 3)
 set ytics ('1' 0, '2' 1, '4' 2, '8' 3)
 set xrange [-0.5:3.5]
 set yrange [-0.5:3.5]
-set cbrange [-1:2.5]
+set cbrange [-2.2:2.2]
 set cblabel 'log10 fitted ridge lambda'
-set palette defined (-1 '#e6550d', 0.5 '#fdd0a2', 2.5 '#3182bd')
+set palette defined (-2.2 '#a63603', -0.5 '#fd8d3c', 0.7 '#fdd0a2', 2.2 '#3182bd')
 unset key
 plot 'phase.dat' using 1:2:3 with image, '' using 1:2:4 with labels font ',10'
 GP
@@ -101,6 +101,12 @@ fi
   echo "their step size or lambda fitted on the $FIT prompts that follow the scored ones. Closest ="
   echo "least mean SPD / d over k = 0..11; the runner-up's paired difference has a 95% bootstrap"
   echo "interval over the $P prompts (significant when it excludes 0)."
+  echo
+  echo "Reading the fitted lambda: ridge(lambda) predicts x'(X'X + lambda I)^-1 X'y. Far above the"
+  echo "eigenvalues of X'X (about k(1 +- sqrt(d/k))^2, at most about 30 at k = 12, d = 4) that is"
+  echo "x'X'y / lambda to first order, the prediction 2 alpha x'X'y of one GD step from 0 with"
+  echo "alpha = 1 / (2 lambda): there the fitted families nearly coincide and a large lambda means"
+  echo "GD-like. lambda -> 0 is OLS. The heat map's colour is log10 of the fitted lambda."
   echo; echo '![phase diagram](phase.png)'; echo
   echo '| L | H | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] |'
   echo '|---:|---:|---|---:|---:|---|---:|---|'

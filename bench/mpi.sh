@@ -18,19 +18,8 @@ trap 'rm -rf "$TMP"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI="mpirun --oversubscribe --bind-to none"
 
-med() {
-  local ts=()
-  for _ in $(seq "$REPS"); do
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" > "$TMP/last.log" 2>&1 || { echo "mpi.sh: failed: $*" >&2; cat "$TMP/last.log" >&2; exit 1; }
-    t1=$(date +%s.%N)
-    ts+=("$(echo "$t1 - $t0" | bc -l)")
-  done
-  printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'
-}
-ratio() { echo "$1 / $2" | bc -l | awk '{printf "%.2fx", $1}'; }
-row() { printf '| %-62s | %9s | %9s | %8s |\n' "$1" "$2" "$3" "$4"; }
+ROW_WIDTH=62
+source "$(dirname "$0")/lib.sh"
 
 echo "# iclprobe under MPI, $(date -u +%F), $(nproc) cores, medians of $REPS"
 dd if=/dev/zero of="$TMP/dd" bs=1M count=1024 conv=fdatasync 2>&1 | tail -1 |

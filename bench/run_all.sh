@@ -23,20 +23,7 @@ export OMP_WAIT_POLICY=passive
 have_py=1
 $PY -c "import torch, h5py, sklearn" 2>/dev/null || have_py=0
 
-# Median wall seconds of REPS runs of a command (its output discarded).
-med() {
-  local ts=()
-  for _ in $(seq "$REPS"); do
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" > "$TMP/last.log" 2>&1 || { echo "run_all.sh: failed: $*" >&2; cat "$TMP/last.log" >&2; exit 1; }
-    t1=$(date +%s.%N)
-    ts+=("$(echo "$t1 - $t0" | bc -l)")
-  done
-  printf '%s\n' "${ts[@]}" | sort -g | awk '{a[NR]=$1} END {printf "%.3f", a[int((NR+1)/2)]}'
-}
-ratio() { echo "$1 / $2" | bc -l | awk '{printf "%.2fx", $1}'; }
-row() { printf '| %-58s | %9s | %9s | %8s |\n' "$1" "$2" "$3" "$4"; }
+source "$(dirname "$0")/lib.sh"
 
 echo "# iclprobe benchmarks, $(date -u +%F), $(nproc) cores, medians of $REPS"
 build/bench/bench_train 1 9 | head -1

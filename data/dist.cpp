@@ -125,28 +125,10 @@ void OnRoot(const std::function<void()>& f) {
   });
 }
 
-void Barrier() {
-#ifdef ICLPROBE_WITH_MPI
-  if (started) Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-#endif
-}
-
 void Sum(double* values, std::size_t count) {
 #ifdef ICLPROBE_WITH_MPI
   if (started && count > 0)
     Check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_DOUBLE, MPI_SUM,
-                        MPI_COMM_WORLD),
-          "MPI_Allreduce");
-#else
-  (void)values;
-  (void)count;
-#endif
-}
-
-void Sum(std::int64_t* values, std::size_t count) {
-#ifdef ICLPROBE_WITH_MPI
-  if (started && count > 0)
-    Check(MPI_Allreduce(MPI_IN_PLACE, values, static_cast<int>(count), MPI_INT64_T, MPI_SUM,
                         MPI_COMM_WORLD),
           "MPI_Allreduce");
 #else
@@ -177,19 +159,6 @@ std::vector<std::uint8_t> Gather(const std::vector<std::uint8_t>& mine) {
   return all;
 #else
   return mine;
-#endif
-}
-
-std::string Broadcast(const std::string& from_root) {
-  if (!started) return from_root;
-#ifdef ICLPROBE_WITH_MPI
-  std::int64_t n = static_cast<std::int64_t>(from_root.size());
-  Check(MPI_Bcast(&n, 1, MPI_INT64_T, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  std::string s = IsRoot() ? from_root : std::string(n, '\0');
-  Check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, MPI_COMM_WORLD), "MPI_Bcast");
-  return s;
-#else
-  return from_root;
 #endif
 }
 

@@ -50,14 +50,10 @@ void Together(const std::function<void()>& f);
 // (collective).
 void OnRoot(const std::function<void()>& f);
 
-void Barrier();
 // Element-wise sums over ranks, in place (every rank gets the sums).
 void Sum(double* values, std::size_t count);
-void Sum(std::int64_t* values, std::size_t count);
 // Every rank's bytes, concatenated in rank order, on every rank.
 std::vector<std::uint8_t> Gather(const std::vector<std::uint8_t>& mine);
-// Rank 0's string on every rank.
-std::string Broadcast(const std::string& from_root);
 
 // The contiguous share [lo, hi) of `count` items that this rank takes (rank order = item order).
 struct Range {

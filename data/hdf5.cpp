@@ -58,7 +58,6 @@ std::string StackDetail() {
 }
 
 std::string DimsStr(const Dims& d) {
-  const Lock lock;
   std::string s = "[";
   for (std::size_t i = 0; i < d.size(); ++i)
     s += (i ? ", " : "") + std::to_string(d[i]);
@@ -151,11 +150,9 @@ void Handle::Reset() {
 // ---- Object / attributes ------------------------------------------------------------------
 
 std::string Object::Where() const {
-  const Lock lock;
   return "'" + file_ + "' object '" + name_ + "'";
 }
 std::string Object::Where(const std::string& attr) const {
-  const Lock lock;
   return "'" + file_ + "' attribute '" + attr + "' of '" + name_ + "'";
 }
 
@@ -467,15 +464,20 @@ void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size
   } else if (H5Sselect_none(file_space.id()) < 0 || H5Sselect_none(mem_space.id()) < 0) {
     Fail(Where() + ": cannot select rows");
   }
-  Handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  // Collective transfers in a file of all ranks; HDF5's defaults otherwise.
+  Handle xfer;
 #ifdef ICLPROBE_WITH_MPI
-  if (collective_ && H5Pset_dxpl_mpio(xfer.id(), H5FD_MPIO_COLLECTIVE) < 0)
-    Fail(Where() + ": cannot ask for collective transfers");
+  if (collective_) {
+    xfer = Handle(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    if (H5Pset_dxpl_mpio(xfer.id(), H5FD_MPIO_COLLECTIVE) < 0)
+      Fail(Where() + ": cannot ask for collective transfers");
+  }
 #endif
+  const hid_t xfer_id = xfer.valid() ? xfer.id() : H5P_DEFAULT;
   unsigned char none[16];  // HDF5 wants a buffer even for an empty selection
   if (count == 0) data = none;
-  const herr_t r = write ? H5Dwrite(id(), type, mem_space.id(), file_space.id(), xfer.id(), data)
-                         : H5Dread(id(), type, mem_space.id(), file_space.id(), xfer.id(), data);
+  const herr_t r = write ? H5Dwrite(id(), type, mem_space.id(), file_space.id(), xfer_id, data)
+                         : H5Dread(id(), type, mem_space.id(), file_space.id(), xfer_id, data);
   if (r < 0)
     Fail(Where() + (write ? ": write failed (disk full or file read-only?)" : ": read failed"));
 }
@@ -483,7 +485,6 @@ void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size
 // ---- Group --------------------------------------------------------------------------------
 
 std::string Group::Child(const std::string& path) const {
-  const Lock lock;
   if (!path.empty() && path[0] == '/') return path;
   return name_ == "/" ? "/" + path : name_ + "/" + path;
 }

@@ -404,11 +404,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
   auto compute = [&](std::int64_t first, std::int64_t count) {
     Batch b;
     b.count = count;
-    if (count == 0) return b;  // a rank with no rows in the last round
-    b.set = data::SamplePrompts(cfg.task, cfg.seed, first, count);
+    // float16 states are computed in float32 and rounded below.
+    const auto stored = cfg.float16 && count == 0 ? torch::kHalf : torch::kFloat32;
     for (std::size_t i = 0; i < cfg.layers.size(); ++i)
-      b.hidden.push_back(torch::empty({count, T, H}));
+      b.hidden.push_back(torch::empty({count, T, H}, stored));
     b.predictions = torch::empty({count, n});
+    if (count == 0) return b;  // a rank with no rows in the last round: empty blocks
+    b.set = data::SamplePrompts(cfg.task, cfg.seed, first, count);
     const std::int64_t groups = count_groups(count);
     // The targets: on a thread of their own while the workers run the model, or after it on
     // one thread (--threads 1 uses one core).
@@ -509,15 +511,13 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       out.WriteRows(mine, count, data, elements);
     };
     for (std::size_t i = 0; i < ds.hidden.size(); ++i) {
-      const torch::Tensor& h = count > 0 ? b.hidden[i] : torch::Tensor();
+      const torch::Tensor& h = b.hidden[i];
       if (cfg.float16)
-        put(ds.hidden[i], count > 0 ? static_cast<const h5::Half*>(h.data_ptr()) : nullptr,
-            count > 0 ? h.numel() : 0);
+        put(ds.hidden[i], static_cast<const h5::Half*>(h.data_ptr()), h.numel());
       else
-        put(ds.hidden[i], count > 0 ? h.data_ptr<float>() : nullptr, count > 0 ? h.numel() : 0);
+        put(ds.hidden[i], h.data_ptr<float>(), h.numel());
     }
-    put(ds[schema::kPredictions], count > 0 ? b.predictions.data_ptr<float>() : nullptr,
-        count > 0 ? b.predictions.numel() : 0);
+    put(ds[schema::kPredictions], b.predictions.data_ptr<float>(), b.predictions.numel());
     const data::PromptSet& set = b.set;
     const data::TargetSet& t = b.targets;
     put(ds[schema::kPromptsX], set.x.memptr(), set.x.n_elem);

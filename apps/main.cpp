@@ -7,11 +7,10 @@
 #include <string>
 #include <thread>
 
-#include <unistd.h>
-
 #include "apps/cli.hpp"
 #include "data/dist.hpp"
 #include "data/errors.hpp"
+#include "data/process.hpp"
 #include "data/version.hpp"
 
 namespace {
@@ -65,23 +64,20 @@ std::string OneLine(std::string s) {
 // Its workers spin-wait between the many small kernels of these models and take the cores
 // OpenBLAS's own threads need (one machine of this project's kind: 40 training steps in 20.5 s
 // on 2 threads, 12.3 s with OMP_WAIT_POLICY=passive, 14.9 s on one thread). libgomp reads that
-// variable when it is loaded, before main, so the process sets it and re-executes itself once
-// (a user's own OMP_WAIT_POLICY is respected). extract and probe need none of this: they run
-// one intra-op thread per worker.
-void PassiveOpenMpForThreads(int argc, char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY")) return;
+// variable when it is loaded, before main, so data::SetUpProcess sets it and re-executes the
+// program (a user's own OMP_WAIT_POLICY is respected). extract and probe need none of this: they
+// run one intra-op thread per worker.
+bool WantsPassiveOpenMp(int argc, char** argv) {
   const std::string cmd = argv[1];
-  if (cmd != "train" && cmd != "compare" && cmd != "baselines") return;
+  if (cmd != "train" && cmd != "compare" && cmd != "baselines") return false;
   int threads = 0;  // the default: all cores
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--help" || a == "-h") return;
+    if (a == "--help" || a == "-h") return false;
     if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[i + 1]);
     if (a.rfind("--threads=", 0) == 0) threads = std::atoi(a.c_str() + 10);
   }
-  if (threads == 1 || (threads <= 0 && std::thread::hardware_concurrency() <= 1)) return;
-  if (::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-  ::execv("/proc/self/exe", argv);  // returns only when it fails: carry on as we are
+  return !(threads == 1 || (threads <= 0 && std::thread::hardware_concurrency() <= 1));
 }
 
 // Under mpirun, extract and probe spread their work over the ranks; other subcommands would
@@ -119,7 +115,9 @@ int main(int argc, char** argv) {
     std::cout << icl::kCreatedBy << "\n";
     return 0;
   }
-  PassiveOpenMpForThreads(argc, argv);
+  // OpenBLAS's fastest kernels for this CPU, OpenMP's passive wait, freed memory kept
+  // (data/process.hpp); may re-execute the program once.
+  icl::data::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
   if (icl::dist::LaunchedInParallel()) {
     if (!RunsOnRanks(cmd)) {
       std::cerr << "iclprobe " << cmd

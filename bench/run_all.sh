@@ -1,9 +1,10 @@
 #!/bin/bash
-# One command for issue 15's figures: each stage of iclprobe timed as a whole command on 1 and on
-# 2 threads, next to the plain Python/PyTorch (and scikit-learn) reference programs of bench/, in
-# the same invocation, medians of REPS runs, printed as ratios (the figures that count on these
-# noisy machines). Also the machine's float32 GEMM rate (bench_train) and the disk's sequential
-# write rate (bench_extract).
+# One command for issue 15's figures: each stage of iclprobe timed on 1 and on 2 threads (whole
+# commands; training per step, from the trainer's own step times), next to the plain
+# Python/PyTorch (and scikit-learn) reference programs of bench/, in the same invocation, medians
+# of REPS runs, printed as ratios (the figures that count on these noisy machines). Also the
+# machine's float32 GEMM rate and OpenBLAS core (bench_train) and the disk's sequential write
+# rate (dd).
 #
 # Usage: bench/run_all.sh [REPS=3] [PROMPTS=20000]      (from the repository root, after a build)
 # Needs Debian's python3-torch, python3-h5py and python3-sklearn for the references (skipped,
@@ -26,39 +27,48 @@ $PY -c "import torch, h5py, sklearn" 2>/dev/null || have_py=0
 source "$(dirname "$0")/lib.sh"
 
 echo "# iclprobe benchmarks, $(date -u +%F), $(nproc) cores, medians of $REPS"
-build/bench/bench_train 1 9 | head -1
+gemm=$(build/bench/bench_train 1 9 | head -1)
+echo "$gemm"
+# The Python references run on the OpenBLAS kernels iclprobe picks for this CPU (data/process.hpp),
+# so that the ratios compare the programs, not the kernels.
+core=$(echo "$gemm" | sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p')
+echo "(Python references run with OPENBLAS_CORETYPE=$core)"
 echo
 row "work" "A (s)" "B (s)" "A/B"
 row "---" "---:" "---:" "---:"
 
-# Training, shipped config: seconds per step from whole commands, (t(50 steps) - t(20 steps)) / 30
-# (start-up, evaluation and saving cancel), 1 vs 2 threads (the same shards: equal results).
-TR="train --d 4 --n 12 --layers 8 --hidden 64 --heads 4 --eval-every 1000 --save-every 1000 --quiet --force"
-step_time() {  # threads
-  local a b
-  a=$(med "$B" $TR --steps 20 --threads "$1" --out "$TMP/t.h5")
-  b=$(med "$B" $TR --steps 50 --threads "$1" --out "$TMP/t.h5")
-  echo "($b - $a) / 30" | bc -l | awk '{printf "%.4f", $1}'
-}
-t1=$(step_time 1)
-t2=$(step_time 2)
-row "train, s/step: threads 1 (A) vs 2 (B), speed-up A/B" "$t1" "$t2" "$(ratio "$t1" "$t2")"
+# Training: seconds per step of the trainer of `iclprobe train` (bench_shards: its own step
+# callback, medians over rounds alternating 1 and 2 workers), for the shipped config and a larger
+# one, beside the PyTorch (Python) step on 2 threads.
+build/bench/bench_shards 12 "$REPS" > "$TMP/shards.txt"
 if [ $have_py = 1 ]; then
-  tp=$($PY bench/train_step_pytorch.py 2 30 | awk '/shipped/ {printf "%.4f", 1 / $(NF - 1)}')
-  row "train, s/step: PyTorch 2 threads (A) vs iclprobe 2 (B), A/B" "$tp" "$t2" "$(ratio "$tp" "$t2")"
+  OPENBLAS_CORETYPE=$core $PY bench/train_step_pytorch.py 2 30 > "$TMP/pytrain.txt"
 fi
+for cfg in shipped larger; do
+  read -r s1 s2 < <(awk -v c=$cfg '$1 == c {print $(NF - 2), $(NF - 1)}' "$TMP/shards.txt")
+  row "train $cfg, s/step: 1 worker (A) vs 2 (B)" "$s1" "$s2" "$(ratio "$s1" "$s2")"
+  if [ $have_py = 1 ]; then
+    tp=$(awk -v c=$cfg '$1 == c {printf "%.4f", 1 / $(NF - 1)}' "$TMP/pytrain.txt")
+    row "train $cfg, s/step: PyTorch 2 threads (A) vs iclprobe 2 (B)" "$tp" "$s2" "$(ratio "$tp" "$s2")"
+  fi
+done
 
 # Extraction: every layer, all positions, float32, 1 vs 2 threads; PyTorch + h5py reference.
 e1=$(med "$B" extract -c "$CK" -N "$N" --threads 1 --quiet --force -o "$TMP/e1.h5")
 e2=$(med "$B" extract -c "$CK" -N "$N" --threads 2 --quiet --force -o "$TMP/e.h5")
 row "extract $N prompts: threads 1 (A) vs 2 (B), A/B" "$e1" "$e2" "$(ratio "$e1" "$e2")"
 if [ $have_py = 1 ]; then
-  ep=$(med $PY bench/extract_pytorch.py "$CK" "$N" 2)
+  ep=$(med env OPENBLAS_CORETYPE=$core $PY bench/extract_pytorch.py "$CK" "$N" 2)
   row "extract: PyTorch + h5py 2 threads (A) vs iclprobe 2 (B), A/B" "$ep" "$e2" "$(ratio "$ep" "$e2")"
 fi
+# The disk's sequential write rate, in the same run: 1 GiB, 1 MiB blocks, flushed (fdatasync).
+disk=$(dd if=/dev/zero of="$TMP/dd" bs=1M count=1024 conv=fdatasync 2>&1 | tail -1 |
+  awk '{r = $(NF - 1); u = $NF; if (u ~ /^GB/) r *= 1000; if (u ~ /^kB/) r /= 1000; print r}')
+rm -f "$TMP/dd"
 mb=$(du -m "$TMP/e.h5" | cut -f1)
-build/bench/bench_extract 2000 1 "$CK" 2>/dev/null | grep -i "disk" | head -1 || true
-echo "  (activations file: $mb MB; iclprobe 2 threads wrote $(echo "$mb / $e2" | bc -l | awk '{printf "%.0f", $1}') MB/s)"
+rate=$(echo "$mb / $e2" | bc -l | awk '{printf "%.0f", $1}')
+row "extract, MB/s: disk write rate (A) vs iclprobe 2 threads (B)" "$disk" "$rate" \
+  "$(echo "100 * $rate / $disk" | bc -l | awk '{printf "%.0f%%", $1}')"
 
 # Ridge probes: xty, every layer and k, 1 vs 2 threads; scikit-learn RidgeCV on the same data.
 PR="probe --activations $TMP/e.h5 --probes ridge --targets xty --quiet --force"
@@ -66,7 +76,7 @@ p1=$(med "$B" $PR --threads 1 --out "$TMP/p1.h5")
 p2=$(med "$B" $PR --threads 2 --out "$TMP/p.h5")
 row "ridge probes: threads 1 (A) vs 2 (B), A/B" "$p1" "$p2" "$(ratio "$p1" "$p2")"
 if [ $have_py = 1 ]; then
-  ps=$($PY bench/probe_ridge_sklearn.py "$TMP/e.h5" "$TMP/p.h5" xty | sed -n 's/.* in \([0-9.]*\) s (.*/\1/p')
+  ps=$(OPENBLAS_CORETYPE=$core $PY bench/probe_ridge_sklearn.py "$TMP/e.h5" "$TMP/p.h5" xty | sed -n 's/.* in \([0-9.]*\) s (.*/\1/p')
   [ -n "$ps" ] && row "ridge: scikit-learn RidgeCV fits (A) vs iclprobe 2 (B), A/B" "$ps" "$p2" "$(ratio "$ps" "$p2")"
 fi
 
@@ -75,4 +85,8 @@ PM="probe --activations $TMP/e.h5 --probes mlp --targets w_ols --k 12 --max-prom
 m1=$(med "$B" $PM --threads 1 --out "$TMP/m1.h5")
 m2=$(med "$B" $PM --threads 2 --out "$TMP/m.h5")
 row "MLP probes (w_ols, k=12, 9 layers): threads 1 (A) vs 2 (B), A/B" "$m1" "$m2" "$(ratio "$m1" "$m2")"
+if [ $have_py = 1 ]; then
+  mp=$(med env OPENBLAS_CORETYPE=$core $PY bench/probe_mlp_pytorch.py "$TMP/e.h5" "$TMP/m.h5" w_ols 12 10 2)
+  row "MLP probes: PyTorch one by one 2 threads (A) vs iclprobe 2 (B)" "$mp" "$m2" "$(ratio "$mp" "$m2")"
+fi
 [ $have_py = 1 ] || echo "(Python references skipped: $PY lacks torch, h5py or sklearn)"

@@ -1,0 +1,50 @@
+#include "data/process.hpp"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+extern "C" char* openblas_get_corename(void);
+
+namespace icl::data {
+
+std::string BlasCoreOverride() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice
+  const char* chosen = openblas_get_corename();
+  if (!chosen) return "";
+  // OpenBLAS's generic x86-64 cores, chosen for CPUs it does not recognise.
+  static const char* const kGeneric[] = {"Prescott", "Core2",   "Penryn", "Dunnington",
+                                         "Nehalem",  "Atom",    "Katmai", "Coppermine",
+                                         "Northwood", "Banias", "Sandybridge"};
+  bool generic = false;
+  for (const char* g : kGeneric)
+    generic = generic || strcasecmp(chosen, g) == 0;
+  if (!generic) return "";
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+  return "";
+}
+
+void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory) {
+  bool changed = false;
+  const std::string core = BlasCoreOverride();
+  if (!core.empty() && ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0) changed = true;
+  if (passive_openmp && !std::getenv("OMP_WAIT_POLICY") &&
+      ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0)
+    changed = true;
+  if (changed) ::execv("/proc/self/exe", argv);  // returns only when it fails: carry on
+  if (keep_freed_memory) KeepFreedMemory();
+}
+
+void KeepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest glibc accepts on 64-bit systems
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+}  // namespace icl::data

@@ -1,0 +1,36 @@
+// Settings of the whole process that only take effect when made at its start: which kernels
+// OpenBLAS runs, how OpenMP's workers wait, and how freed memory is kept. A program calls
+// SetUpProcess first thing in main (iclprobe, the bench programs).
+#pragma once
+
+#include <string>
+
+namespace icl::data {
+
+// The OpenBLAS core type this CPU should run, when OpenBLAS chose a slower one itself; "" when
+// its own choice is right or the user set OPENBLAS_CORETYPE. OpenBLAS 0.3.21 (Debian 12) does
+// not know recent Xeons (Sapphire / Emerald Rapids) and falls back to its generic SSE3 kernels
+// ("Prescott"), a quarter of the speed of its AVX-512 ones there (float32 1024^3 products: 30
+// against 95-136 GFLOP/s on one thread, bench_train). Then this names "SkylakeX" (AVX-512 F,
+// CD, BW, DQ, VL present) or "Haswell" (AVX2 and FMA).
+std::string BlasCoreOverride();
+
+// Re-executes the program once (execv of /proc/self/exe, same arguments) with
+// OPENBLAS_CORETYPE = BlasCoreOverride() when that is not "", and with
+// OMP_WAIT_POLICY=PASSIVE when `passive_openmp` and the user has not set it: both are read
+// when the libraries load, before main. Returns (without re-executing) when nothing needs
+// changing or the exec fails; the second run finds both set and goes on. Then keeps freed
+// memory (KeepFreedMemory) unless told not to. Call it before any thread or MPI starts.
+void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory = true);
+
+// LibTorch allocates and frees each step's activations and gradients (hundreds of blocks of
+// 0.1-10 MiB). By default glibc serves such blocks with mmap, or hands the free top of a heap
+// back to the kernel, so every training step faults its memory in again page by page (~11,000
+// faults per step of the shipped config), and that kernel work does not overlap between
+// threads: training on 2 workers gained only 1.33x over one (bench_shards). This keeps freed
+// memory in the process (blocks below 32 MiB come from the heap; a heap is trimmed only when
+// 512 MiB of it are free): ~90% fewer faults, 1.68x. The resident size then stays at its peak
+// between steps instead of shrinking; the peak itself is unchanged.
+void KeepFreedMemory();
+
+}  // namespace icl::data

@@ -75,19 +75,19 @@ int main(int argc, char** argv) {
   data::SetUpProcess(argv, /*passive_openmp=*/false, /*keep_freed_memory=*/memory == "keep");
   torch::set_num_threads(1);  // what `iclprobe train` sets: one intra-op thread per worker
   openblas_set_num_threads(1);
-  const std::string out =
-      (std::filesystem::temp_directory_path() / ("bench_shards_" + std::to_string(::getpid()) +
-                                                 ".h5"))
-          .string();
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("bench_shards_" + std::to_string(::getpid()) + ".h5"))
+                              .string();
   struct Case {
     const char* name;
     learners::ModelConfig c;
   };
   std::vector<Case> cases = {{"shipped d=4 n=12 L=8 H=64 M=4", {4, 12, 8, 64, 4, 4}},
                              {"larger d=8 n=40 L=8 H=128 M=4", {8, 40, 8, 128, 4, 4}}};
-  std::printf("trainer of iclprobe train, batch 64 in 2 shards, allocator: %s, OpenBLAS core %s; "
-              "medians of %d steps x %d rounds\n",
-              memory.c_str(), openblas_get_corename(), steps, rounds);
+  std::printf(
+      "trainer of iclprobe train, batch 64 in 2 shards, allocator: %s, OpenBLAS core %s; "
+      "medians of %d steps x %d rounds\n",
+      memory.c_str(), openblas_get_corename(), steps, rounds);
   std::printf("%-32s %12s %12s %9s\n", "config", "1 worker s", "2 workers s", "speed-up");
   for (const auto& k : cases) {
     std::vector<double> one, two;

@@ -15,8 +15,8 @@ std::string BlasCoreOverride() {
   const char* chosen = openblas_get_corename();
   if (!chosen) return "";
   // OpenBLAS's generic x86-64 cores, chosen for CPUs it does not recognise.
-  static const char* const kGeneric[] = {"Prescott", "Core2",   "Penryn", "Dunnington",
-                                         "Nehalem",  "Atom",    "Katmai", "Coppermine",
+  static const char* const kGeneric[] = {"Prescott",  "Core2",  "Penryn",     "Dunnington",
+                                         "Nehalem",   "Atom",   "Katmai",     "Coppermine",
                                          "Northwood", "Banias", "Sandybridge"};
   bool generic = false;
   for (const char* g : kGeneric)

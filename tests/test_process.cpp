@@ -25,8 +25,8 @@ std::vector<std::string> CoresLoaded(const std::string& err) {
 }
 
 bool IsGenericCore(const std::string& core) {
-  for (const char* g : {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
-                        "Sandybridge"})
+  for (const char* g :
+       {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge"})
     if (core == g) return true;
   return false;
 }

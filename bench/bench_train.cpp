@@ -2,7 +2,8 @@
 // fraction of this machine's float32 matrix-multiply rate measured in the same run; each config
 // is trained with iclprobe's flat AdamW (what `train` uses) and with LibTorch's AdamW over each
 // parameter tensor, alternating in rounds so that machine noise falls on both alike.
-// Usage: bench_train [threads] [steps]   (defaults: all cores, 40 timed steps)
+// Usage: bench_train [threads] [steps]   (defaults: all cores, 40 timed steps; 0 steps: the
+// matrix-multiply rate only)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s (OpenBLAS core %s)\n",
               threads, peak, openblas_get_corename());
+  if (steps <= 0) return 0;
   std::printf("%-32s %6s %14s %14s %7s %14s %9s\n", "config", "batch", "per-tensor st/s",
               "flat st/s", "ratio", "model GFLOP/s", "of matmul");
   struct Case {

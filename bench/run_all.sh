@@ -27,8 +27,13 @@ $PY -c "import torch, h5py, sklearn" 2>/dev/null || have_py=0
 source "$(dirname "$0")/lib.sh"
 
 echo "# iclprobe benchmarks, $(date -u +%F), $(nproc) cores, medians of $REPS"
-gemm=$(build/bench/bench_train 1 9 | head -1)
+gemm=$(build/bench/bench_train 1 0 | head -1)
 echo "$gemm"
+gemm2=$(build/bench/bench_train 2 0 | head -1)
+echo "$gemm2"
+g1=$(echo "$gemm" | sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p')
+g2=$(echo "$gemm2" | sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p')
+echo "(2 threads over 1 on this GEMM: $(ratio "$g2" "$g1"), what bounds the speed-ups below)"
 # The Python references run on the OpenBLAS kernels iclprobe picks for this CPU (data/process.hpp),
 # so that the ratios compare the programs, not the kernels.
 core=$(echo "$gemm" | sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p')

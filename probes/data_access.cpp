@@ -104,7 +104,7 @@ HiddenReader::HiddenReader(const extract::ActivationsInfo& info, int layer)
       t_(info.positions_per_prompt),
       h_(info.model.hidden) {}
 
-arma::mat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
+arma::fmat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
   arma::fmat buf(std::size_t(t_) * h_, count);
   ds_.ReadRows(start, count, buf.memptr(), buf.n_elem);
   if (!buf.is_finite()) {
@@ -114,7 +114,7 @@ arma::mat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
                                 " has a non-finite value at prompt " + std::to_string(start + col) +
                                 ", position " + std::to_string(pos));
   }
-  return arma::conv_to<arma::mat>::from(buf);
+  return buf;
 }
 
 int AfterKPosition(const extract::ActivationsInfo& info, int k) {

@@ -39,7 +39,9 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
 class HiddenReader {
  public:
   HiddenReader(const extract::ActivationsInfo& info, int layer);
-  arma::mat Read(std::int64_t start, std::int64_t count) const;
+  // Rows [start, start + count) as a (T * H) x count matrix, float32 as stored (a reader
+  // converts the rows it uses); a non-finite value is an error naming the prompt and position.
+  arma::fmat Read(std::int64_t start, std::int64_t count) const;
   int positions() const { return t_; }
   int hidden() const { return h_; }
 

@@ -72,11 +72,18 @@ struct ProbeStack {
     if (mlp) v.insert(v.end(), {fc2_w, fc2_b});
     return v;
   }
-  // x: [G, B, T, H] (pooled) or [G, B, H] -> [G, B, m]
+  // x: [G, B, H, T] (pooled: positions last, see FitGradientProbes) or [G, B, H] -> [G, B, m]
   torch::Tensor Forward(const torch::Tensor& x) const {
-    auto v = pooled ? torch::einsum("gbth,gt->gbh",
-                                    {x, torch::softmax(PooledProbeImpl::kScoreScale * scores, 1)})
-                    : x;
+    // Pooling as one batched matrix-vector product per probe, [B H, T] x [T]: its forward and
+    // backward run the same BLAS call on each slice whatever G is. (An einsum's backward with
+    // respect to the pooling weights took another path for G = 1 than for G > 1 with OpenBLAS's
+    // AVX-512 kernels, and a batched fit then differed from the fit alone in the last bits.)
+    torch::Tensor v = x;
+    if (pooled) {
+      const auto G = x.size(0), B = x.size(1), H = x.size(2), T = x.size(3);
+      const auto alpha = torch::softmax(PooledProbeImpl::kScoreScale * scores, 1);
+      v = torch::bmm(x.reshape({G, B * H, T}), alpha.unsqueeze(2)).reshape({G, B, H});
+    }
     v = torch::baddbmm(proj_b.unsqueeze(1), v, proj_w.transpose(1, 2));
     auto out = torch::baddbmm(fc1_b.unsqueeze(1), v, fc1_w.transpose(1, 2));
     if (!mlp) return out;
@@ -129,13 +136,17 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
   // Standardise each probe's features with its own training statistics (per feature over
   // training rows and positions); targets are shared.
   std::vector<torch::Tensor> tr(G), va(G), te(G);
+  // Pooled features are kept as [N, H, T] (positions last) for ProbeStack::Forward.
+  auto layout = [&](const torch::Tensor& t) {
+    return o.pooled ? t.transpose(1, 2).contiguous() : t;
+  };
   for (int g = 0; g < G; ++g) {
     auto xtr = Rows(features[g], train);
     const auto flat = xtr.reshape({-1, H});
     const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
-    tr[g] = (xtr - mu) / sd;
-    va[g] = (Rows(features[g], val) - mu) / sd;
-    te[g] = (Rows(features[g], test) - mu) / sd;
+    tr[g] = layout((xtr - mu) / sd);
+    va[g] = layout((Rows(features[g], val) - mu) / sd);
+    te[g] = layout((Rows(features[g], test) - mu) / sd);
   }
   const auto xtr = torch::stack(tr), xva = torch::stack(va), xte = torch::stack(te);
   tr.clear(), va.clear(), te.clear();

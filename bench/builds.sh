@@ -27,7 +27,7 @@ echo "B: $B"
 echo
 row "work" "A (s)" "B (s)" "A/B"
 row "---" "---:" "---:" "---:"
-"$B" extract -c "$CK" -N "$N" --quiet --force -o "$TMP/acts.h5"  # the input of the probes
+"$B" extract -c "$CK" -N "$N" --quiet --force -o "$TMP/acts.h5" > /dev/null  # the probes' input
 TR="train --d 4 --n 12 --layers 8 --hidden 64 --heads 4 --eval-every 1000 --save-every 1000 --quiet --force"
 jobs=(
   "train 40 steps (shipped config)|$TR --steps 40 --out $TMP/t.h5"

@@ -7,6 +7,7 @@
 #include "data/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "extract/activations_schema.hpp"
+#include "probes/runner.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -239,6 +240,39 @@ TEST(CliProbe, GradientProbesDoNotDependOnTheThreadCount) {
   // sorted into a fixed order before writing. So every probe's float32 arithmetic is the same
   // instruction sequence whatever the thread count (same machine, same binary).
   EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));
+}
+
+// Ridge probes stream the file in blocks; with more than one worker the next block is read on a
+// thread of its own while the workers fit this one (probes/runner.cpp, StreamBlocks). Each
+// (k, seed) statistic is still summed by one task per block, in block order, so the results are
+// the same bit for bit on 1 and 2 threads; blocks of 300 rows make 7 blocks of the 2,000 prompts.
+TEST(CliProbe, RidgeProbesDoNotDependOnTheThreadCount) {
+  TempDir tmp;
+  WriteActivations(tmp / "acts.h5", {});
+  std::vector<probes::ProbeOutput> outs;
+  for (int threads : {1, 2}) {
+    probes::ProbeRequest req;
+    req.activations = tmp / "acts.h5";
+    req.targets = {"xty", "xtx"};
+    req.seeds = 2;
+    req.threads = threads;
+    req.block_rows = 300;
+    req.bootstrap = 100;
+    outs.push_back(probes::RunProbes(req));
+  }
+  ASSERT_EQ(outs[0].records.size(), outs[1].records.size());
+  ASSERT_EQ(outs[0].records.size(), 2u * 3 * 3 * 2);  // targets x layers x k x seeds
+  for (std::size_t i = 0; i < outs[0].records.size(); ++i) {
+    const auto &a = outs[0].records[i], &b = outs[1].records[i];
+    EXPECT_EQ(a.mse, b.mse) << i;
+    EXPECT_EQ(a.lambda, b.lambda) << i;
+    EXPECT_TRUE(arma::approx_equal(a.sse, b.sse, "absdiff", 0.0)) << i;
+  }
+  ASSERT_EQ(outs[0].ridge.size(), outs[1].ridge.size());
+  for (std::size_t i = 0; i < outs[0].ridge.size(); ++i)
+    EXPECT_TRUE(
+        arma::approx_equal(outs[0].ridge[i].weights, outs[1].ridge[i].weights, "absdiff", 0.0))
+        << i;
 }
 
 // --max-prompts N probes the first N prompts of a file: the same numbers as a file of exactly

@@ -1,6 +1,7 @@
 #include "data/process.hpp"
 
 #include <malloc.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -22,12 +23,14 @@ std::string BlasCoreOverride() {
   for (const char* g : kGeneric)
     generic = generic || strcasecmp(chosen, g) == 0;
   if (!generic) return "";
+#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
   return "";
 }
 

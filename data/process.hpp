@@ -12,7 +12,7 @@ namespace icl::data {
 // not know recent Xeons (Sapphire / Emerald Rapids) and falls back to its generic SSE3 kernels
 // ("Prescott"), a quarter of the speed of its AVX-512 ones there (float32 1024^3 products: 30
 // against 95-136 GFLOP/s on one thread, bench_train). Then this names "SkylakeX" (AVX-512 F,
-// CD, BW, DQ, VL present) or "Haswell" (AVX2 and FMA).
+// CD, BW, DQ, VL present) or "Haswell" (AVX2 and FMA); on other architectures, "".
 std::string BlasCoreOverride();
 
 // Re-executes the program once (execv of /proc/self/exe, same arguments) with

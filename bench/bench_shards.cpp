@@ -22,9 +22,6 @@
 #include "data/process.hpp"
 #include "learners/trainer.hpp"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-extern "C" char* openblas_get_corename(void);
-
 using namespace icl;
 using Clock = std::chrono::steady_clock;
 
@@ -74,7 +71,7 @@ int main(int argc, char** argv) {
   // The OpenBLAS kernels iclprobe runs (data/process.hpp); may re-execute this program.
   data::SetUpProcess(argv, /*passive_openmp=*/false, /*keep_freed_memory=*/memory == "keep");
   torch::set_num_threads(1);  // what `iclprobe train` sets: one intra-op thread per worker
-  openblas_set_num_threads(1);
+  data::SetBlasThreads(1);
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("bench_shards_" + std::to_string(::getpid()) + ".h5"))
                               .string();
@@ -87,7 +84,7 @@ int main(int argc, char** argv) {
   std::printf(
       "trainer of iclprobe train, batch 64 in 2 shards, allocator: %s, OpenBLAS core %s; "
       "medians of %d steps x %d rounds\n",
-      memory.c_str(), openblas_get_corename(), steps, rounds);
+      memory.c_str(), data::BlasCoreName().c_str(), steps, rounds);
   std::printf("%-32s %12s %12s %9s\n", "config", "1 worker s", "2 workers s", "speed-up");
   for (const auto& k : cases) {
     std::vector<double> one, two;

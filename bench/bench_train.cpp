@@ -18,9 +18,6 @@
 #include "learners/flat_adamw.hpp"
 #include "learners/transformer.hpp"
 
-extern "C" void openblas_set_num_threads(int num_threads);
-extern "C" char* openblas_get_corename(void);
-
 using namespace icl;
 
 namespace {
@@ -106,10 +103,10 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
   const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
   torch::set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  data::SetBlasThreads(threads);
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s (OpenBLAS core %s)\n",
-              threads, peak, openblas_get_corename());
+              threads, peak, data::BlasCoreName().c_str());
   if (steps <= 0) return 0;
   std::printf("%-32s %6s %14s %14s %7s %14s %9s\n", "config", "batch", "per-tensor st/s",
               "flat st/s", "ratio", "model GFLOP/s", "of matmul");

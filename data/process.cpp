@@ -8,21 +8,31 @@
 #include <cstring>
 
 extern "C" char* openblas_get_corename(void);
+extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace icl::data {
 
-std::string BlasCoreOverride() {
-  if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice
-  const char* chosen = openblas_get_corename();
-  if (!chosen) return "";
-  // OpenBLAS's generic x86-64 cores, chosen for CPUs it does not recognise.
+bool IsGenericBlasCore(const std::string& core) {
   static const char* const kGeneric[] = {"Prescott",  "Core2",  "Penryn",     "Dunnington",
                                          "Nehalem",   "Atom",   "Katmai",     "Coppermine",
                                          "Northwood", "Banias", "Sandybridge"};
-  bool generic = false;
   for (const char* g : kGeneric)
-    generic = generic || strcasecmp(chosen, g) == 0;
-  if (!generic) return "";
+    if (strcasecmp(core.c_str(), g) == 0) return true;
+  return false;
+}
+
+std::string BlasCoreName() {
+  const char* name = openblas_get_corename();
+  return name ? name : "";
+}
+
+void SetBlasThreads(int threads) {
+  openblas_set_num_threads(threads);
+}
+
+std::string BlasCoreOverride() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice
+  if (!IsGenericBlasCore(BlasCoreName())) return "";
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
@@ -42,12 +52,10 @@ void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory) {
       ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0)
     changed = true;
   if (changed) ::execv("/proc/self/exe", argv);  // returns only when it fails: carry on
-  if (keep_freed_memory) KeepFreedMemory();
-}
-
-void KeepFreedMemory() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest glibc accepts on 64-bit systems
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  if (keep_freed_memory) {
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest glibc accepts on 64-bit systems
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
 }
 
 }  // namespace icl::data

@@ -1,6 +1,7 @@
 // Settings of the whole process that only take effect when made at its start: which kernels
 // OpenBLAS runs, how OpenMP's workers wait, and how freed memory is kept. A program calls
-// SetUpProcess first thing in main (iclprobe, the bench programs).
+// SetUpProcess first thing in main (iclprobe, the bench and test programs). Also the one place
+// that speaks to OpenBLAS directly (its core and its thread pool).
 #pragma once
 
 #include <string>
@@ -15,22 +16,32 @@ namespace icl::data {
 // CD, BW, DQ, VL present) or "Haswell" (AVX2 and FMA); on other architectures, "".
 std::string BlasCoreOverride();
 
+// True for OpenBLAS's generic x86-64 cores (Prescott, Core2, ..., Sandybridge: no AVX2), the
+// ones it falls back to for a CPU it does not recognise.
+bool IsGenericBlasCore(const std::string& core);
+
+// The core OpenBLAS runs in this process ("SkylakeX", "Prescott", ...).
+std::string BlasCoreName();
+
+// The size of OpenBLAS's own thread pool (LibTorch's set_num_threads leaves it alone).
+void SetBlasThreads(int threads);
+
 // Re-executes the program once (execv of /proc/self/exe, same arguments) with
 // OPENBLAS_CORETYPE = BlasCoreOverride() when that is not "", and with
 // OMP_WAIT_POLICY=PASSIVE when `passive_openmp` and the user has not set it: both are read
 // when the libraries load, before main. Returns (without re-executing) when nothing needs
-// changing or the exec fails; the second run finds both set and goes on. Then keeps freed
-// memory (KeepFreedMemory) unless told not to. Call it before any thread or MPI starts.
+// changing or the exec fails; the second run finds both set and goes on. Call it before any
+// thread or MPI starts.
+//
+// Then, unless `keep_freed_memory` is false, keeps freed memory in the process. LibTorch
+// allocates and frees each step's activations and gradients (hundreds of blocks of 0.1-10 MiB);
+// by default glibc serves such blocks with mmap, or hands the free top of a heap back to the
+// kernel, so every training step faults its memory in again page by page (~11,000 faults per
+// step of the shipped config), and that kernel work does not overlap between threads: training
+// on 2 workers gained only 1.33x over one (bench_shards). Blocks below 32 MiB then come from
+// the heap, and a heap is trimmed only when 512 MiB of it are free: ~90% fewer faults, 1.68x.
+// The resident size stays at its peak between steps instead of shrinking; the peak itself is
+// unchanged.
 void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory = true);
-
-// LibTorch allocates and frees each step's activations and gradients (hundreds of blocks of
-// 0.1-10 MiB). By default glibc serves such blocks with mmap, or hands the free top of a heap
-// back to the kernel, so every training step faults its memory in again page by page (~11,000
-// faults per step of the shipped config), and that kernel work does not overlap between
-// threads: training on 2 workers gained only 1.33x over one (bench_shards). This keeps freed
-// memory in the process (blocks below 32 MiB come from the heap; a heap is trimmed only when
-// 512 MiB of it are free): ~90% fewer faults, 1.68x. The resident size then stays at its peak
-// between steps instead of shrinking; the peak itself is unchanged.
-void KeepFreedMemory();
 
 }  // namespace icl::data

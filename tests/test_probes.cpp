@@ -2,11 +2,10 @@
 // gradient probes (planted nonlinear map), splits and metric definitions.
 #include <gtest/gtest.h>
 
+#include "data/process.hpp"
 #include "probes/data_access.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
-
-extern "C" void openblas_set_num_threads(int num_threads);
 
 using namespace icl::probes;
 
@@ -174,8 +173,9 @@ TEST(Metrics, DefinitionsOnHandMadeNumbers) {
   p.AccumulateErrors(x, y, arma::vec{3.0}, acc);
   EXPECT_DOUBLE_EQ(acc.sst, 14);
   // Not a model output: a double-precision fit of four hand-written points (no float32, no
-  // BLAS threading); both sides sum the same four squared residuals of size ~1, so they agree
-  // to a few ulps (~1e-15); 1e-12 leaves three orders of margin.
+  // BLAS threading); both sides sum the same four squared residuals of size ~1 in this process,
+  // so they agree to a few ulps (~1e-15). Another CPU's kernels (FMA or not) move each residual
+  // by a few ulps too, not more; 1e-12 leaves three orders of margin.
   EXPECT_NEAR(acc.sse, arma::accu(arma::square(y - p.Predict(x))), 1e-12);
 }
 
@@ -203,7 +203,7 @@ TEST(Splits, AreDisjointCoverEveryPromptAndFollowTheFractions) {
 
 TEST(GradientProbe, MlpBeatsLinearOnAPlantedNonlinearMap) {
   torch::set_num_threads(1);
-  openblas_set_num_threads(1);
+  icl::data::SetBlasThreads(1);
   torch::manual_seed(0);
   const long n = 3000, h = 6;
   const auto feats = torch::randn({n, h});
@@ -269,7 +269,7 @@ TEST(RidgeProbe, LambdaZeroWithFewerRowsThanFeaturesIsRefused) {
 // thread the arithmetic of slice g does not depend on the batch, and the results are equal.
 TEST(GradientProbe, BatchedFitsEqualEachFitAlone) {
   torch::set_num_threads(1);
-  openblas_set_num_threads(1);
+  icl::data::SetBlasThreads(1);
   torch::manual_seed(3);
   const long n = 1200, t = 4, h = 6;
   std::vector<torch::Tensor> feats;

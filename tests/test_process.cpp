@@ -24,13 +24,6 @@ std::vector<std::string> CoresLoaded(const std::string& err) {
   return cores;
 }
 
-bool IsGenericCore(const std::string& core) {
-  for (const char* g :
-       {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge"})
-    if (core == g) return true;
-  return false;
-}
-
 }  // namespace
 
 TEST(Process, AUsersOpenblasCoretypeIsKept) {
@@ -64,10 +57,10 @@ TEST(Process, IclprobeRunsTheKernelsOfItsCpu) {
   const auto cores = CoresLoaded(r.err);
   ASSERT_FALSE(cores.empty()) << "OPENBLAS_VERBOSE=2 printed no core: " << r.err;
   // The core the program ran on (the last one loaded: after a re-execution, the second).
-  EXPECT_FALSE(IsGenericCore(cores.back())) << r.err;
+  EXPECT_FALSE(data::IsGenericBlasCore(cores.back())) << r.err;
   // At most one re-execution, and only away from a generic core.
   ASSERT_LE(cores.size(), 2u) << r.err;
   if (cores.size() == 2) {
-    EXPECT_TRUE(IsGenericCore(cores.front())) << r.err;
+    EXPECT_TRUE(data::IsGenericBlasCore(cores.front())) << r.err;
   }
 }

@@ -1,7 +1,6 @@
 // Option parsing shared by the subcommands.
 #include "apps/cli.hpp"
 #include "data/dist.hpp"
-#include "data/process.hpp"
 
 #include <torch/torch.h>
 
@@ -9,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+
+extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace icl::cli {
 
@@ -155,7 +156,7 @@ void CheckThreads(int threads) {
 
 void SetSerialKernels() {
   torch::set_num_threads(1);
-  data::SetBlasThreads(1);
+  openblas_set_num_threads(1);
 }
 
 int ResolveThreads(int threads) {
@@ -169,7 +170,7 @@ int ResolveThreads(int threads) {
 void SetThreads(int threads) {
   const int n = ResolveThreads(threads);
   torch::set_num_threads(n);
-  data::SetBlasThreads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
+  openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
 }
 
 }  // namespace icl::cli

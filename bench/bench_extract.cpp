@@ -22,6 +22,8 @@
 #include "learners/checkpoint.hpp"
 #include "learners/trainer.hpp"
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 using namespace icl;
 namespace fs = std::filesystem;
 
@@ -63,7 +65,7 @@ int main(int argc, char** argv) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   // What `extract --threads T` does: serial kernels, T workers over prompt groups.
   torch::set_num_threads(1);
-  data::SetBlasThreads(1);
+  openblas_set_num_threads(1);
   const fs::path dir = fs::temp_directory_path() / "iclprobe-bench-extract";
   fs::create_directories(dir);
 

@@ -22,6 +22,8 @@
 #include "data/process.hpp"
 #include "learners/trainer.hpp"
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 using namespace icl;
 using Clock = std::chrono::steady_clock;
 
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
   // The OpenBLAS kernels iclprobe runs (data/process.hpp); may re-execute this program.
   data::SetUpProcess(argv, /*passive_openmp=*/false, /*keep_freed_memory=*/memory == "keep");
   torch::set_num_threads(1);  // what `iclprobe train` sets: one intra-op thread per worker
-  data::SetBlasThreads(1);
+  openblas_set_num_threads(1);
   const std::string out = (std::filesystem::temp_directory_path() /
                            ("bench_shards_" + std::to_string(::getpid()) + ".h5"))
                               .string();

@@ -18,6 +18,8 @@
 #include "learners/flat_adamw.hpp"
 #include "learners/transformer.hpp"
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 using namespace icl;
 
 namespace {
@@ -103,7 +105,7 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
   const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
   torch::set_num_threads(threads);
-  data::SetBlasThreads(threads);
+  openblas_set_num_threads(threads);
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s (OpenBLAS core %s)\n",
               threads, peak, data::BlasCoreName().c_str());

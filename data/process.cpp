@@ -8,7 +8,6 @@
 #include <cstring>
 
 extern "C" char* openblas_get_corename(void);
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace icl::data {
 
@@ -24,10 +23,6 @@ bool IsGenericBlasCore(const std::string& core) {
 std::string BlasCoreName() {
   const char* name = openblas_get_corename();
   return name ? name : "";
-}
-
-void SetBlasThreads(int threads) {
-  openblas_set_num_threads(threads);
 }
 
 std::string BlasCoreOverride() {

@@ -1,7 +1,7 @@
 // Settings of the whole process that only take effect when made at its start: which kernels
 // OpenBLAS runs, how OpenMP's workers wait, and how freed memory is kept. A program calls
-// SetUpProcess first thing in main (iclprobe, the bench and test programs). Also the one place
-// that speaks to OpenBLAS directly (its core and its thread pool).
+// SetUpProcess first thing in main (iclprobe, the bench and test programs). Thread counts are
+// not set here: only programs set those (tests/check_layering.sh).
 #pragma once
 
 #include <string>
@@ -22,9 +22,6 @@ bool IsGenericBlasCore(const std::string& core);
 
 // The core OpenBLAS runs in this process ("SkylakeX", "Prescott", ...).
 std::string BlasCoreName();
-
-// The size of OpenBLAS's own thread pool (LibTorch's set_num_threads leaves it alone).
-void SetBlasThreads(int threads);
 
 // Re-executes the program once (execv of /proc/self/exe, same arguments) with
 // OPENBLAS_CORETYPE = BlasCoreOverride() when that is not "", and with

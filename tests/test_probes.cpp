@@ -2,10 +2,11 @@
 // gradient probes (planted nonlinear map), splits and metric definitions.
 #include <gtest/gtest.h>
 
-#include "data/process.hpp"
 #include "probes/data_access.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
+
+extern "C" void openblas_set_num_threads(int num_threads);
 
 using namespace icl::probes;
 
@@ -203,7 +204,7 @@ TEST(Splits, AreDisjointCoverEveryPromptAndFollowTheFractions) {
 
 TEST(GradientProbe, MlpBeatsLinearOnAPlantedNonlinearMap) {
   torch::set_num_threads(1);
-  icl::data::SetBlasThreads(1);
+  openblas_set_num_threads(1);
   torch::manual_seed(0);
   const long n = 3000, h = 6;
   const auto feats = torch::randn({n, h});
@@ -269,7 +270,7 @@ TEST(RidgeProbe, LambdaZeroWithFewerRowsThanFeaturesIsRefused) {
 // thread the arithmetic of slice g does not depend on the batch, and the results are equal.
 TEST(GradientProbe, BatchedFitsEqualEachFitAlone) {
   torch::set_num_threads(1);
-  icl::data::SetBlasThreads(1);
+  openblas_set_num_threads(1);
   torch::manual_seed(3);
   const long n = 1200, t = 4, h = 6;
   std::vector<torch::Tensor> feats;

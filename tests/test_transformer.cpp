@@ -7,12 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "data/hdf5.hpp"
-#include "data/process.hpp"
 #include "data/prompt_io.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/trainer.hpp"
 #include "tests/test_util.hpp"
+
+extern "C" void openblas_set_num_threads(int num_threads);
 
 using namespace icl;
 using learners::ModelConfig;
@@ -56,7 +57,7 @@ class SingleThread : public ::testing::Test {
  protected:
   void SetUp() override {
     torch::set_num_threads(1);
-    icl::data::SetBlasThreads(1);
+    openblas_set_num_threads(1);
   }
 };
 

@@ -71,6 +71,10 @@ struct Silencer {
     // explicitly, and an unfinished one is a ".partial" file anyway.
     H5dont_atexit();
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    // No filter plugin is ever loaded: a file naming a foreign filter could otherwise make
+    // HDF5 dlopen a library from HDF5_PLUGIN_PATH. iclprobe writes deflate and shuffle only,
+    // which are built in.
+    H5PLset_loading_state(0);
   }
 };
 
@@ -482,6 +486,47 @@ void Dataset::Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size
     Fail(Where() + (write ? ": write failed (disk full or file read-only?)" : ": read failed"));
 }
 
+namespace {
+
+// Refuses a dataset whose bytes are not all in its own file, or that needs a filter iclprobe
+// does not write: external storage (raw data in any other file, a device or a FIFO), a virtual
+// dataset (a view of other files' datasets), and any filter but deflate and shuffle (a plugin,
+// or a built-in one such as szip or scale-offset that iclprobe never writes). Such bytes are
+// outside the checkpoint's SHA-256, and reading them could block or leak another file.
+void CheckStorage(hid_t dataset, const std::string& file, const std::string& name) {
+  const Lock lock;
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose);
+  if (!dcpl.valid()) Fail("'" + file + "': cannot read the storage of '" + name + "'");
+  const std::string where = "hdf5: '" + file + "': dataset '" + name + "'";
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout == H5D_VIRTUAL)
+    throw std::runtime_error(where +
+                             " is a virtual dataset (a view of other files); iclprobe reads only "
+                             "datasets stored in the file itself");
+  if (layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED && layout != H5D_COMPACT)
+    throw std::runtime_error(where + " has a storage layout iclprobe does not read");
+  const int external = H5Pget_external_count(dcpl.id());
+  if (external != 0)
+    throw std::runtime_error(where +
+                             " keeps its data in another file (HDF5 external storage); iclprobe "
+                             "reads only datasets stored in the file itself");
+  const int filters = H5Pget_nfilters(dcpl.id());
+  if (filters < 0) Fail("'" + file + "': cannot read the filters of '" + name + "'");
+  for (int i = 0; i < filters; ++i) {
+    unsigned flags = 0;
+    std::size_t n_values = 0;
+    char filter_name[64] = {0};
+    unsigned config = 0;
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.id(), static_cast<unsigned>(i), &flags, &n_values,
+                                           nullptr, sizeof filter_name, filter_name, &config);
+    if (id != H5Z_FILTER_DEFLATE && id != H5Z_FILTER_SHUFFLE)
+      throw std::runtime_error(where + " needs HDF5 filter " + std::to_string(id) +
+                               "; iclprobe reads only deflate and shuffle, the filters it writes");
+  }
+}
+
+}  // namespace
+
 // ---- Group --------------------------------------------------------------------------------
 
 std::string Group::Child(const std::string& path) const {
@@ -491,7 +536,9 @@ std::string Group::Child(const std::string& path) const {
 
 bool Group::Exists(const std::string& path) const {
   const Lock lock;
-  // Check each component so that a missing parent is "false", not an error.
+  // Check each component so that a missing parent is "false", not an error, and so that no
+  // link is followed out of the file: iclprobe writes only hard links, and a soft, external or
+  // user-defined link could name another file (a device, a FIFO, a secret) or a path that does.
   std::string cur;
   std::size_t pos = 0;
   const std::string full = Child(path);
@@ -500,7 +547,19 @@ bool Group::Exists(const std::string& path) const {
     cur = full.substr(0, next);
     if (cur != "/" && !cur.empty()) {
       const htri_t r = H5Lexists(id(), cur.c_str(), H5P_DEFAULT);
-      if (r <= 0) return false;
+      if (r <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return false;
+      }
+      H5L_info_t info;
+      if (H5Lget_info(id(), cur.c_str(), &info, H5P_DEFAULT) < 0)
+        Fail("'" + file_ + "': cannot read the link '" + cur + "'");
+      if (info.type != H5L_TYPE_HARD)
+        throw std::runtime_error("hdf5: '" + file_ + "': '" + cur + "' is a " +
+                                 (info.type == H5L_TYPE_SOFT       ? "soft link"
+                                  : info.type == H5L_TYPE_EXTERNAL ? "link to another file"
+                                                                   : "user-defined link") +
+                                 "; iclprobe reads only objects stored in the file itself");
     }
     pos = next;
   }
@@ -535,6 +594,7 @@ Dataset Group::OpenDataset(const std::string& path, std::size_t chunk_cache_byte
     H5Pset_chunk_cache(dapl.id(), 12421, chunk_cache_bytes, H5D_CHUNK_CACHE_W0_DEFAULT);
   Handle h(H5Dopen2(id(), full.c_str(), dapl.id()), H5Dclose);
   if (!h.valid()) Fail("'" + file_ + "': '" + full + "' is not a dataset");
+  CheckStorage(h.id(), file_, full);
   return Dataset(std::move(h), file_, full);
 }
 

@@ -196,7 +196,7 @@ void ExpectEveryMutationRefused(const std::string& input, const std::vector<Muta
     m.apply(copy);
     std::string cmd = command;
     cmd.replace(cmd.find("{}"), 2, copy);
-    cmd.replace(cmd.find("{out}"), 5, tmp / "out");
+    if (cmd.find("{out}") != std::string::npos) cmd.replace(cmd.find("{out}"), 5, tmp / "out");
     const auto r = RunShell("timeout 60 '" + test::IclprobeBin() + "' " + cmd);
     ExpectRefused(r, m.name + ": " + cmd);
     EXPECT_FALSE(fs::exists(tmp / "out")) << m.name;
@@ -695,4 +695,152 @@ TEST_F(Reliability, TrainRefusesToOverwriteItsLogWithoutForce) {
       RunIclprobe("train " + kTiny + "--steps 2 --batch 4 --quiet --out " + (tmp / "m.h5")),
       "existing log", "m.train.csv");
   EXPECT_EQ(test::ReadFile(tmp / "m.train.csv"), "mine\n");
+}
+
+// ---- Round two, 1. Files that point elsewhere ------------------------------------------------
+
+namespace {
+
+// Ways a dataset can make HDF5 read bytes that are not in the file iclprobe was given, and a
+// filter iclprobe never writes. Every reader refuses each of them, naming the dataset.
+enum class Elsewhere {
+  kExternalStorage,  // raw data in another file (H5Pset_external), with the right values
+  kExternalFifo,     // raw data "in" a FIFO: a reader that followed it would block forever
+  kExternalLink,     // the name is a link into another HDF5 file
+  kSoftLink,         // the name is a soft link (iclprobe writes only hard links)
+  kVirtual,          // a virtual dataset mapping another file's dataset
+  kForeignFilter,    // chunked with Fletcher-32, a filter iclprobe does not write
+};
+
+// Replaces dataset `object` of `file` by one of the same shape, element size and values whose
+// bytes are reached as `how` says.
+void StoreElsewhere(const std::string& file, const std::string& object, Elsewhere how) {
+  h5::Dims dims;
+  std::vector<double> values;
+  std::size_t element = 0;
+  {
+    h5::File f = h5::File::Open(file);
+    const h5::Dataset ds = f.OpenDataset(object);
+    dims = ds.dims();
+    element = ds.ElementSize();
+    values = ds.ReadAll<double>();
+  }
+  ASSERT_TRUE(element == 4 || element == 8) << object;
+  const hid_t type = element == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE;
+  std::vector<float> as_float(values.begin(), values.end());
+  const void* bytes = element == 4 ? static_cast<const void*>(as_float.data())
+                                   : static_cast<const void*>(values.data());
+  const hsize_t n_bytes = values.size() * element;
+  const std::string side = file + ".side";
+  auto side_h5 = [&] {  // another HDF5 file holding the same values as "/x"
+    h5::File s = h5::File::Create(side, /*truncate=*/true);
+    const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+    const hid_t d = H5Dcreate2(s.id(), "/x", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes), 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    s.Close();
+  };
+  DeleteLink(file, object);
+  h5::File f = h5::File::Open(file, h5::File::Mode::kReadWrite);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  bool write = false;
+  switch (how) {
+    case Elsewhere::kExternalStorage: {
+      std::ofstream(side, std::ios::binary)
+          .write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n_bytes));
+      ASSERT_GE(H5Pset_external(dcpl, side.c_str(), 0, n_bytes), 0);
+      break;
+    }
+    case Elsewhere::kExternalFifo:
+      ASSERT_EQ(::mkfifo(side.c_str(), 0644), 0);
+      ASSERT_GE(H5Pset_external(dcpl, side.c_str(), 0, n_bytes), 0);
+      break;
+    case Elsewhere::kExternalLink:
+      side_h5();
+      ASSERT_GE(
+          H5Lcreate_external(side.c_str(), "/x", f.id(), object.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+          0);
+      break;
+    case Elsewhere::kSoftLink: {
+      const hid_t d =
+          H5Dcreate2(f.id(), "/elsewhere", type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes), 0);
+      H5Dclose(d);
+      ASSERT_GE(H5Lcreate_soft("/elsewhere", f.id(), object.c_str(), H5P_DEFAULT, H5P_DEFAULT), 0);
+      break;
+    }
+    case Elsewhere::kVirtual: {
+      side_h5();
+      ASSERT_GE(H5Pset_virtual(dcpl, space, side.c_str(), "/x", space), 0);
+      break;
+    }
+    case Elsewhere::kForeignFilter:
+      ASSERT_GE(H5Pset_chunk(dcpl, static_cast<int>(dims.size()), dims.data()), 0);
+      ASSERT_GE(H5Pset_fletcher32(dcpl), 0);
+      write = true;
+      break;
+  }
+  if (how != Elsewhere::kExternalLink && how != Elsewhere::kSoftLink) {
+    const hid_t d = H5Dcreate2(f.id(), object.c_str(), type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    ASSERT_GE(d, 0) << object;
+    if (write) {
+      ASSERT_GE(H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes), 0);
+    }
+    H5Dclose(d);
+  }
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  f.Close();
+}
+
+std::vector<Mutation> StorageMutations(const std::string& object) {
+  const std::vector<std::pair<std::string, Elsewhere>> ways = {
+      {"external storage", Elsewhere::kExternalStorage},
+      {"external storage in a FIFO", Elsewhere::kExternalFifo},
+      {"external link", Elsewhere::kExternalLink},
+      {"soft link", Elsewhere::kSoftLink},
+      {"virtual dataset", Elsewhere::kVirtual},
+      {"Fletcher-32 filter", Elsewhere::kForeignFilter},
+  };
+  std::vector<Mutation> m;
+  for (const auto& [name, how] : ways)
+    m.push_back({object + " as " + name, [object = object, how = how](const std::string& p) {
+                   StoreElsewhere(p, object, how);
+                 }});
+  return m;
+}
+
+}  // namespace
+
+// The values are right in every case: what is refused is where they are kept. A reader that
+// followed the FIFO would hang (timeout: exit 124); one that read the external bytes would
+// exit 0 (inspect --export would copy another file's bytes into its output).
+TEST_F(Reliability, DatasetsStoredOutsideTheFileAreRefusedByEveryReader) {
+  const auto ckpt = StorageMutations("/params/readout.weight");
+  for (const char* command :
+       {"inspect {} --export {out}", "extract -c {} --prompts 10 --threads 1 --quiet --out {out}",
+        "baselines --checkpoint {} --prompts 10 --learners ols --csv {out}",
+        "compare -c {} --prompts 10 --ilwd-prompts 2 --learners ols --quiet --csv {out}"})
+    ExpectEveryMutationRefused(In("init.h5"), ckpt, command);
+  ExpectEveryMutationRefused(In("run.h5"), StorageMutations("/params/readout.weight"),
+                             "train --resume --quiet --threads 1 --out {}");
+  ExpectEveryMutationRefused(In("init.h5"), ckpt,
+                             "intervene -c {} --probes " + In("probes.h5") +
+                                 " --target xty --layers 1 --k 3 --pairs 20 --threads 1 --quiet "
+                                 "--out {out}");
+  ExpectEveryMutationRefused(In("acts.h5"), StorageMutations("/hidden/layer_01"),
+                             "probe -a {} --targets xty --probes ridge --k 2 --quiet --out {out}");
+  ExpectEveryMutationRefused(In("probes.h5"), StorageMutations("/metrics/xty/ridge/model/r2"),
+                             "report --probes {} --plot-dir {out}");
+}
+
+TEST_F(Reliability, RefusalsOfStorageNameTheDataset) {
+  TempDir tmp;
+  const std::string ckpt = Copy(tmp, "init.h5");
+  StoreElsewhere(ckpt, "/params/readout.weight", Elsewhere::kExternalStorage);
+  ExpectRefused(RunIclprobe("inspect " + ckpt + " --export " + (tmp / "e.h5")), "external",
+                "dataset '/params/readout.weight' keeps its data in another file");
+  EXPECT_FALSE(fs::exists(tmp / "e.h5"));
 }

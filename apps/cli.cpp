@@ -4,6 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <sstream>
@@ -159,12 +162,27 @@ void SetSerialKernels() {
   openblas_set_num_threads(1);
 }
 
-int ResolveThreads(int threads) {
+int UsableCores() {
+  // The cores this process may run on (taskset, cgroup cpusets), not all the machine has.
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+int ResolveThreads(int threads, long work) {
   CheckThreads(threads);
   // All cores: under mpirun, the machine's cores shared among the ranks on it.
-  return threads > 0 ? threads
-                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                       dist::RanksOnThisMachine());
+  const int cores = std::max(1, UsableCores() / dist::RanksOnThisMachine());
+  int n = threads > 0 ? std::min(threads, cores) : cores;
+  // Workers beyond the cores only wait for one another (OpenMP's and the pools' workers spin
+  // before they sleep): 256 of them on two busy cores turned a second of work into minutes.
+  if (work > 0 && n > work) n = static_cast<int>(work);
+  if (threads > n && dist::IsRoot())
+    std::cerr << "iclprobe: --threads " << threads << ": running " << n << " worker"
+              << (n == 1 ? "" : "s") << " (" << cores << " usable core" << (cores == 1 ? "" : "s")
+              << (work > 0 ? ", " + std::to_string(work) + " independent items of work" : "")
+              << ")\n";
+  return n;
 }
 
 void SetThreads(int threads) {

@@ -53,8 +53,12 @@ void AddThreadsOption(po::options_description& options, int* threads);
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
-// --threads as a count: 0 (all cores) becomes the number of hardware threads.
-int ResolveThreads(int threads);
+// --threads as a worker count: at most the cores this process may use (0 = all of them; under
+// mpirun, its share of the machine's), and at most `work` (independent items, when > 0). When
+// the request is cut, one line on stderr says to what and why.
+int ResolveThreads(int threads, long work = 0);
+// The cores this process may run on (its CPU affinity).
+int UsableCores();
 // One intra-op thread for torch and OpenBLAS: for runs that parallelise over independent work
 // (probe fits) with their own pool, so kernels' threads never multiply with the workers.
 void SetSerialKernels();

@@ -844,3 +844,44 @@ TEST_F(Reliability, RefusalsOfStorageNameTheDataset) {
                 "dataset '/params/readout.weight' keeps its data in another file");
   EXPECT_FALSE(fs::exists(tmp / "e.h5"));
 }
+
+// ---- Round two, 2. Thread counts that stall ---------------------------------------------------
+
+namespace {
+
+// The worker count a run reports when it cuts --threads ("running N workers"), or -1.
+int ReportedWorkers(const std::string& err) {
+  const auto at = err.find("running ");
+  if (at == std::string::npos) return -1;
+  return std::atoi(err.c_str() + at + 8);
+}
+
+int CoresOfThisProcess() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+}  // namespace
+
+// The documented maximum, with every core busy: the run starts no more workers than it has
+// cores, says so, and finishes (the timeout only tells a stall from a result; it asserts no
+// speed). Two busy loops, bounded in time, stand for another job on the machine.
+TEST_F(Reliability, TheDocumentedMaximumThreadCountStartsNoMoreWorkersThanCores) {
+  const int cores = CoresOfThisProcess();
+  const std::string load = "for i in $(seq " + std::to_string(cores) +
+                           "); do timeout 120 sh -c 'while :; do :; done' & done; ";
+  for (const std::string& cmd :
+       {"baselines --checkpoint " + In("init.h5") + " --prompts 200 --learners ols,gd:0.1",
+        "intervene -c " + In("init.h5") + " --probes " + In("probes.h5") +
+            " --target xty --layers 1 --k 3 --pairs 50 --quiet --out {out}"}) {
+    TempDir tmp;
+    std::string c = cmd;
+    if (c.find("{out}") != std::string::npos) c.replace(c.find("{out}"), 5, tmp / "iv.h5");
+    const auto r = RunShell(load + "timeout 300 '" + test::IclprobeBin() + "' " + c +
+                            " --threads 256; rc=$?; kill $(jobs -p) 2>/dev/null; exit $rc");
+    EXPECT_EQ(r.exit_code, 0) << c << "\n" << r.err;
+    const int workers = ReportedWorkers(r.err);
+    EXPECT_GE(workers, 1) << r.err;
+    EXPECT_LE(workers, cores) << r.err;
+  }
+}

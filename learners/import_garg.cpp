@@ -115,8 +115,11 @@ NamedTensors ReadSafetensors(const std::string& path, const std::string& field) 
     entries.push_back(std::move(e));
   }
   // The tensors tile the data exactly: no overlap, no gap, nothing after the last.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  // By (begin, end): an empty tensor at the offset where another starts comes first, whatever
+  // the header's order.
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
   std::uint64_t at = 0;
   for (const auto& e : entries) {
     if (e.begin != at)
@@ -163,6 +166,9 @@ Transformer FromGarg(const NamedTensors& tensors, const GargShape& shape, const 
   if (read_in.dim() != 2)
     fail("tensor '_read_in.weight' has shape " + Shape(read_in) + ", expected [H, d]");
   const std::int64_t H = read_in.size(0), d = read_in.size(1);
+  if (H < 1 || d < 1)
+    fail("tensor '_read_in.weight' has shape " + Shape(read_in) +
+         ", expected [H, d] with the width H and the input dimension d at least 1");
   if (shape.d > 0 && shape.d != d)
     fail(fmt::format("d = {} was asked for, but tensor '_read_in.weight' has shape {} (d = {})",
                      shape.d, Shape(read_in), d));

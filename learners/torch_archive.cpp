@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "data/errors.hpp"
@@ -42,13 +43,37 @@ struct Value {
   std::int64_t offset = 0;                 // kTensor
   std::vector<std::int64_t> size, stride;  // kTensor
   torch::ScalarType dtype = torch::kFloat;  // kStorage
+  // kDict: the position in `items` of each string key, so that a dict of many keys is built in
+  // linear time (a linear search per SETITEM made 200,000 keys take minutes).
+  std::unordered_map<std::string, std::size_t> index;
+  Value() = default;
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+  ~Value();
 };
 
-Ref Make(Value::Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
+// Releases the children without recursion: a pickle of one value inside 10^6 nested tuples
+// would otherwise overflow the stack while the structure is torn down. A child owned only here
+// gives its own children to the work list before it goes, so each destructor sees no items.
+Value::~Value() {
+  std::vector<Ref> work = std::move(items);
+  if (storage) work.push_back(std::move(storage));
+  while (!work.empty()) {
+    Ref v = std::move(work.back());
+    work.pop_back();
+    if (v && v.use_count() == 1) {
+      for (Ref& c : v->items)
+        work.push_back(std::move(c));
+      v->items.clear();
+      if (v->storage) work.push_back(std::move(v->storage));
+    }
+  }
 }
+
+// Limits a state dict is far inside; a pickle beyond them is refused before it is used.
+constexpr std::size_t kMaxValues = 1u << 24;  // values built (a state dict: ~10 per tensor)
+constexpr std::int64_t kMaxTensorElements = std::int64_t(1) << 28;  // 1 GiB of float32
+constexpr int kMaxDepth = 64;  // containers inside containers (a state dict: ~5)
 
 const char* KindName(Value::Kind k) {
   switch (k) {
@@ -95,6 +120,14 @@ bool StorageDtype(const std::string& global, torch::ScalarType* out) {
 // only callables are OrderedDict() and the two tensor rebuilders, interpreted here.
 class Machine {
  public:
+  Ref Make(Value::Kind kind) {
+    if (++made_ > kMaxValues)
+      Fail(fmt::format("more than {} values (no state dict is that large)", kMaxValues));
+    auto v = std::make_shared<Value>();
+    v->kind = kind;
+    return v;
+  }
+
   Machine(const std::string& bytes, std::function<void(const std::string&)> fail)
       : p_(bytes), fail_(std::move(fail)) {}
 
@@ -113,6 +146,7 @@ class Machine {
           break;   // FRAME: framing only
         case '.':  // STOP
           if (stack_.size() != 1 || !marks_.empty()) Fail("the pickle ends with a malformed stack");
+          CheckDepth(stack_.back());
           return stack_.back();
         case 'c': {  // GLOBAL
           const std::string module = Line(), name = Line();
@@ -312,6 +346,22 @@ class Machine {
     stack_.pop_back();
     return v;
   }
+  // Refuses containers nested deeper than kMaxDepth (walked without recursion; a value reached
+  // twice, through the memo, is walked once).
+  void CheckDepth(const Ref& top) {
+    std::vector<std::pair<const Value*, int>> work = {{top.get(), 1}};
+    std::unordered_set<const Value*> seen;
+    while (!work.empty()) {
+      const auto [v, depth] = work.back();
+      work.pop_back();
+      if (depth > kMaxDepth)
+        Fail(fmt::format("containers nested more than {} deep (a state dict needs about 5)",
+                         kMaxDepth));
+      if (!seen.insert(v).second) continue;
+      for (const Ref& c : v->items)
+        if (c) work.emplace_back(c.get(), depth + 1);
+    }
+  }
   Ref Top(Value::Kind kind) {
     if (stack_.size() <= Floor()) Fail("an empty stack where a container was expected");
     if (stack_.back()->kind != kind)
@@ -336,12 +386,13 @@ class Machine {
     Push(it->second);
   }
   void SetItem(const Ref& dict, const Ref& key, const Ref& value) {
-    for (std::size_t i = 0; i < dict->items.size(); i += 2)
-      if (dict->items[i]->kind == Value::Kind::kStr && key->kind == Value::Kind::kStr &&
-          dict->items[i]->s == key->s) {
-        dict->items[i + 1] = value;
+    if (key->kind == Value::Kind::kStr) {
+      const auto [it, fresh] = dict->index.emplace(key->s, dict->items.size());
+      if (!fresh) {
+        dict->items[it->second + 1] = value;
         return;
       }
+    }
     dict->items.push_back(key);
     dict->items.push_back(value);
   }
@@ -393,7 +444,7 @@ class Machine {
 
   const std::string& p_;
   std::function<void(const std::string&)> fail_;
-  std::size_t pos_ = 0, op_at_ = 0;
+  std::size_t pos_ = 0, op_at_ = 0, made_ = 0;
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<std::uint32_t, Ref> memo_;
@@ -491,6 +542,15 @@ TorchSaveContents ReadTorchSave(const std::string& path, const std::string& fiel
         last += static_cast<unsigned __int128>(value->size[k] - 1) *
                 static_cast<unsigned __int128>(value->stride[k]);
     }
+    // A view may repeat its storage's elements (stride 0): its own size is what gets allocated.
+    double elements = 1;
+    for (const auto n : value->size)
+      elements *= double(n);
+    if (elements > double(kMaxTensorElements))
+      fail(
+          fmt::format("tensor '{}': its view (shape [{}]) has {:.0f} elements, more than the {} "
+                      "a learner's parameter can have",
+                      name, fmt::join(value->size, ", "), elements, kMaxTensorElements));
     if (!empty && last >= static_cast<unsigned __int128>(st.i))
       fail(
           fmt::format("tensor '{}': its view (offset {}, shape [{}]) runs past its storage of {} "

@@ -272,3 +272,72 @@ TEST(Import, HostileTorchSaveArchivesAreRefused) {
   // Truncated: the fixture cut in half is no longer a zip archive LibTorch can open.
   ExpectHalfOfFixtureRefused(tmp, "model.pt", "not a readable torch.save archive");
 }
+
+// Reliability round two (issue 28, class 3): inputs that crashed the importer. Each is refused
+// with one line, exit 2 (a crash would be 128 + the signal), and no output.
+TEST(Import, DeepNestingZeroWidthsAndHugeViewsAreRefusedNotCrashed) {
+  TempDir tmp;
+  int case_no = 0;
+  auto refused = [&](const std::string& items, const std::map<std::string, std::string>& records,
+                     const std::string& says) {
+    const std::string in = tmp / ("deep" + std::to_string(case_no++) + ".pt"), out = tmp / "o.h5";
+    WriteTorchSave(in, items, records);
+    const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << says << "\n" << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  };
+  // One int inside 10^6 one-item tuples (TUPLE1) and inside 10^6 lists (EMPTY_LIST, APPEND
+  // each inside the next): the tear-down of either used to overflow the stack (SIGSEGV).
+  const std::size_t million = 1000000;
+  refused(PStr("a") + PInt(1) + std::string(million, '\x85'), {}, "nested more than 64 deep");
+  // [[[...[1]...]]]: 10^6 empty lists on the stack, the int, then 10^6 APPENDs, each putting
+  // the top item into the list below it.
+  const std::string lists =
+      PStr("a") + std::string(million, ']') + PInt(1) + std::string(million, 'a');
+  refused(lists, {}, "nested more than 64 deep");
+  // A zero-width learner: `size % H` divided by zero (SIGFPE).
+  refused(PStr("_read_in.weight") + PTensor("0", 0, 0, {0, 3}, {3, 1}), {{"data/0", ""}},
+          "tensor '_read_in.weight' has shape [0, 3], expected [H, d] with the width H");
+  // A four-element storage viewed with stride 0 as 2^31 elements (8 GiB when made contiguous).
+  refused(PStr("a") + PTensor("0", 4, 0, {65536, 32768}, {0, 0}),
+          {{"data/0", std::string(16, '\0')}},
+          "tensor 'a': its view (shape [65536, 32768]) has 2147483648 elements");
+}
+
+TEST(Import, ASafetensorsEmptyTensorAtASharedOffsetIsNotAGap) {
+  TempDir tmp;
+  const std::string in = tmp / "e.safetensors", out = tmp / "o.h5";
+  // "b" is empty and starts where "a" starts; listed after it, it used to sort before or after
+  // it at random and be called an overlap. Read right, the file fails only for lacking Garg's
+  // tensors.
+  WriteSafetensors(
+      in,
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})",
+      std::string(16, '\0'));
+  const auto r = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing tensor '_read_in.weight'"), std::string::npos) << r.err;
+  // A zero-width safetensors learner is refused for its width, not for its offsets.
+  WriteSafetensors(in, R"({"_read_in.weight":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]}})",
+                   "");
+  const auto z = RunIclprobe("import --format garg " + in + " --heads 2 --out " + out);
+  EXPECT_EQ(z.exit_code, 2);
+  EXPECT_NE(z.err.find("expected [H, d] with the width H"), std::string::npos) << z.err;
+}
+
+// 200,000 keys: a linear search per key made this quadratic (178 s). The dict is read (and then
+// refused for lacking Garg's tensors) under a timeout that only a quadratic reader would hit.
+TEST(Import, AStateDictOfManyKeysIsReadInLinearTime) {
+  TempDir tmp;
+  std::string items;
+  for (int i = 0; i < 200000; ++i)
+    items += PStr("k" + std::to_string(i)) + PInt(i);
+  const std::string in = tmp / "many.pt", out = tmp / "o.h5";
+  WriteTorchSave(in, items, {});
+  const auto r = test::RunShell("timeout 60 '" + test::IclprobeBin() + "' import --format garg " +
+                                in + " --heads 2 --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("'k0' is an int, not a tensor"), std::string::npos) << r.err;
+}

@@ -87,8 +87,13 @@ int RunImport(int argc, char** argv) {
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
   so.inputs = {in};
+  // The lock first, held to the end: nothing touches the output's names (its partial file
+  // among them) while another run may be writing them.
+  const data::OutputLock lock(out, "out");
+  so.lock = false;
   {  // every check on the output path before any work
-    data::AtomicOutput check(out, "out", data::OutputOptions{so.force, so.inputs, false, false});
+    data::AtomicOutput check(out, "out",
+                             data::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
   }
   const std::string kind = SniffFormat(in);
   learners::NamedTensors tensors;

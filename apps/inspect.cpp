@@ -40,10 +40,18 @@ int RunInspect(int argc, char** argv) {
   so.force = vm.count("force") > 0;
   so.inputs = {checkpoint};  // --force never replaces the file being exported
   so.field = "export";
-  std::unique_ptr<data::AtomicOutput> check;
-  if (!export_path.empty())  // every check on the export path before any work; released below
-    check = std::make_unique<data::AtomicOutput>(
-        export_path, "export", data::OutputOptions{so.force, so.inputs, false, false});
+  if (vm.count("export") && export_path.empty())
+    throw std::invalid_argument("--export: expected the file to write, got an empty name");
+  // The lock first, held to the end: nothing touches the export's names (its partial file
+  // among them) while another run may be writing them.
+  std::unique_ptr<data::OutputLock> lock;
+  if (!export_path.empty()) {
+    lock = std::make_unique<data::OutputLock>(export_path, "export");
+    so.lock = false;
+    // Every check on the export path before any work.
+    data::AtomicOutput check(export_path, "export",
+                             data::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
+  }
 
   learners::CheckpointInfo info;
   learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);

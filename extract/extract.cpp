@@ -173,8 +173,12 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
 
   const std::string partial = cfg.out + ".partial";
   const std::size_t hidden_elem = cfg.float16 ? sizeof(h5::Half) : sizeof(float);
+  std::optional<data::OutputLock> lock;  // destroyed after `output`
   std::optional<data::AtomicOutput> output;
   dist::OnRoot([&] {
+    // The lock before anything looks at the output's names: a partial file may be another
+    // run's work in progress, not an interrupted run's.
+    lock.emplace(cfg.out, "out");
     if (opt.resume && !fs::exists(partial))
       throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
     if (!opt.resume && fs::exists(partial) && !opt.force)
@@ -188,7 +192,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                    data::OutputOptions{opt.force,
                                        {cfg.checkpoint},
                                        /*keep_partial=*/true,
-                                       /*lock=*/true});
+                                       /*lock=*/false});
     const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
     const double d = cfg.task.d, n = cfg.task.n;
     const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * hidden_elem +

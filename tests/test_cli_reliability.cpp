@@ -665,6 +665,40 @@ TEST_F(Reliability, ASecondWriterOfAnOutputIsRefused) {
   }
 }
 
+// The lock comes before anything touches an output's names: a second writer leaves the first
+// one's partial file alone (inspect --export and import used to check the output without the
+// lock and remove "<out>.partial" on the way out, deleting the other run's work).
+TEST_F(Reliability, ASecondWriterNeverTouchesTheFirstOnesPartialFile) {
+  TempDir tmp;
+  const std::vector<std::pair<std::string, std::string>> writers = {
+      {tmp / "x.h5", "inspect " + In("init.h5") + " --export " + (tmp / "x.h5")},
+      {tmp / "i.h5", "import --format garg " + std::string(ICL_FIXTURES) +
+                         "/garg/model.safetensors --heads 2 --out " + (tmp / "i.h5")},
+      {tmp / "e.h5",
+       "extract -c " + In("init.h5") + " --prompts 10 --quiet --out " + (tmp / "e.h5")},
+      {tmp / "p.h5", "probe -a " + In("acts.h5") + " --k 2 --quiet --out " + (tmp / "p.h5")},
+      {tmp / "c.h5", "construct --program gd --d 3 --n 5 --out " + (tmp / "c.h5")},
+  };
+  for (const auto& [out, cmd] : writers) {
+    HeldLock lock(out);
+    { std::ofstream(out + ".partial") << "the first writer's work"; }
+    ExpectRefused(RunIclprobe(cmd), cmd, "another process");
+    EXPECT_EQ(test::ReadFile(out + ".partial"), "the first writer's work") << cmd;
+    EXPECT_FALSE(fs::exists(out)) << cmd;
+  }
+  // Both at once, as the campaign ran them: one succeeds, the other is refused, and the output
+  // is there every time.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::string out = tmp / ("race" + std::to_string(attempt) + ".h5");
+    const std::string one =
+        "'" + test::IclprobeBin() + "' inspect " + In("init.h5") + " --export " + out;
+    const auto r = RunShell("(" + one + " >/dev/null 2>&1; echo $?) & (" + one +
+                            " >/dev/null 2>&1; echo $?) & wait");
+    EXPECT_TRUE(r.out == "0\n2\n" || r.out == "2\n0\n" || r.out == "0\n0\n") << r.out;
+    EXPECT_TRUE(fs::exists(out)) << attempt;
+  }
+}
+
 TEST_F(Reliability, TwoExtractsToOneOutputNeverInterleave) {
   TempDir tmp;
   const std::string out = tmp / "a.h5";

@@ -155,24 +155,26 @@ void VerifyContentDigest(const std::string& path, const std::string& option) {
                                "written: extract it again");
 }
 
-void VerifyRows(const std::string& path, const std::string& option) {
-  VerifyContentDigest(path, option);
-  const ActivationsInfo info = ReadActivationsInfo(path);
-  const h5::File f = h5::File::Open(path);
-  const std::vector<std::uint8_t> stored = GroupDigests(f, path, info.prompts, option);
-  std::vector<h5::Dataset> hidden;
-  for (int l : info.layers)
-    hidden.push_back(f.OpenDataset(schema::Hidden(l)));
-  const auto per_prompt = schema::PerPromptDatasets(info.task.n, info.task.d);
-  std::vector<h5::Dataset> rest;
-  for (const auto& spec : per_prompt)
-    rest.push_back(f.OpenDataset(spec.name));
+void CheckGroupDigests(const std::string& path, const std::vector<h5::Dataset>& hidden,
+                       const std::vector<const h5::Dataset*>& per_prompt,
+                       const std::vector<std::uint8_t>& stored, std::int64_t rows,
+                       const std::string& command, const std::string& option) {
+  const auto specs = [&] {
+    std::vector<bool> is_float32;
+    for (const h5::Dataset* ds : per_prompt)
+      is_float32.push_back(ds->ElementSize() == sizeof(float));
+    return is_float32;
+  }();
   std::vector<float> fbuf;
   std::vector<double> dbuf;
   std::vector<h5::Half> hbuf;
   const std::int64_t G = kComputeGroup;
-  for (std::int64_t g0 = 0; g0 < info.prompts; g0 += G) {
-    const hsize_t count = std::min<std::int64_t>(G, info.prompts - g0);
+  if (stored.size() < std::size_t((rows + G - 1) / G) * 32)
+    throw data::InputError(command, option,
+                           fmt::format("'{}': {} rows but digests for only {} groups of {}", path,
+                                       rows, stored.size() / 32, G));
+  for (std::int64_t g0 = 0; g0 < rows; g0 += G) {
+    const hsize_t count = std::min<std::int64_t>(G, rows - g0);
     data::Sha256 h;
     auto hash_float = [&](const h5::Dataset& ds) {
       if (ds.ElementSize() == sizeof(h5::Half)) {  // float16 hidden states: their stored bits
@@ -188,22 +190,39 @@ void VerifyRows(const std::string& path, const std::string& option) {
     for (const auto& ds : hidden)
       hash_float(ds);
     for (std::size_t i = 0; i < per_prompt.size(); ++i) {
-      if (per_prompt[i].is_float32) {
-        hash_float(rest[i]);
+      if (specs[i]) {
+        hash_float(*per_prompt[i]);
         continue;
       }
-      dbuf.resize(count * rest[i].RowSize());
-      rest[i].ReadRows(g0, count, dbuf.data(), dbuf.size());
+      dbuf.resize(count * per_prompt[i]->RowSize());
+      per_prompt[i]->ReadRows(g0, count, dbuf.data(), dbuf.size());
       h.Update(dbuf.data(), dbuf.size() * sizeof(double));
     }
     const auto d = h.Final();
     if (!std::equal(d.begin(), d.end(), stored.begin() + (g0 / G) * 32))
       throw data::InputError(
-          "probe", option,
+          command, option,
           fmt::format("'{}': the rows of prompts {}..{} do not match the digest extract recorded "
                       "for them; the file was changed after it was written: extract it again",
                       path, g0, g0 + count - 1));
   }
+}
+
+void VerifyRows(const std::string& path, const std::string& option) {
+  VerifyContentDigest(path, option);
+  const ActivationsInfo info = ReadActivationsInfo(path);
+  const h5::File f = h5::File::Open(path);
+  const std::vector<std::uint8_t> stored = GroupDigests(f, path, info.prompts, option);
+  std::vector<h5::Dataset> hidden;
+  for (int l : info.layers)
+    hidden.push_back(f.OpenDataset(schema::Hidden(l)));
+  std::vector<h5::Dataset> rest;
+  for (const auto& spec : schema::PerPromptDatasets(info.task.n, info.task.d))
+    rest.push_back(f.OpenDataset(spec.name));
+  std::vector<const h5::Dataset*> per_prompt;
+  for (const auto& ds : rest)
+    per_prompt.push_back(&ds);
+  CheckGroupDigests(path, hidden, per_prompt, stored, info.prompts, "probe", option);
 }
 
 }  // namespace icl::extract

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data/hdf5.hpp"
 #include "data/task.hpp"
 #include "extract/extract.hpp"
 #include "learners/model_config.hpp"
@@ -45,5 +46,12 @@ std::string ContentDigestOf(const std::string& extract_config, const std::string
                             const std::vector<std::uint8_t>& group_digests);
 void VerifyContentDigest(const std::string& path, const std::string& option);
 void VerifyRows(const std::string& path, const std::string& option);
+// Recomputes the digest of each group of kComputeGroup rows among the first `rows` (the hidden
+// states in layer order, then the per-prompt datasets in schema order) and throws
+// data::InputError(command, option) at the first that differs from `stored` (32 bytes a group).
+void CheckGroupDigests(const std::string& path, const std::vector<h5::Dataset>& hidden,
+                       const std::vector<const h5::Dataset*>& per_prompt,
+                       const std::vector<std::uint8_t>& stored, std::int64_t rows,
+                       const std::string& command, const std::string& option);
 
 }  // namespace icl::extract

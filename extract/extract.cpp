@@ -99,6 +99,51 @@ h5::DatasetOptions Chunked(const h5::Dims& row_dims, hsize_t rows, std::size_t e
   return o;
 }
 
+// A partial file is checked before it is continued as a finished one is before it is read: its
+// n_complete is a whole number of groups (or all prompts), every dataset holds at least that
+// many rows of the schema's shape and element type, and the rows it counts as done match their
+// recorded digests. A crafted or damaged partial would otherwise be "finished" around rows of
+// zeros, or into a file that probe refuses later.
+void CheckPartial(const std::string& partial, const Datasets& ds,
+                  const std::vector<schema::Dataset>& per_prompt, std::int64_t n_complete,
+                  std::int64_t prompts, int T, int H, std::size_t hidden_elem) {
+  auto refuse = [&](const std::string& why) {
+    throw data::InputError("extract", "resume",
+                           "'" + partial + "' " + why +
+                               "; it is not a partial file extract left: pass {force} to start "
+                               "over");
+  };
+  if (n_complete % kComputeGroup != 0 && n_complete != prompts)
+    refuse(fmt::format("has n_complete {}, not a multiple of its groups of {} prompts", n_complete,
+                       kComputeGroup));
+  auto expect = [&](const h5::Dataset& d, const h5::Dims& row, std::size_t elem) {
+    const h5::Dims dims = d.dims();
+    h5::Dims want_row(dims.begin() + (dims.empty() ? 0 : 1), dims.end());
+    if (dims.empty() || want_row != row)
+      refuse(fmt::format("has dataset '{}' of another shape than the schema's", d.name()));
+    if (!d.IsFloat() || d.ElementSize() != elem)
+      refuse(fmt::format("has dataset '{}' of {}-byte elements, {}-byte floats expected", d.name(),
+                         d.ElementSize(), elem));
+    if (std::int64_t(dims[0]) < n_complete)
+      refuse(fmt::format("has {} rows in '{}' but n_complete {}", dims[0], d.name(), n_complete));
+  };
+  for (const auto& h : ds.hidden)
+    expect(h, {hsize_t(T), hsize_t(H)}, hidden_elem);
+  std::vector<const h5::Dataset*> rest;
+  for (const auto& spec : per_prompt) {
+    const h5::Dataset& d = ds.by_name.at(spec.name);
+    expect(d, spec.row, spec.is_float32 ? sizeof(float) : sizeof(double));
+    rest.push_back(&d);
+  }
+  const h5::Dataset& digests = ds.digests.at(0);
+  const std::int64_t groups = (n_complete + kComputeGroup - 1) / kComputeGroup;
+  if (digests.dims() != h5::Dims{digests.rows(), 32} || std::int64_t(digests.rows()) < groups)
+    refuse(fmt::format("has {} row digests for n_complete {}", digests.rows(), n_complete));
+  std::vector<std::uint8_t> stored(std::size_t(groups) * 32);
+  digests.ReadRows(0, hsize_t(groups), stored.data(), stored.size());
+  CheckGroupDigests(partial, ds.hidden, rest, stored, n_complete, "extract", "resume");
+}
+
 }  // namespace
 
 int ChunkRows(std::size_t row_bytes) {
@@ -274,6 +319,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
                                        (cfg.compress ? " with compressed datasets" : "") +
                                        ", which several processes cannot continue; resume it "
                                        "without mpirun, or pass {force} to start over");
+      CheckPartial(partial, ds, per_prompt, n_complete, std::int64_t(N), T, H, hidden_elem);
       // Rows past n_complete belong to a batch that was interrupted: drop them.
       for (auto& h : ds.hidden)
         h.Resize(n_complete);

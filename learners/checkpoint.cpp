@@ -1,5 +1,7 @@
 // Checkpoint HDF5 I/O with shape and name checks.
 #include "learners/checkpoint.hpp"
+
+#include <fmt/format.h>
 #include "data/errors.hpp"
 
 #include <set>
@@ -162,14 +164,24 @@ AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
   const h5::Group ts = f.OpenGroup("train_state");
   AdamMoments m;
   m.step = ts.GetInt("adam_step");
+  // One AdamW step per training step: the optimizer's count, the state's step and the root's
+  // step are one number. A crafted count would change every later update (the bias corrections
+  // 1 - beta^t) without a visible error.
+  const std::int64_t step = f.GetInt("step");
+  if (ts.GetInt("step") != step || m.step != step)
+    throw std::invalid_argument(fmt::format(
+        "checkpoint '{}': /train_state is of step {} with {} optimizer steps, but the checkpoint "
+        "is of step {}; it is not a state train wrote (start the run over)",
+        path, ts.GetInt("step"), m.step, step));
   if (m.step == 0) return m;
-  if (m.step < 0)
-    throw std::invalid_argument("checkpoint '" + path + "': negative /train_state adam_step");
   const h5::Group m1 = ts.OpenGroup("exp_avg"), m2 = ts.OpenGroup("exp_avg_sq");
   for (auto& p : model->named_parameters()) {
     auto a = torch::zeros_like(p.value()), b = torch::zeros_like(p.value());
     ReadTensorInto(m1, p.key(), a, "optimizer moment");
     ReadTensorInto(m2, p.key(), b, "optimizer moment");
+    if ((b < 0).any().item<bool>())  // a mean of squared gradients
+      throw std::invalid_argument("checkpoint '" + path + "': optimizer moment '" + p.key() +
+                                  "' of exp_avg_sq holds negative values");
     m.exp_avg[p.key()] = a;
     m.exp_avg_sq[p.key()] = b;
   }

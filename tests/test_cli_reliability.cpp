@@ -919,3 +919,150 @@ TEST_F(Reliability, TheDocumentedMaximumThreadCountStartsNoMoreWorkersThanCores)
     EXPECT_LE(workers, cores) << r.err;
   }
 }
+
+// ---- Round two, 5. Resumes check what they continue ------------------------------------------
+
+namespace {
+
+std::string Compat(const std::string& name) {
+  return std::string(ICL_FIXTURES) + "/compat/" + name;
+}
+
+// A copy of the earlier binary's partial activations file, under the name extract resumes, with
+// the checkpoint it came from.
+struct PartialCopy {
+  TempDir tmp;
+  std::string ckpt = tmp / "init.h5", out = tmp / "acts.h5", partial = out + ".partial";
+  PartialCopy() {
+    fs::copy_file(Compat("init.h5"), ckpt);
+    fs::copy_file(Compat("acts_partial.h5"), partial);
+  }
+  std::string Resume() const {
+    return "extract -c " + ckpt + " --prompts 1000 --batch 64 --threads 1 --quiet --resume --out " +
+           out;
+  }
+};
+
+std::vector<std::string> DatasetBytes(const std::string& file,
+                                      const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  const h5::File f = h5::File::Open(file);
+  for (const auto& n : names) {
+    const auto v = f.OpenDataset(n).ReadAll<double>();
+    out.emplace_back(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Made by the binary of commit 32f9ebb (tests/fixtures/compat/README.md): the new checks pass
+// them, and their resumes equal uninterrupted runs of today's binary, bit for bit.
+TEST(ReliabilityCompat, FilesOfTheEarlierBinaryResumeBitExactly) {
+  {
+    PartialCopy p;
+    const auto r = RunIclprobe(p.Resume());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string fresh = p.tmp / "fresh.h5";
+    ASSERT_EQ(RunIclprobe("extract -c " + p.ckpt +
+                          " --prompts 1000 --batch 64 --threads 1 --quiet --out " + fresh)
+                  .exit_code,
+              0);
+    EXPECT_EQ(h5::File::Open(p.out).GetString("content_sha256"),
+              h5::File::Open(fresh).GetString("content_sha256"));
+    EXPECT_EQ(h5::File::Open(p.out).GetInt("n_complete"), 1000);
+  }
+  TempDir tmp;
+  const std::string run = tmp / "run.h5", fresh = tmp / "fresh.h5";
+  fs::copy_file(Compat("run.h5"), run);
+  fs::copy_file(Compat("run.train.csv"), tmp / "run.train.csv");
+  const auto r = RunIclprobe("train --resume --threads 1 --quiet --out " + run);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(RunIclprobe("train --d 3 --n 5 --layers 2 --hidden 16 --heads 2 --steps 20 --batch 8 "
+                        "--eval-every 5 --save-every 5 --eval-prompts 16 --seed 3 --threads 1 "
+                        "--quiet --out " +
+                        fresh)
+                .exit_code,
+            0);
+  const std::vector<std::string> params = {"/params/readout.weight", "/params/blocks.1.fc2.bias",
+                                           "/params/blocks.0.attn.in_proj_weight"};
+  EXPECT_EQ(DatasetBytes(run, params), DatasetBytes(fresh, params));
+  EXPECT_EQ(test::ReadFile(tmp / "run.train.csv"), test::ReadFile(tmp / "fresh.train.csv"));
+}
+
+TEST(ReliabilityCompat, CraftedPartialsAreRefusedBeforeTheyAreContinued) {
+  auto set_int = [](const std::string& attr, std::int64_t v) {
+    return [attr, v](const std::string& p) {
+      h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+      f.SetAttr(attr, v);
+    };
+  };
+  const std::vector<Mutation> crafted = {
+      {"n_complete above the rows written", set_int("n_complete", 896)},
+      {"n_complete not a whole group", set_int("n_complete", 500)},
+      {"a dataset shorter than n_complete",
+       [](const std::string& p) {
+         h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+         f.OpenDataset("/targets/xty").Resize(100);
+       }},
+      {"zeroed row digest",
+       [](const std::string& p) {
+         h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+         std::vector<std::uint8_t> zeros(32, 0);
+         f.OpenDataset("/provenance/group_sha256").WriteRows(3, 1, zeros.data(), zeros.size());
+       }},
+      {"a hidden layer of another dtype",
+       [](const std::string& p) {
+         const auto dims = h5::File::Open(p).OpenDataset("/hidden/layer_01").dims();
+         ReplaceDataset(p, "/hidden/layer_01", dims, 0.5);
+       }},
+      {"a changed row",
+       [](const std::string& p) {
+         h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+         std::vector<double> w(3, 7.0);
+         f.OpenDataset("/prompts/w").WriteRows(40, 1, w.data(), w.size());
+       }},
+  };
+  for (const auto& m : crafted) {
+    PartialCopy p;
+    m.apply(p.partial);
+    const auto r = RunIclprobe(p.Resume());
+    ExpectRefused(r, m.name, "--resume");
+    EXPECT_FALSE(fs::exists(p.out)) << m.name;
+    EXPECT_TRUE(fs::exists(p.partial)) << m.name << ": a refused resume keeps the partial file";
+  }
+}
+
+TEST(ReliabilityCompat, CraftedTrainStatesAreRefused) {
+  auto ts_int = [](const std::string& object, const std::string& attr, std::int64_t v) {
+    return [object, attr, v](const std::string& p) {
+      h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+      if (object == "/") {
+        f.SetAttr(attr, v);
+      } else {
+        h5::Group g = f.OpenGroup(object);
+        g.SetAttr(attr, v);
+      }
+    };
+  };
+  const std::vector<Mutation> crafted = {
+      {"optimizer steps 0", ts_int("/train_state", "adam_step", 0)},
+      {"optimizer steps 3", ts_int("/train_state", "adam_step", 3)},
+      {"optimizer steps 2^62", ts_int("/train_state", "adam_step", std::int64_t(1) << 62)},
+      {"root step disagrees", ts_int("/", "step", 5)},
+      {"negative second moment",
+       [](const std::string& p) {
+         const auto dims =
+             h5::File::Open(p).OpenDataset("/train_state/exp_avg_sq/readout.bias").dims();
+         ReplaceDataset(p, "/train_state/exp_avg_sq/readout.bias", dims, -1.0);
+       }},
+  };
+  for (const auto& m : crafted) {
+    TempDir tmp;
+    const std::string run = tmp / "run.h5";
+    fs::copy_file(Compat("run.h5"), run);
+    fs::copy_file(Compat("run.train.csv"), tmp / "run.train.csv");
+    m.apply(run);
+    ExpectRefused(RunIclprobe("train --resume --threads 1 --quiet --out " + run), m.name);
+  }
+}

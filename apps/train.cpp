@@ -244,6 +244,9 @@ int RunTrain(int argc, char** argv) {
     last_loss = loss;
     progress.Update(step, fmt::format("loss {:.4f}", loss));
   };
+  cb.on_note = [](const std::string& note) {
+    std::cerr << "iclprobe train: note: " << note << "\n";
+  };
   cb.on_eval = [&](const learners::EvalRecord& r) {
     const int n = r.model_error.n_elem, d = model.d;
     // OLS is the benchmark only past k = d; the Bayes ridge is optimal at every k.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include "data/errors.hpp"
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -131,6 +132,10 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
       }
     }
     ts.SetAttr("adam_step", adam_step);
+    if (options.loss_since_eval) {
+      ts.SetAttr("loss_sum_since_eval", options.loss_since_eval->sum);
+      ts.SetAttr("loss_steps_since_eval", options.loss_since_eval->steps);
+    }
   }
   if (options.extra) options.extra(f);
   f.Close();  // flushed, every error checked, fsync'ed
@@ -186,6 +191,24 @@ AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
     m.exp_avg_sq[p.key()] = b;
   }
   return m;
+}
+
+std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int64_t step,
+                                               std::int64_t eval_every) {
+  const h5::File f = h5::File::Open(path);
+  const h5::Group ts = f.OpenGroup("train_state");
+  const std::int64_t since = step % eval_every;
+  if (!ts.HasAttr("loss_steps_since_eval")) {
+    if (since == 0) return LossSinceEval{};
+    return std::nullopt;
+  }
+  LossSinceEval l{ts.GetDouble("loss_sum_since_eval"), ts.GetInt("loss_steps_since_eval")};
+  if (!std::isfinite(l.sum) || l.sum < 0 || l.steps != since)
+    throw std::invalid_argument(fmt::format(
+        "checkpoint '{}': /train_state holds a training loss of {} over {} steps since the last "
+        "evaluation, but step {} is {} steps past one; it is not a state train wrote",
+        path, l.sum, l.steps, step, since));
+  return l;
 }
 
 }  // namespace icl::learners

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,16 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path);
 // (the same d, at most n_max examples).
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 
+// The training loss summed since the last evaluation, which the next row of the evaluation log
+// averages: kept in /train_state, so that a run resumed between two evaluations logs what an
+// uninterrupted run logs.
+struct LossSinceEval {
+  double sum = 0;
+  std::int64_t steps = 0;
+};
+
 struct SaveOptions {
+  const LossSinceEval* loss_since_eval = nullptr;  // with the optimizer state (train)
   bool force = true;                // replace an existing file (a run overwrites its own)
   std::vector<std::string> inputs;  // files that must not be replaced (e.g. an exported source)
   bool lock = true;                 // take the output lock (false: the caller holds it)
@@ -59,5 +69,11 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info = nullp
 // The AdamW state saved by SaveCheckpoint, a moment of `model`'s shape per parameter, checked
 // like the parameters themselves.
 AdamMoments LoadOptimizerState(const std::string& path, Transformer& model);
+
+// The LossSinceEval a checkpoint of step `step` keeps, checked: finite, non-negative, and of
+// step % eval_every steps. Checkpoints written before it was kept have none: then it is empty
+// unless the step is a multiple of eval_every (nothing to average), and std::nullopt otherwise.
+std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int64_t step,
+                                               std::int64_t eval_every);
 
 }  // namespace icl::learners

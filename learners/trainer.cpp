@@ -158,11 +158,23 @@ TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
   std::int64_t last_saved = req.resume ? step : -1;
   double loss_sum = 0;
   std::int64_t loss_count = 0;
+  if (req.resume) {
+    if (const auto kept = LoadLossSinceEval(req.out, step, tc.eval_every)) {
+      loss_sum = kept->sum;
+      loss_count = kept->steps;
+    } else if (cb.on_note) {
+      cb.on_note(
+          "the checkpoint predates the saved training loss and lies between two evaluations: "
+          "the next log row averages the training loss from the resume on");
+    }
+  }
   const std::int64_t first = step;
   auto save = [&] {
     try {
       SaveOptions so;
       so.lock = false;  // held for the whole run above (or by the caller)
+      const LossSinceEval since{loss_sum, loss_count};
+      so.loss_since_eval = &since;
       const AdamMoments moments = optimizer.Moments();
       SaveCheckpoint(req.out, model, tc, step, &moments, so);
     } catch (const std::runtime_error& e) {

@@ -46,6 +46,8 @@ struct TrainCallbacks {
   std::function<void(std::int64_t step, std::int64_t total, double loss)> on_step;
   std::function<void(const EvalRecord&)> on_eval;
   std::function<void(std::int64_t step, const std::string& path)> on_save;
+  // Something the user should know that is not an error (one line, no newline).
+  std::function<void(const std::string& note)> on_note;
 };
 
 struct TrainRequest {

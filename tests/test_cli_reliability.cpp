@@ -1066,3 +1066,25 @@ TEST(ReliabilityCompat, CraftedTrainStatesAreRefused) {
     ExpectRefused(RunIclprobe("train --resume --threads 1 --quiet --out " + run), m.name);
   }
 }
+
+// ---- Round two, 6. Silent wrong results -------------------------------------------------------
+
+// A checkpoint between two evaluations (--save-every 7, --eval-every 5) keeps the training loss
+// summed since the last evaluation, so the log of a resumed run is the uninterrupted run's, row
+// for row (it used to average only the steps after the resume).
+TEST_F(Reliability, TheLogOfARunResumedBetweenEvaluationsIsTheUninterruptedOne) {
+  TempDir tmp;
+  const std::string args = "train " + kTiny +
+                           "--steps 20 --batch 8 --eval-every 5 --save-every 7 --eval-prompts 16 "
+                           "--seed 4 --threads 1 --quiet --out ";
+  ASSERT_EQ(RunIclprobe(args + (tmp / "whole.h5")).exit_code, 0);
+  for (const int stop : {7, 8, 13}) {
+    const std::string run = tmp / ("cut" + std::to_string(stop) + ".h5");
+    ASSERT_EQ(RunIclprobe(args + run + " --stop-after-steps " + std::to_string(stop)).exit_code, 0);
+    const auto r = RunIclprobe("train --resume --threads 1 --quiet --out " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(test::ReadFile(fs::path(run).replace_extension(".train.csv")),
+              test::ReadFile(tmp / "whole.train.csv"))
+        << "stopped after " << stop;
+  }
+}

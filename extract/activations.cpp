@@ -225,4 +225,21 @@ void VerifyRows(const std::string& path, const std::string& option) {
   CheckGroupDigests(path, hidden, per_prompt, stored, info.prompts, "probe", option);
 }
 
+std::string PromptsDigest(const std::string& path, std::int64_t rows) {
+  const h5::File f = h5::File::Open(path);
+  data::Sha256 h;
+  for (const char* name : {schema::kPromptsX, schema::kPromptsY, schema::kPromptsW}) {
+    const h5::Dataset ds = f.OpenDataset(name);
+    if (std::int64_t(ds.rows()) < rows)
+      throw data::InputError("probe", "control",
+                             fmt::format("'{}': /{} holds {} prompts, {} expected", path, name,
+                                         ds.rows(), rows));
+    std::vector<double> v(std::size_t(rows) * ds.RowSize());
+    ds.ReadRows(0, hsize_t(rows), v.data(), v.size());
+    h.Update(v.data(), v.size() * sizeof(double));
+  }
+  const auto d = h.Final();
+  return data::Hex(d.data(), d.size());
+}
+
 }  // namespace icl::extract

@@ -46,6 +46,10 @@ std::string ContentDigestOf(const std::string& extract_config, const std::string
                             const std::vector<std::uint8_t>& group_digests);
 void VerifyContentDigest(const std::string& path, const std::string& option);
 void VerifyRows(const std::string& path, const std::string& option);
+// SHA-256 (hex) of the first `rows` prompts of a file: /prompts/x, y and w as float64. Two files
+// hold the same prompts exactly when these agree: what pairs a control with its model, which
+// no attribute (the seed, say) can vouch for.
+std::string PromptsDigest(const std::string& path, std::int64_t rows);
 // Recomputes the digest of each group of kComputeGroup rows among the first `rows` (the hidden
 // states in layer order, then the per-prompt datasets in schema order) and throws
 // data::InputError(command, option) at the first that differs from `stored` (32 bytes a group).

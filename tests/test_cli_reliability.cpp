@@ -1088,3 +1088,31 @@ TEST_F(Reliability, TheLogOfARunResumedBetweenEvaluationsIsTheUninterruptedOne) 
         << "stopped after " << stop;
   }
 }
+
+// A control is paired with the model by its prompts, not by its seed attribute: one extracted
+// on other prompts, with the attribute edited to the main file's seed, is refused.
+TEST_F(Reliability, AControlOfOtherPromptsIsRefusedWhateverItsSeedAttributeSays) {
+  TempDir tmp;
+  const std::string other = tmp / "other.h5";
+  ASSERT_EQ(RunIclprobe("extract -c " + In("init.h5") + " --prompts 200 --seed 2 --threads 1 " +
+                        "--quiet --out " + other)
+                .exit_code,
+            0);
+  {
+    h5::File f = h5::File::Open(other, h5::File::Mode::kReadWrite);
+    f.SetAttr("seed", h5::File::Open(In("acts.h5")).GetInt("seed"));
+  }
+  for (const std::string extra : {"", " --verify-inputs"}) {
+    ExpectRefused(RunIclprobe("probe -a " + In("acts.h5") + " --control " + other +
+                              " --targets xty --probes ridge --k 2 --quiet --out " +
+                              (tmp / "p.h5") + extra),
+                  "relabelled control" + extra, "holds other prompts");
+    EXPECT_FALSE(fs::exists(tmp / "p.h5"));
+  }
+  // The same prompts under another name are accepted.
+  const std::string twin = tmp / "twin.h5";
+  fs::copy_file(In("acts.h5"), twin);
+  const auto ok = RunIclprobe("probe -a " + In("acts.h5") + " --control " + twin +
+                              " --targets xty --probes ridge --k 2 --quiet --out " + (tmp / "q.h5"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}

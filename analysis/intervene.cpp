@@ -343,6 +343,15 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
         throw std::invalid_argument(
             where + ": the ridge probe reads " + std::to_string(e.weights.n_rows) +
             " hidden units but the checkpoint's model has " + std::to_string(mc.hidden));
+      // A probe of zero weights reads nothing: no edit can move its reading, and every slope
+      // would be a 0 [0, 0] that looks like "not used" for edits never made.
+      if (!e.weights.is_finite() || !e.edit.is_finite() || arma::norm(e.weights, "inf") == 0 ||
+          arma::norm(e.edit, "inf") == 0)
+        throw std::invalid_argument(fmt::format(
+            "{}: the ridge probe of {} at layer {}, k = {} has {} weights, so no edit along it "
+            "can be made; probe that layer again",
+            where, target, res.layers[li], res.ks[ki],
+            e.weights.is_finite() ? "all-zero" : "non-finite"));
       InterventionCell& c = res.cells[li * K + ki];
       c.layer = res.layers[li];
       c.k = res.ks[ki];

@@ -98,6 +98,12 @@ int ExitAfterError(bool same_on_every_rank) {
 
 }  // namespace
 
+// Any message, one line, with its {name} placeholders written as the options they are: a
+// library's std::runtime_error may name settings as InputError does ("pass {resume}").
+std::string Rendered(const std::string& what) {
+  return OneLine(icl::data::InputError::Render(what, "--"));
+}
+
 int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) then fails a write with EFBIG, reported like a full disk,
   // instead of killing the process in the middle of a file.
@@ -169,15 +175,15 @@ int main(int argc, char** argv) {
       return ExitAfterError(false);
     } catch (const boost::program_options::error& e) {
       if (speaks(true))
-        std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << " (see iclprobe " << cmd
+        std::cerr << "iclprobe " << cmd << ": " << Rendered(e.what()) << " (see iclprobe " << cmd
                   << " --help)\n";
       return ExitAfterError(true);
     } catch (const std::invalid_argument& e) {
-      if (speaks(true)) std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << "\n";
+      if (speaks(true)) std::cerr << "iclprobe " << cmd << ": " << Rendered(e.what()) << "\n";
       return ExitAfterError(true);
     } catch (const std::exception& e) {
       if (speaks(false))
-        std::cerr << "iclprobe " << cmd << ": " << OneLine(e.what()) << rank_note << "\n";
+        std::cerr << "iclprobe " << cmd << ": " << Rendered(e.what()) << rank_note << "\n";
       return ExitAfterError(false);
     }
   }

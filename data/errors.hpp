@@ -24,11 +24,13 @@ class InputError : public std::invalid_argument {
   const std::string& text() const { return text_; }
   // `text` with every {name} written as prefix + name ("" in the library, "--" in the CLI,
   // where underscores also become dashes).
+  // Only {name} with a lower-case name of letters, digits, '_' and '-' is a placeholder; other
+  // braces (JSON quoted from a file, a set) are kept as they are.
   static std::string Render(const std::string& text, const std::string& prefix) {
     std::string out;
     for (std::size_t i = 0; i < text.size(); ++i) {
       const std::size_t close = text[i] == '{' ? text.find('}', i) : std::string::npos;
-      if (close == std::string::npos) {
+      if (close == std::string::npos || !IsPlaceholder(text.substr(i + 1, close - i - 1))) {
         out += text[i];
         continue;
       }
@@ -43,6 +45,12 @@ class InputError : public std::invalid_argument {
   }
 
  private:
+  static bool IsPlaceholder(const std::string& name) {
+    if (name.empty() || name.size() > 40 || name[0] < 'a' || name[0] > 'z') return false;
+    for (char c : name)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    return true;
+  }
   std::string module_, field_, text_;
 };
 

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -499,6 +500,22 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     if (targets_error) std::rethrow_exception(targets_error);
     // float16 storage: rounded to nearest (ties to even) here, so the digests below hash the
     // bytes that are stored.
+    // A state or prediction that is not finite (or beyond float16's range, 65504, when stored
+    // so) would be written as inf or NaN and carried into every probe: refused with the batch
+    // unwritten (the partial file keeps the batches before it).
+    for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
+      const double top = b.hidden[i].abs().max().item<double>();
+      if (!std::isfinite(top) || (cfg.float16 && top > 65504.0))
+        throw std::runtime_error(fmt::format(
+            "extract: state {} of prompts {}..{} reaches |h| = {}, {}", cfg.layers[i], first,
+            first + count - 1, top,
+            std::isfinite(top) ? "beyond float16's largest value 65504: store float32 states"
+                               : "not a finite number: the checkpoint's model overflows"));
+    }
+    if (!torch::isfinite(b.predictions).all().item<bool>())
+      throw std::runtime_error(
+          fmt::format("extract: the model's predictions of prompts {}..{} are not finite numbers",
+                      first, first + count - 1));
     if (cfg.float16)
       for (auto& h : b.hidden)
         h = h.to(torch::kHalf).contiguous();

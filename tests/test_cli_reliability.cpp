@@ -1103,16 +1103,39 @@ TEST_F(Reliability, AControlOfOtherPromptsIsRefusedWhateverItsSeedAttributeSays)
     f.SetAttr("seed", h5::File::Open(In("acts.h5")).GetInt("seed"));
   }
   for (const std::string extra : {"", " --verify-inputs"}) {
-    ExpectRefused(RunIclprobe("probe -a " + In("acts.h5") + " --control " + other +
-                              " --targets xty --probes ridge --k 2 --quiet --out " +
-                              (tmp / "p.h5") + extra),
-                  "relabelled control" + extra, "holds other prompts");
+    ExpectRefused(
+        RunIclprobe("probe -a " + In("acts.h5") + " --control " + other +
+                    " --targets xty --probes ridge --k 2 --quiet --out " + (tmp / "p.h5") + extra),
+        "relabelled control" + extra, "holds other prompts");
     EXPECT_FALSE(fs::exists(tmp / "p.h5"));
   }
   // The same prompts under another name are accepted.
   const std::string twin = tmp / "twin.h5";
   fs::copy_file(In("acts.h5"), twin);
-  const auto ok = RunIclprobe("probe -a " + In("acts.h5") + " --control " + twin +
-                              " --targets xty --probes ridge --k 2 --quiet --out " + (tmp / "q.h5"));
+  const auto ok =
+      RunIclprobe("probe -a " + In("acts.h5") + " --control " + twin +
+                  " --targets xty --probes ridge --k 2 --quiet --out " + (tmp / "q.h5"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// ---- Round two, 8. Messages ---------------------------------------------------------------------
+
+// A library's runtime error that names a setting ({resume}) reaches the user as the option
+// (--resume), as InputError's always did: the disk-full message of extract, and probe's of an
+// unfinished file.
+TEST_F(Reliability, PlaceholdersInEveryMessageAreRenderedAsOptions) {
+  TempDir tmp;
+  const std::string out = tmp / "a.h5";
+  const auto full =
+      test::RunShellWithFileLimit("'" + test::IclprobeBin() + "' extract -c " + In("init.h5") +
+                                      " --prompts 3000 --batch 64 --threads 1 --quiet --out " + out,
+                                  200000);
+  ExpectRefused(full, "full disk", "--resume");
+  EXPECT_EQ(full.err.find("{resume}"), std::string::npos) << full.err;
+  ASSERT_TRUE(fs::exists(out + ".partial"));
+  const std::string unfinished = tmp / "unfinished.h5";
+  fs::copy_file(out + ".partial", unfinished);
+  const auto r = RunIclprobe("probe -a " + unfinished + " --k 2 --quiet --out " + (tmp / "p.h5"));
+  ExpectRefused(r, "unfinished", "--resume");
+  EXPECT_EQ(r.err.find("{resume}"), std::string::npos) << r.err;
 }

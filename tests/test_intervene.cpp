@@ -152,5 +152,26 @@ TEST_F(InterveneGd, RefusesNonFiniteWeightsAndSlopes) {
   EXPECT_NE(r.err.find("/slope holds NaN"), std::string::npos) << r.err;
 }
 
+// An all-zero probe reads nothing: its "slope 0.000 [0.000, 0.000]" would describe edits that
+// were never made, so the run is refused before any work, naming the probe.
+TEST_F(InterveneGd, AProbeOfZeroWeightsIsRefusedNotReportedAsUnused) {
+  std::filesystem::copy_file(At("probes.h5"), At("zero_probes.h5"),
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    h5::File f = h5::File::Open(At("zero_probes.h5"), h5::File::Mode::kReadWrite);
+    h5::Dataset w = f.OpenDataset("ridge/xty/model/weights");
+    std::vector<double> v(w.ReadAll<double>().size(), 0.0);
+    w.Write(v.data(), v.size());
+  }
+  const auto r = RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("zero_probes.h5") +
+                             " --target xty --layers 2 --k 3 --pairs 20 --threads 1 --quiet "
+                             "--out " +
+                             At("zero.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("has all-zero weights"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(At("zero.h5")));
+}
+
 }  // namespace
 }  // namespace icl

@@ -550,6 +550,9 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
   }
   if (res.layers.empty() || res.ks.empty())
     throw std::invalid_argument(where + ": attributes 'layers' and 'ks' must not be empty");
+  if (std::set<int>(res.layers.begin(), res.layers.end()).size() != res.layers.size() ||
+      std::set<int>(res.ks.begin(), res.ks.end()).size() != res.ks.size())
+    throw std::invalid_argument(where + ": attribute 'layers' or 'ks' lists an entry twice");
   if (f.GetStringList("controls") != kInterventionControls)
     throw std::invalid_argument(where + ": attribute 'controls' should be probe, random");
   const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),

@@ -409,10 +409,15 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
   if (targets.empty())
     for (const char* t : {"w_ols", "w_ridge", "w"})
       if (std::find(r.targets.begin(), r.targets.end(), t) != r.targets.end()) targets.push_back(t);
-  for (const auto& t : targets)
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
     if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
       throw data::InputError("report", "compare-targets",
                              "target '" + t + "' was not probed in '" + r.path + "'");
+    if (std::find(targets.begin(), targets.begin() + long(i), t) != targets.begin() + long(i))
+      throw data::InputError("report", "compare-targets",
+                             "target '" + t + "' is listed twice (a target against itself)");
+  }
   if (targets.size() < 2)
     throw data::InputError("report", "compare-targets",
                            "needs two or more targets probed in '" + r.path + "'");
@@ -574,7 +579,18 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
       names[i] =
           (fs::path(learners[i].path).parent_path().filename() / fs::path(learners[i].path).stem())
               .string();
-  if (std::set<std::string>(names.begin(), names.end()).size() < M)
+  // A label reaches CSV, Markdown and TeX cells as it is: only letters, digits and _ . - /
+  // (a comma, newline, '|', '&' or backslash from a file name would break the table or run TeX).
+  const auto safe = [](const std::string& n) {
+    if (n.empty() || n.size() > 128) return false;
+    for (const char c : n)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
+            c == '/'))
+        return false;
+    return true;
+  };
+  if (std::set<std::string>(names.begin(), names.end()).size() < M ||
+      !std::all_of(names.begin(), names.end(), safe))
     for (std::size_t i = 0; i < M; ++i)
       names[i] = "learner" + std::to_string(i + 1);
   const bool csv = format == TableFormat::kCsv;

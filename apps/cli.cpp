@@ -31,6 +31,22 @@ bool Parse(int argc, char** argv, po::options_description& options, po::variable
   return true;
 }
 
+namespace {
+
+// A list item given twice would write its rows twice (or compare a thing with itself).
+template <typename T>
+void RequireNoDuplicates(const std::string& option, const std::vector<T>& items) {
+  for (std::size_t i = 0; i < items.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (items[i] == items[j]) {
+        std::ostringstream os;
+        os << items[i];
+        throw std::invalid_argument(option + ": '" + os.str() + "' is listed twice");
+      }
+}
+
+}  // namespace
+
 std::vector<int> ParseInts(const std::string& option, const std::string& text) {
   std::vector<int> out;
   std::stringstream ss(text);
@@ -49,6 +65,7 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
     out.push_back(v);
   }
   if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  RequireNoDuplicates(option, out);
   return out;
 }
 
@@ -117,6 +134,7 @@ std::vector<std::string> SplitList(const std::string& option, const std::string&
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  RequireNoDuplicates(option, out);
   return out;
 }
 
@@ -135,12 +153,14 @@ std::array<double, 3> ParseSplit(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    ok = used == parts[i].size() && f[i] >= 0 && std::isfinite(f[i]);
+    ok = used == parts[i].size() && f[i] >= 0 && f[i] <= 1;
   }
+  // Fractions of the prompts: they add up to 1 (to rounding in their decimal form).
+  if (ok) ok = std::fabs(f[0] + f[1] + f[2] - 1.0) < 1e-6;
   if (!ok)
     throw std::invalid_argument(
-        "--split: expected three finite non-negative fractions TRAIN,VAL,TEST like 0.8,0.1,0.1, "
-        "got '" +
+        "--split: expected three fractions TRAIN,VAL,TEST in [0, 1] that add up to 1, like "
+        "0.8,0.1,0.1, got '" +
         text + "'");
   return f;
 }

@@ -5,8 +5,10 @@
 #include <armadillo>
 #include <array>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "probes/runner.hpp"
@@ -24,12 +26,21 @@ bool Parse(int argc, char** argv, po::options_description& options, po::variable
 
 // Throws std::invalid_argument("--<name>: must be positive, got <v>") unless value > 0.
 template <typename T>
+void RequireFinite(const std::string& name, T value) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(value))
+      throw std::invalid_argument("--" + name + ": must be a finite number, got " +
+                                  std::to_string(value));
+}
+template <typename T>
 void RequirePositive(const std::string& name, T value) {
+  RequireFinite(name, value);
   if (!(value > 0))
     throw std::invalid_argument("--" + name + ": must be positive, got " + std::to_string(value));
 }
 template <typename T>
 void RequireNonNegative(const std::string& name, T value) {
+  RequireFinite(name, value);
   if (!(value >= 0))
     throw std::invalid_argument("--" + name + ": must be non-negative, got " +
                                 std::to_string(value));

@@ -87,8 +87,8 @@ int RunIntervene(int argc, char** argv) {
   if (req.calibration_prompts < 2 || req.calibration_prompts > 10000000)
     throw std::invalid_argument("--calibration-prompts: expected 2..10000000, got " +
                                 std::to_string(req.calibration_prompts));
-  if (vm.count("layers")) req.layers = ParseInts("layers", layers_text);
-  if (vm.count("k")) req.ks = ParseInts("k", ks_text);
+  if (vm.count("layers")) req.layers = ParseInts("--layers", layers_text);
+  if (vm.count("k")) req.ks = ParseInts("--k", ks_text);
   if (req.pairs < 2 || req.pairs > 1000000)
     throw std::invalid_argument("--pairs: expected 2..1000000, got " + std::to_string(req.pairs));
   RequirePositive("bootstrap", req.bootstrap);

@@ -102,8 +102,14 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--margin: expected an R2 difference in [0, 1], got " +
                                 std::to_string(rule.margin));
   const bool force = vm.count("force") > 0;
-  for (const auto& p : probes_files)
-    data::RequireRegularInput(p, "probes");
+  for (std::size_t i = 0; i < probes_files.size(); ++i) {
+    data::RequireRegularInput(probes_files[i], "probes");
+    // The same file twice (or a link to it) would be two learners that agree by construction.
+    for (std::size_t j = 0; j < i; ++j)
+      if (data::IdOf(probes_files[i]) == data::IdOf(probes_files[j]))
+        throw std::invalid_argument("--probes: '" + probes_files[i] + "' and '" + probes_files[j] +
+                                    "' are the same file; a family needs one file per learner");
+  }
   if (probes_files.size() > 1 && vm.count("plot-dir"))
     throw std::invalid_argument(
         "--plot-dir: plots are drawn for one --probes file; run report once per learner");
@@ -213,7 +219,11 @@ int RunReport(int argc, char** argv) {
             (force ? "' is not a regular file" : "' exists; pass --force to overwrite the plots"));
     }
   }
-  if (file) file->CommitText(tables.str());
+  // The table is committed only after the plots: a failed gnuplot (or a disk that fills while
+  // they are drawn) leaves no table under its final name.
+  if (file) file->WriteText(tables.str());
+  if (vm.count("plot-dir") && !gnuplot.empty()) analysis::WritePlots(plots, plot_dir, gnuplot);
+  if (file) file->Commit();
   analysis::PrintOnsets(std::cout, onsets, rule);
   analysis::PrintTargetComparison(std::cout, comparison);
   for (const auto& e : edits)
@@ -223,13 +233,11 @@ int RunReport(int argc, char** argv) {
   else
     std::cout << "wrote " << out << "\n";
   if (vm.count("plot-dir")) {
-    if (gnuplot.empty()) {
+    if (gnuplot.empty())
       std::cerr
           << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
-    } else {
-      analysis::WritePlots(plots, plot_dir, gnuplot);
+    else
       std::cout << "plots in " << plot_dir << "\n";
-    }
   }
   return 0;
 }

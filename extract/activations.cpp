@@ -231,9 +231,9 @@ std::string PromptsDigest(const std::string& path, std::int64_t rows) {
   for (const char* name : {schema::kPromptsX, schema::kPromptsY, schema::kPromptsW}) {
     const h5::Dataset ds = f.OpenDataset(name);
     if (std::int64_t(ds.rows()) < rows)
-      throw data::InputError("probe", "control",
-                             fmt::format("'{}': /{} holds {} prompts, {} expected", path, name,
-                                         ds.rows(), rows));
+      throw data::InputError(
+          "probe", "control",
+          fmt::format("'{}': /{} holds {} prompts, {} expected", path, name, ds.rows(), rows));
     std::vector<double> v(std::size_t(rows) * ds.RowSize());
     ds.ReadRows(0, hsize_t(rows), v.data(), v.size());
     h.Update(v.data(), v.size() * sizeof(double));

@@ -172,8 +172,8 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
                            "must be positive, got " + std::to_string(c.prompts));
   if (c.batch <= 0)
     throw data::InputError("extract", "batch", "must be positive, got " + std::to_string(c.batch));
-  if (!(c.ridge_lambda >= 0))
-    throw data::InputError("extract", "ridge_lambda", "must be non-negative");
+  if (!(c.ridge_lambda >= 0) || !std::isfinite(c.ridge_lambda))
+    throw data::InputError("extract", "ridge_lambda", "must be a finite non-negative number");
   if (c.task.d != model.d)
     throw std::invalid_argument("checkpoint '" + c.checkpoint +
                                 "' has d=" + std::to_string(model.d) +

@@ -102,6 +102,12 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
   oo.force = options.force;
   oo.inputs = options.inputs;
   oo.lock = options.lock;
+  // Every reader refuses NaN or infinite parameters; a writer refuses them first, before any
+  // file exists (construct with an overflowing step size, an import of infinities).
+  for (const auto& p : model->named_parameters())
+    if (!torch::isfinite(p.value()).all().item<bool>())
+      throw std::invalid_argument("checkpoint '" + path + "': parameter '" + p.key() +
+                                  "' would hold NaN or infinite values; nothing was written");
   data::AtomicOutput out(path, options.field, oo);
   h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
   data::WriteFormatAttrs(f, kCheckpointFormat);

@@ -238,6 +238,10 @@ std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& s
       throw std::invalid_argument("learner list '" + specs +
                                   "': empty entry; expected comma-separated " + kSpecHelp);
     out.push_back(MakeLearner(s, task));
+    for (std::size_t i = 0; i + 1 < out.size(); ++i)
+      if (out[i]->spec() == out.back()->spec())
+        throw std::invalid_argument("learner list '" + specs + "': " + out.back()->spec() +
+                                    " is listed twice");
   }
   if (out.empty())
     throw std::invalid_argument("learner list is empty; expected " + std::string(kSpecHelp));

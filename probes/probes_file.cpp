@@ -197,7 +197,16 @@ ProbeResults ReadProbesFile(const std::string& path) {
     }
   }
   if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
-  if (f.HasAttr("model_config")) r.model_config = f.GetString("model_config");
+  if (f.HasAttr("model_config")) {
+    r.model_config = f.GetString("model_config");
+    // The probed states exist in the model: 0 (embedding) .. L.
+    const int L = learners::ModelConfig::FromJson(r.model_config, where + " model_config").layers;
+    for (const int l : r.layers)
+      if (l > L)
+        throw std::invalid_argument(where + ": attribute 'layers' lists layer " +
+                                    std::to_string(l) + " of a model with states 0.." +
+                                    std::to_string(L));
+  }
   if (f.HasAttr("checkpoint_sha256")) r.checkpoint_sha256 = f.GetString("checkpoint_sha256");
   if (f.HasAttr("ridge_lambda")) {
     r.ridge_lambda = f.GetDouble("ridge_lambda");

@@ -121,10 +121,9 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
               "; controls must hold the same prompts (or pass {max-prompts} at most the smaller)");
     // The paired intervals need the very same prompts, which the prompts themselves vouch for:
     // a seed attribute can be edited without changing any digest.
-    const std::int64_t paired = std::min(c.prompts, r.max_prompts > 0 ? std::min<std::int64_t>(
-                                                                            r.max_prompts,
-                                                                            main.prompts)
-                                                                      : main.prompts);
+    const std::int64_t paired =
+        std::min(c.prompts, r.max_prompts > 0 ? std::min<std::int64_t>(r.max_prompts, main.prompts)
+                                              : main.prompts);
     if (extract::PromptsDigest(c.path, paired) != extract::PromptsDigest(main.path, paired))
       throw data::InputError("probe", "control",
                              "'" + c.path + "' holds other prompts than '" + main.path +

@@ -1139,3 +1139,95 @@ TEST_F(Reliability, PlaceholdersInEveryMessageAreRenderedAsOptions) {
   ExpectRefused(r, "unfinished", "--resume");
   EXPECT_EQ(r.err.find("{resume}"), std::string::npos) << r.err;
 }
+
+// Non-finite outputs are refused before anything is written: a construction whose step size
+// overflows float32, and states beyond float16's range stored as float16.
+TEST_F(Reliability, NonFiniteOutputsAreRefusedBeforeAnythingIsWritten) {
+  TempDir tmp;
+  ExpectRefused(
+      RunIclprobe("construct --program gd --alpha 1e308 --d 3 --n 5 --out " + (tmp / "inf.h5")),
+      "alpha 1e308", "NaN or infinite");
+  EXPECT_FALSE(fs::exists(tmp / "inf.h5"));
+  EXPECT_FALSE(fs::exists(tmp / "inf.h5.partial"));
+  // 2 alpha X'y with alpha = 1e6 lies far beyond 65504.
+  ASSERT_EQ(RunIclprobe("construct --program gd --alpha 1e6 --d 3 --n 5 --out " + (tmp / "big.h5"))
+                .exit_code,
+            0);
+  const auto r =
+      RunIclprobe("extract -c " + (tmp / "big.h5") +
+                  " --prompts 64 --dtype float16 --threads 1 --quiet --out " + (tmp / "a.h5"));
+  ExpectRefused(r, "float16 overflow", "beyond float16's largest value");
+  EXPECT_FALSE(fs::exists(tmp / "a.h5"));
+  // Stored as float32 the same states are fine.
+  EXPECT_EQ(RunIclprobe("extract -c " + (tmp / "big.h5") +
+                        " --prompts 64 --threads 1 --quiet --out " + (tmp / "b.h5"))
+                .exit_code,
+            0);
+}
+
+// Lists and families that would write a row twice, compare a thing with itself or name a layer
+// the model does not have; labels that would break a table; numbers that are not numbers.
+TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
+  TempDir tmp;
+  const std::string link = tmp / "link.h5";
+  fs::create_hard_link(In("probes.h5"), link);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"baselines --prompts 5 --learners ols,ols", "listed twice"},
+      {"compare -c " + In("init.h5") + " --prompts 10 --learners ols,gd:0.1,ols --quiet",
+       "listed twice"},
+      {"probe -a " + In("acts.h5") + " --targets w_ols,w_ols --k 2 --quiet --out " + (tmp / "p.h5"),
+       "--targets: 'w_ols' is listed twice"},
+      {"probe -a " + In("acts.h5") + " --k 2,2 --quiet --out " + (tmp / "p.h5"),
+       "--k: '2' is listed twice"},
+      {"probe -a " + In("acts.h5") + " --probes linear --k 2 --lr inf --quiet --out " +
+           (tmp / "p.h5"),
+       "--lr: must be a finite number"},
+      {"probe -a " + In("acts.h5") + " --k 2 --split 1e308,0.1,0.1 --quiet --out " + (tmp / "p.h5"),
+       "--split"},
+      {"report --probes " + In("probes.h5") + " --compare-targets w_ols,w_ols", "listed twice"},
+      {"report --probes " + In("probes.h5") + " " + In("probes.h5"), "are the same file"},
+      {"report --probes " + In("probes.h5") + " " + link, "are the same file"},
+      {"extract -c " + In("init.h5") + " --prompts 10 --ridge-lambda inf --quiet --out " +
+           (tmp / "a.h5"),
+       "--ridge-lambda"},
+  };
+  for (const auto& [cmd, says] : cases) {
+    ExpectRefused(RunIclprobe(cmd), cmd, says);
+    EXPECT_FALSE(fs::exists(tmp / "p.h5")) << cmd;
+    EXPECT_FALSE(fs::exists(tmp / "a.h5")) << cmd;
+    EXPECT_FALSE(fs::exists(tmp / "a.h5.partial")) << cmd;
+  }
+  // A probes file that lists a layer beyond its model's.
+  const std::string p99 = Copy(tmp, "probes.h5");
+  {
+    h5::File f = h5::File::Open(p99, h5::File::Mode::kReadWrite);
+    auto layers = f.GetIntList("layers");
+    layers.back() = 99;
+    f.SetAttr("layers", layers);
+  }
+  ExpectRefused(RunIclprobe("report --probes " + p99), "layer 99", "lists layer 99");
+  // File names that are not plain become learner1, learner2 in the family's tables.
+  const std::string odd = tmp / "a,b|c&d.h5";
+  fs::copy_file(In("probes.h5"), odd);
+  for (const char* format : {"csv", "md", "tex"}) {
+    const auto r = RunIclprobe("report --probes " + In("probes.h5") + " '" + odd +
+                               "' --k 3 --format " + format);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("a,b|c&d"), std::string::npos) << format << "\n" << r.out;
+    EXPECT_NE(r.out.find("learner2"), std::string::npos) << format;
+  }
+}
+
+// gnuplot fails: report exits 2 and leaves no table under its final name.
+TEST_F(Reliability, AFailedPlotLeavesNoTableBehind) {
+  TempDir tmp;
+  const std::string fake = tmp / "gnuplot";
+  { std::ofstream(fake) << "#!/bin/sh\nexit 1\n"; }
+  fs::permissions(fake, fs::perms::owner_all);
+  const auto r =
+      RunShell("ICLPROBE_GNUPLOT='" + fake + "' '" + test::IclprobeBin() + "' report --probes " +
+               In("probes.h5") + " --out " + (tmp / "t.md") + " --plot-dir " + (tmp / "plots"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(fs::exists(tmp / "t.md"));
+  EXPECT_FALSE(fs::exists(tmp / "t.md.partial"));
+}

@@ -126,9 +126,10 @@ int main(int argc, char** argv) {
   icl::data::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
   if (icl::dist::LaunchedInParallel()) {
     if (!RunsOnRanks(cmd)) {
-      std::cerr << "iclprobe " << cmd
-                << ": runs in one process; under mpirun only extract and probe share their work "
-                   "among the processes (run it without mpirun)\n";
+      if (icl::dist::LaunchedAsRoot())  // one message per job, not one per rank
+        std::cerr << "iclprobe " << cmd
+                  << ": runs in one process; under mpirun only extract and probe share their work "
+                     "among the processes (run it without mpirun)\n";
       return icl::cli::kExitBadInput;
     }
     try {

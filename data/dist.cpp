@@ -53,6 +53,12 @@ bool LaunchedInParallel() {
   return LaunchedSize() > 1;
 }
 
+bool LaunchedAsRoot() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var)) return std::atoi(v) == 0;
+  return true;
+}
+
 void Init(int* argc, char*** argv) {
   if (!LaunchedInParallel() || started) return;
 #ifdef ICLPROBE_WITH_MPI

@@ -19,6 +19,9 @@ namespace icl::dist {
 
 // Launched by mpirun (or a Slurm/PMI launcher) with more than one process.
 bool LaunchedInParallel();
+// Rank 0 of the launch, as the launcher's environment says (true without a launcher): who
+// speaks for a run that stops before MPI is started.
+bool LaunchedAsRoot();
 // Starts MPI when launched in parallel (threads: serialized calls, from any one thread at a
 // time). Throws std::runtime_error when launched in parallel by a build without MPI.
 void Init(int* argc, char*** argv);

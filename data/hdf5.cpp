@@ -2,6 +2,7 @@
 #include "data/hdf5.hpp"
 
 #include "data/dist.hpp"
+#include "data/errors.hpp"
 #include "data/json.hpp"
 
 #include <fcntl.h>
@@ -703,13 +704,18 @@ File File::Open(const std::string& path, Mode mode, Durability durability, Shari
   EnsureSilenced();
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(st)) Fail("'" + path + "': no such file");
+  // Bad input, found alike by every rank of an MPI run (so reported once, by rank 0).
+  if (!std::filesystem::exists(st))
+    throw data::InputError("hdf5", "", "'" + path + "': no such file");
   // A FIFO or device would block or stream forever; iclprobe files are regular files.
   if (!std::filesystem::is_regular_file(st))
-    Fail("'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
+    throw data::InputError(
+        "hdf5", "",
+        "'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
-    Fail("'" + path + "': not an HDF5 file (or its header is damaged)");
+    throw data::InputError("hdf5", "",
+                           "'" + path + "': not an HDF5 file (or its header is damaged)");
   }
   Handle fapl = durability == Durability::kFlushPoints
                     ? FlushOnlyAccess()
@@ -741,7 +747,10 @@ File File::Create(const std::string& path, bool truncate, Durability durability,
            H5Fclose);
   if (!h.valid())
     Fail("'" + path + "': cannot create (" +
-         (std::filesystem::exists(path) ? "it exists" : "is the folder writable?") + ")");
+         (!truncate && std::filesystem::exists(path)
+              ? "it exists"
+              : "is the disk full or the folder read-only?") +
+         ")");
   File f(std::move(h), path);
   f.writable_ = true;
   f.shared_ = UseMpiIo(sharing);

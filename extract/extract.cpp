@@ -56,7 +56,10 @@ std::int64_t RoundUp(std::int64_t v, std::int64_t m) {
 
 // Names the keys whose values differ between two JSON objects.
 std::string JsonDifference(const std::string& a, const std::string& b) {
-  const auto ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
+  // `a` comes from a file: what is not a JSON object is said so, not passed on as a parse error.
+  const auto ja = nlohmann::json::parse(a, nullptr, /*allow_exceptions=*/false),
+             jb = nlohmann::json::parse(b);
+  if (!ja.is_object()) return "its extract_config is not a JSON object";
   std::string out;
   std::set<std::string> keys;
   for (auto it = ja.begin(); it != ja.end(); ++it)

@@ -1016,6 +1016,8 @@ TEST(ReliabilityCompat, CraftedPartialsAreRefusedBeforeTheyAreContinued) {
          const auto dims = h5::File::Open(p).OpenDataset("/hidden/layer_01").dims();
          ReplaceDataset(p, "/hidden/layer_01", dims, 0.5);
        }},
+      {"extract_config not JSON",
+       [](const std::string& p) { SetStringAttr(p, "/", "extract_config", "{\"prompts\":"); }},
       {"a changed row",
        [](const std::string& p) {
          h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);

@@ -2,6 +2,7 @@
 // writes, dataset for dataset (h5diff), also after an interrupted two-rank run is resumed; the
 // same probes (ridge to 1e-10 relative, gradient probes exactly); errors once, exit 2.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -214,10 +215,29 @@ TEST_F(Mpi, AnErrorIsOneLineFromOneRankAndExitsTwo) {
     ++lines, ++at;
   EXPECT_EQ(lines, 1u) << r.err;
   EXPECT_FALSE(fs::exists(t / "p.h5"));
-  // Only extract and probe run on ranks.
+  // Only extract and probe run on ranks, which rank 0 alone says.
   r = MpiRun(2, "baselines --help");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("only extract and probe"), std::string::npos) << r.err;
+  // Lines of iclprobe's own (mpirun adds its report of the exit status).
+  auto ours = [](const std::string& err) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = err.find("iclprobe ", at)) != std::string::npos; ++at)
+      n += at == 0 || err[at - 1] == '\n';
+    return n;
+  };
+  EXPECT_EQ(ours(r.err), 1u) << r.err;
+  // An input that is a FIFO: found by every rank, said once (it used to be said by every rank,
+  // interleaved).
+  const std::string fifo = t / "fifo.h5";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& cmd :
+       {std::string("probe --activations ") + fifo + " --k 2 --quiet --out " + (t / "p.h5"),
+        std::string(kExtract) + kPrompts + " -c " + fifo + " --out " + (t / "f.h5")}) {
+    r = MpiRun(2, cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_EQ(ours(r.err), 1u) << cmd << "\n" << r.err;
+  }
 }
 
 }  // namespace

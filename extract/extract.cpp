@@ -513,7 +513,7 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
             "extract: state {} of prompts {}..{} reaches |h| = {}, {}", cfg.layers[i], first,
             first + count - 1, top,
             std::isfinite(top) ? "beyond float16's largest value 65504: store float32 states"
-                               : "not a finite number: the checkpoint's model overflows"));
+                               : "not a finite number: the prompts or the model overflow float32"));
     }
     if (!torch::isfinite(b.predictions).all().item<bool>())
       throw std::runtime_error(

@@ -105,6 +105,11 @@ void TrainConfig::Validate() const {
           "train: eval_prompts must be in 1.." + std::to_string(kMaxEvalPrompts) + ", got " +
               std::to_string(eval_prompts));
   Require(save_every > 0, "train: save_every must be positive, got " + std::to_string(save_every));
+  // The optimizer computes in float32: a setting beyond its range would fail deep in LibTorch
+  // ("cannot be converted to type float without overflow") instead of here.
+  constexpr double kFloatMax = 3.4e38;
+  Require(lr <= kFloatMax && eps <= kFloatMax && weight_decay <= kFloatMax && clip <= kFloatMax,
+          "train: lr, eps, weight_decay and clip must fit float32 (at most 3.4e38)");
   Require(shards >= 1 && shards <= batch,
           "train: shards must be in 1..batch = " + std::to_string(batch) + ", got " +
               std::to_string(shards));

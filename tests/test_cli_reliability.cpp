@@ -1192,6 +1192,8 @@ TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
       {"extract -c " + In("init.h5") + " --prompts 10 --ridge-lambda inf --quiet --out " +
            (tmp / "a.h5"),
        "--ridge-lambda"},
+      // Library text that named nothing: LibTorch's "cannot be converted to type float".
+      {"train " + kTiny + "--steps 2 --lr 1e39 --quiet --out " + (tmp / "a.h5"), "fit float32"},
   };
   for (const auto& [cmd, says] : cases) {
     ExpectRefused(RunIclprobe(cmd), cmd, says);

@@ -24,6 +24,8 @@ std::uint64_t Rotl(std::uint64_t x, int k) {
 
 }  // namespace
 
+constexpr double kMaxScale = 1e6;
+
 void TaskConfig::Validate() const {
   if (d <= 0 || d > kMaxD)
     throw std::invalid_argument("task: d must be an integer in 1.." + std::to_string(kMaxD) +
@@ -41,6 +43,12 @@ void TaskConfig::Validate() const {
   if (!(noise >= 0) || !std::isfinite(noise))
     throw std::invalid_argument("task: noise must be a non-negative finite number, got " +
                                 std::to_string(noise));
+  // Labels of order w_scale * sqrt(d) + noise enter float32 tokens and X'X-type targets whose
+  // squares must stay finite (an SVD of infinities fails with no word of why).
+  if (w_scale > kMaxScale || noise > kMaxScale)
+    throw std::invalid_argument("task: w_scale and noise must be at most " +
+                                std::to_string(kMaxScale) +
+                                " (labels must stay finite in float32)");
 }
 
 std::string TaskConfig::ToJson() const {

@@ -1192,7 +1192,9 @@ TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
       {"extract -c " + In("init.h5") + " --prompts 10 --ridge-lambda inf --quiet --out " +
            (tmp / "a.h5"),
        "--ridge-lambda"},
-      // Library text that named nothing: LibTorch's "cannot be converted to type float".
+      // Library text that named nothing: Armadillo's "pinv(): svd failed" on labels that
+      // overflow, LibTorch's "cannot be converted to type float".
+      {"baselines --prompts 5 --w-scale 1e200", "w_scale and noise must be at most"},
       {"train " + kTiny + "--steps 2 --lr 1e39 --quiet --out " + (tmp / "a.h5"), "fit float32"},
   };
   for (const auto& [cmd, says] : cases) {

@@ -60,6 +60,14 @@ void RequireRegularInput(const std::string& path, const std::string& label) {
 
 OutputLock::OutputLock(const std::string& path, const std::string& label)
     : lock_path_(path + ".lock") {
+  // The lock may be the first thing a run does with its output: the same words as
+  // AtomicOutput's for a path that cannot hold one.
+  if (path.empty()) throw InputError("output", label, "empty output path");
+  const std::string parent = Parent(path);
+  if (!fs::is_directory(parent))
+    throw InputError("output", label, "folder '" + parent + "' does not exist");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw InputError("output", label, "folder '" + parent + "' is not writable");
   // Open, lock, then check that the name still points at the locked inode: a writer that
   // finished in between removed the old lock file, and we must not hold a lock on an orphan.
   for (int attempt = 0; attempt < 8; ++attempt) {

@@ -199,8 +199,12 @@ ProbeResults ReadProbesFile(const std::string& path) {
   if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
   if (f.HasAttr("model_config")) {
     r.model_config = f.GetString("model_config");
-    // The probed states exist in the model: 0 (embedding) .. L.
-    const int L = learners::ModelConfig::FromJson(r.model_config, where + " model_config").layers;
+    // The probed states exist in the model: 0 (embedding) .. L (where the file says L).
+    const auto mc = nlohmann::json::parse(r.model_config, nullptr, /*allow_exceptions=*/false);
+    const std::int64_t L =
+        mc.is_object() && mc.contains("layers") && mc["layers"].is_number_integer()
+            ? mc["layers"].get<std::int64_t>()
+            : learners::kMaxLayers;
     for (const int l : r.layers)
       if (l > L)
         throw std::invalid_argument(where + ": attribute 'layers' lists layer " +

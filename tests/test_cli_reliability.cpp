@@ -1203,6 +1203,20 @@ TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
     EXPECT_FALSE(fs::exists(tmp / "a.h5")) << cmd;
     EXPECT_FALSE(fs::exists(tmp / "a.h5.partial")) << cmd;
   }
+  ExpectRefused(RunIclprobe("inspect " + In("init.h5") + " --export ''"), "export ''",
+                "--export: expected the file to write");
+  // An interventions file that lists a layer twice.
+  const std::string iv = tmp / "iv.h5";
+  ASSERT_EQ(RunIclprobe("intervene -c " + In("init.h5") + " --probes " + In("probes.h5") +
+                        " --target xty --layers 1 --k 3 --pairs 20 --threads 1 --quiet --out " + iv)
+                .exit_code,
+            0);
+  {
+    h5::File f = h5::File::Open(iv, h5::File::Mode::kReadWrite);
+    f.SetAttr("layers", std::vector<std::int64_t>{1, 1});
+  }
+  ExpectRefused(RunIclprobe("report --probes " + In("probes.h5") + " --k 3 --interventions " + iv),
+                "interventions layer twice", "lists an entry twice");
   // A probes file that lists a layer beyond its model's.
   const std::string p99 = Copy(tmp, "probes.h5");
   {

@@ -1251,3 +1251,22 @@ TEST_F(Reliability, AFailedPlotLeavesNoTableBehind) {
   EXPECT_FALSE(fs::exists(tmp / "t.md"));
   EXPECT_FALSE(fs::exists(tmp / "t.md.partial"));
 }
+
+// A disk that is full before the first checkpoint: the message says so (it said "cannot
+// create (it exists)"). Needs a small file system of its own: a 64 KiB tmpfs, mounted where
+// the test may (root, as CI runs); skipped elsewhere.
+TEST_F(Reliability, AFullDiskBeforeTheFirstCheckpointIsCalledAFullDisk) {
+  TempDir tmp;
+  const std::string disk = tmp / "disk";
+  fs::create_directory(disk);
+  if (RunShell("mount -t tmpfs -o size=64k tmpfs '" + disk + "' 2>/dev/null").exit_code != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here";
+  RunShell("head -c 60000 /dev/zero > '" + disk + "/fill'");
+  const auto r = RunIclprobe("train " + kTiny +
+                             "--steps 4 --batch 4 --eval-every 2 --save-every 2 --eval-prompts 8 "
+                             "--threads 1 --quiet --out " +
+                             disk + "/t.h5");
+  RunShell("umount '" + disk + "'");
+  ExpectRefused(r, "full disk", "full");
+  EXPECT_EQ(r.err.find("it exists"), std::string::npos) << r.err;
+}

@@ -30,6 +30,17 @@ std::string Parent(const std::string& path) {
   return p.empty() ? std::string(".") : p.string();
 }
 
+// A non-empty path whose folder exists and is writable: checked by the lock and by the output
+// alike, whichever a run takes first.
+void RequireOutputFolder(const std::string& path, const std::string& label) {
+  if (path.empty()) throw InputError("output", label, "empty output path");
+  const std::string parent = Parent(path);
+  if (!fs::is_directory(parent))
+    throw InputError("output", label, "folder '" + parent + "' does not exist");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw InputError("output", label, "folder '" + parent + "' is not writable");
+}
+
 std::string GiB(double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g GB", bytes / 1e9);
@@ -62,12 +73,7 @@ OutputLock::OutputLock(const std::string& path, const std::string& label)
     : lock_path_(path + ".lock") {
   // The lock may be the first thing a run does with its output: the same words as
   // AtomicOutput's for a path that cannot hold one.
-  if (path.empty()) throw InputError("output", label, "empty output path");
-  const std::string parent = Parent(path);
-  if (!fs::is_directory(parent))
-    throw InputError("output", label, "folder '" + parent + "' does not exist");
-  if (::access(parent.c_str(), W_OK) != 0)
-    throw InputError("output", label, "folder '" + parent + "' is not writable");
+  RequireOutputFolder(path, label);
   // Open, lock, then check that the name still points at the locked inode: a writer that
   // finished in between removed the old lock file, and we must not hold a lock on an orphan.
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -108,12 +114,7 @@ AtomicOutput::AtomicOutput(std::string path, const std::string& label, const Out
       temp_(path_ + ".partial"),
       label_(label),
       keep_partial_(o.keep_partial) {
-  if (path_.empty()) throw InputError("output", label, "empty output path");
-  const std::string parent = Parent(path_);
-  if (!fs::is_directory(parent))
-    throw InputError("output", label, "folder '" + parent + "' does not exist");
-  if (::access(parent.c_str(), W_OK) != 0)
-    throw InputError("output", label, "folder '" + parent + "' is not writable");
+  RequireOutputFolder(path_, label);
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode))

@@ -9,7 +9,8 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "data/errors.hpp"
+#include "core/errors.hpp"
+#include "core/spec.hpp"
 #include "learners/trainer.hpp"
 
 namespace icl::analysis {
@@ -89,33 +90,18 @@ std::string FitSpec::Spec(double value) const {
 }
 
 bool ParseFitSpec(const std::string& spec, FitSpec* out) {
-  std::vector<std::string> p;
-  std::string item;
-  for (const char c : spec + ":") {
-    if (c == ':') {
-      p.push_back(item);
-      item.clear();
-    } else {
-      item += c;
-    }
-  }
-  if (p.size() < 2 || p[1] != "fit") return false;
+  const core::Spec p = core::ParseSpec(spec);
+  if (p.args.empty() || p.args[0] != "fit") return false;
   const std::string expected =
       "learner spec '" + spec +
       "': expected gd:fit, gd:fit:STEPS (STEPS in 1..1000), sgd:fit or ridge:fit";
   FitSpec f;
-  f.family = p[0];
-  if (f.family == "gd" && p.size() == 3) {
-    std::size_t used = 0;
-    long steps = 0;
-    try {
-      steps = std::stol(p[2], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != p[2].size() || steps < 1 || steps > 1000) throw std::invalid_argument(expected);
-    f.steps = static_cast<int>(steps);
-  } else if (p.size() != 2 || (f.family != "gd" && f.family != "sgd" && f.family != "ridge")) {
+  f.family = p.name;
+  if (f.family == "gd" && p.args.size() == 2) {
+    const auto steps = p.Integer(1, 1, 1000);
+    if (!steps) throw std::invalid_argument(expected);
+    f.steps = static_cast<int>(*steps);
+  } else if (p.args.size() != 1 || (f.family != "gd" && f.family != "sgd" && f.family != "ridge")) {
     throw std::invalid_argument(expected);
   }
   // Step sizes from far below any useful one to past divergence for unit-variance inputs;
@@ -216,13 +202,19 @@ LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskCon
   return l;
 }
 
-void CompareRequest::Validate(int d) const {
-  if (prompts < 1) throw data::InputError("compare", "prompts", "must be positive");
-  if (ilwd_prompts < 1) throw data::InputError("compare", "ilwd_prompts", "must be positive");
-  if (queries != 0 && queries < d + 1)
-    throw data::InputError("compare", "queries",
-                           "the implicit-weight fit needs at least d+1 = " + std::to_string(d + 1) +
-                               " query points, got " + std::to_string(queries));
+void CompareRequest::Validate() const {
+  if (prompts < 1) throw core::InputError("compare", "prompts", "must be positive");
+  if (ilwd_prompts < 1) throw core::InputError("compare", "ilwd_prompts", "must be positive");
+  if (fit_prompts < 2 || fit_prompts > 1000000)
+    throw core::InputError("compare", "fit_prompts",
+                           "expected 2..1000000, got " + std::to_string(fit_prompts));
+  task.Validate();
+  if (queries != 0 && queries < task.d + 1)
+    throw core::InputError(
+        "compare", "queries",
+        "the implicit-weight fit needs at least d+1 = " + std::to_string(task.d + 1) +
+            " query points, got " + std::to_string(queries));
+  CheckLearnerSpecs(learner_specs, task);
 }
 
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const CompareRequest& req,
@@ -231,7 +223,9 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   CompareResult out;
   out.d = models[0].task.d;
   out.n = models[0].task.n;
-  req.Validate(out.d);
+  CompareRequest checked = req;  // against the learners' own task
+  checked.task = models[0].task;
+  checked.Validate();
   for (const auto& m : models)
     if (m.task.d != out.d || m.task.n != out.n)
       throw std::invalid_argument("compare: '" + m.name + "' reads d=" + std::to_string(m.task.d) +
@@ -242,7 +236,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   const std::vector<std::string> items = SplitSpecs(req.learner_specs);
   std::vector<FitSpec> fits(items.size());
   std::vector<bool> is_fit(items.size(), false);
-  CheckLearnerSpecs(req.learner_specs, models[0].task);  // before any work
+  CheckLearnerSpecs(req.learner_specs, models[0].task);  // the first learner's task
   for (std::size_t i = 0; i < items.size(); ++i)
     is_fit[i] = ParseFitSpec(items[i], &fits[i]);
   const bool any_fit = std::find(is_fit.begin(), is_fit.end(), true) != is_fit.end();
@@ -251,7 +245,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
         "compare: all pairs compares reference learners with each other; a fitted learner "
         "(gd:fit, sgd:fit, ridge:fit) has a value only against a learner under test");
   if (any_fit && req.fit_prompts < 2)
-    throw data::InputError("compare", "fit_prompts", "must be at least 2");
+    throw core::InputError("compare", "fit_prompts", "must be at least 2");
   const int d = out.d, n = out.n;
   out.prompts = req.prompts;
   out.fit_prompts = any_fit ? req.fit_prompts : 0;
@@ -490,12 +484,9 @@ namespace {
 double RidgeLambdaOf(const std::string& spec, const data::TaskConfig& task) {
   if (spec == "ols") return 0.0;
   if (spec == "bayes") return task.BayesLambda();
-  if (spec.rfind("ridge:", 0) == 0) {
-    try {
-      return std::stod(spec.substr(6));
-    } catch (const std::exception&) {
-    }
-  }
+  const core::Spec p = core::ParseSpec(spec);
+  if (p.name == "ridge" && p.args.size() == 1)
+    if (const auto lambda = p.Number(0)) return *lambda;
   return arma::datum::nan;
 }
 

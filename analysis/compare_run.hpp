@@ -43,7 +43,11 @@ struct CompareRequest {
   int ilwd_prompts = 200;
   bool all_pairs = false;  // also every pair of reference learners (on the first task)
   int fit_prompts = 500;   // prompts (after the scored ones) on which fitted learners are fit
-  void Validate(int d) const;
+  // The prompts' task: d bounds the queries, the specs are checked against it (RunCompare
+  // checks the request against the first learner's task).
+  data::TaskConfig task;
+  // Throws core::InputError naming the setting.
+  void Validate() const;
 };
 
 struct CompareEntry {  // one row: learner under test (or reference A) against reference B

@@ -1,6 +1,5 @@
 // Probe tables, onset detection and gnuplot figures.
 #include "analysis/report.hpp"
-#include "data/errors.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
@@ -16,14 +15,15 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "data/hdf5.hpp"
-#include "data/json.hpp"
-#include "data/names.hpp"
-#include "data/output.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/json.hpp"
+#include "core/names.hpp"
+#include "core/output.hpp"
+#include "core/spec.hpp"
+#include "core/subprocess.hpp"
 #include "data/prompt_io.hpp"
 #include "data/task.hpp"
 #include "learners/model_config.hpp"
@@ -58,7 +58,7 @@ arma::vec Scorer::Replicates(const std::string& t, const std::string& p, const s
   const arma::mat* sse = r_.Sse(t, p, s, li, ki);
   const arma::mat* sst = r_.Sst(t, ki);
   if (!sse || !sst)
-    throw data::InputError("report", "probes",
+    throw core::InputError("report", "probes",
                            "'" + r_.path + "' has no per-prompt errors for " + t + "/" + p + "/" +
                                s + "; re-run iclprobe probe");
   return boot_->MeanR2(*sse, *sst);
@@ -241,6 +241,72 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
   }
 }
 
+TableFormat ParseTableFormat(const std::string& name) {
+  if (name == "md") return TableFormat::kMarkdown;
+  if (name == "tex") return TableFormat::kLatex;
+  if (name == "csv") return TableFormat::kCsv;
+  throw core::InputError("report", "format", "expected md, tex or csv, got '" + name + "'");
+}
+
+void OnsetRule::Validate() const {
+  // -1 (the default) selects the relative rule.
+  if (!(threshold == -1 || (threshold >= 0 && threshold <= 1)))
+    throw core::InputError("report", "threshold", "expected an R2 in [0, 1]");
+  if (!(relative > 0 && relative <= 1))
+    throw core::InputError("report", "relative",
+                           "expected a fraction in (0, 1], got " + std::to_string(relative));
+  if (!(margin >= 0 && margin <= 1))
+    throw core::InputError("report", "margin",
+                           "expected an R2 difference in [0, 1], got " + std::to_string(margin));
+}
+
+std::vector<int> ResolveKs(const ProbeResults& r, const std::string& spec) {
+  std::vector<int> ks;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item == "all") {
+      for (int k : r.ks)
+        if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+      continue;
+    }
+    int k = 0;
+    if (item == "d")
+      k = r.d;
+    else if (item == "n")
+      k = r.n;
+    else if (const auto v = core::ParseInteger(item, 0, 1 << 30))
+      k = static_cast<int>(*v);
+    else
+      throw core::InputError("report", "k", "expected d, n, all or numbers, got '" + spec + "'");
+    if (std::find(r.ks.begin(), r.ks.end(), k) == r.ks.end())
+      throw core::InputError("report", "k",
+                             "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
+    if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
+  }
+  if (ks.empty()) throw core::InputError("report", "k", "empty list");
+  return ks;
+}
+
+void PreparePlotFolder(const PlotFiles& files, const std::string& dir, const std::string& input,
+                       bool force) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw core::InputError("report", "plot_dir", "cannot create '" + dir + "': " + ec.message());
+  const auto input_id = core::IdOf(input);
+  for (const auto& name : files.All()) {
+    const std::string p = (fs::path(dir) / name).string();
+    if (core::IdOf(p) == input_id)
+      throw core::InputError("report", "plot_dir", "'" + p + "' is the input {probes} file");
+    if (fs::exists(p) && (!force || !fs::is_regular_file(p)))
+      throw core::InputError("report", "plot_dir",
+                             "'" + p +
+                                 (force ? "' is not a regular file"
+                                        : "' exists; pass {force} to overwrite the plots"));
+  }
+}
+
 std::string GnuplotQuote(const std::string& text) {
   // In a single-quoted gnuplot string nothing is special but the quote itself, written twice.
   std::string out = "'";
@@ -250,44 +316,6 @@ std::string GnuplotQuote(const std::string& text) {
     if (c == '\'') out += '\'';
   }
   return out + "'";
-}
-
-int RunProgram(const std::string& program, const std::vector<std::string>& args,
-               const std::string& workdir, std::string* output) {
-  // fork/exec: no shell between us and the program, so no argument or folder name is parsed
-  // as a command. Its stdout and stderr go to a file we read back for the message.
-  const std::string log_path = workdir + "/.program-output";
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error("cannot start '" + program + "': " + std::strerror(errno));
-  if (pid == 0) {
-    if (::chdir(workdir.c_str()) != 0) ::_exit(126);
-    const int fd = ::open(".program-output", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::close(fd);
-    }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(program.c_str()));
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(program.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw std::runtime_error("cannot wait for '" + program + "'");
-  if (output) {
-    std::ifstream in(log_path);
-    std::string line;
-    while (std::getline(in, line) && output->size() < 300)
-      *output += (output->empty() ? "" : " ") + line;
-  }
-  std::error_code ec;
-  fs::remove(log_path, ec);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 namespace {
@@ -324,7 +352,7 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
     for (int k : ks) {
       const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
       if (kit == r.ks.end())
-        throw data::InputError("report", "k",
+        throw core::InputError("report", "k",
                                "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
       for (const auto& p : r.probes)
         for (const auto& s : r.sources)
@@ -403,7 +431,7 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
                                              std::vector<std::string> targets, int k) {
   const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
   if (kit == r.ks.end())
-    throw data::InputError("report", "k",
+    throw core::InputError("report", "k",
                            "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
   const arma::uword ki = kit - r.ks.begin();
   if (targets.empty())
@@ -412,14 +440,14 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
     if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
-      throw data::InputError("report", "compare-targets",
+      throw core::InputError("report", "compare-targets",
                              "target '" + t + "' was not probed in '" + r.path + "'");
     if (std::find(targets.begin(), targets.begin() + long(i), t) != targets.begin() + long(i))
-      throw data::InputError("report", "compare-targets",
+      throw core::InputError("report", "compare-targets",
                              "target '" + t + "' is listed twice (a target against itself)");
   }
   if (targets.size() < 2)
-    throw data::InputError("report", "compare-targets",
+    throw core::InputError("report", "compare-targets",
                            "needs two or more targets probed in '" + r.path + "'");
   const Scorer scorer(r);
   std::vector<TargetComparison> out;
@@ -446,7 +474,7 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
     }
   }
   if (out.empty())
-    throw data::InputError("report", "compare-targets",
+    throw core::InputError("report", "compare-targets",
                            "no probe of '" + r.path + "' was fitted to every compared target");
   return out;
 }
@@ -541,15 +569,16 @@ void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>
   }
 }
 
-void WriteFamilyReport(std::ostream& os, std::ostream& summary,
-                       const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
-                       TableFormat format) {
+namespace {
+
+// The files must come from learners of one configuration, probed alike.
+void CheckFamily(const std::vector<ProbeResults>& learners) {
   if (learners.size() < 2)
-    throw data::InputError("report", "probes", "a family report needs two or more files");
+    throw core::InputError("report", "probes", "a family report needs two or more files");
   const ProbeResults& first = learners[0];
   for (const auto& r : learners) {
     auto differs = [&](const std::string& what) {
-      throw data::InputError("report", "probes",
+      throw core::InputError("report", "probes",
                              "'" + r.path + "' is not from a learner of the configuration of '" +
                                  first.path + "' (" + what +
                                  " differ); a family report compares learners of one "
@@ -561,18 +590,15 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
     if (r.layers != first.layers || r.ks != first.ks) differs("probed layers or ks");
     if (r.targets != first.targets || r.probes != first.probes) differs("targets or probes");
   }
-  if (std::find(first.ks.begin(), first.ks.end(), k) == first.ks.end())
-    throw data::InputError("report", "k", "k=" + std::to_string(k) + " was not probed");
-  const arma::uword ki = std::find(first.ks.begin(), first.ks.end(), k) - first.ks.begin();
+}
+
+// Each learner's column name: its file stem, its folder and stem where stems collide, or
+// learnerN where that is not unique or not safe in a table.
+std::vector<std::string> LearnerNames(const std::vector<ProbeResults>& learners) {
   const std::size_t M = learners.size();
-  std::vector<std::unique_ptr<Scorer>> scorers;
-  std::vector<std::vector<Onset>> onsets;
   std::vector<std::string> names;
-  for (std::size_t i = 0; i < M; ++i) {
-    scorers.push_back(std::make_unique<Scorer>(learners[i]));
-    onsets.push_back(FindOnsets(learners[i], k, rule));
-    names.push_back(fs::path(learners[i].path).stem().string());
-  }
+  for (const auto& r : learners)
+    names.push_back(fs::path(r.path).stem().string());
   // Files of one name in different folders (s1/probes.h5, s2/probes.h5) are named by folder.
   if (std::set<std::string>(names.begin(), names.end()).size() < M)
     for (std::size_t i = 0; i < M; ++i)
@@ -593,8 +619,95 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
       !std::all_of(names.begin(), names.end(), safe))
     for (std::size_t i = 0; i < M; ++i)
       names[i] = "learner" + std::to_string(i + 1);
-  const bool csv = format == TableFormat::kCsv;
-  if (csv) os << "target,probe,layer,k,learners,mean,sd,min,max,learner,r2,lo,hi\n";
+  return names;
+}
+
+// One (target, probe): R2 by layer over the learners with each learner's interval.
+void WriteFamilyTable(std::ostream& os, const std::string& t, const std::string& p, int k,
+                      const std::vector<int>& layers, const std::vector<std::string>& names,
+                      const arma::mat& v, const std::vector<std::vector<Scorer::Score>>& cell,
+                      TableFormat format) {
+  const arma::uword L = layers.size();
+  const std::size_t M = names.size();
+  if (format == TableFormat::kCsv) {
+    for (arma::uword li = 0; li < L; ++li)
+      for (std::size_t i = 0; i < M; ++i)
+        os << fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g}\n", t,
+                          p, layers[li], k, M, arma::mean(v.row(li)), arma::stddev(v.row(li)),
+                          v.row(li).min(), v.row(li).max(), names[i], cell[li][i].mean,
+                          cell[li][i].lo, cell[li][i].hi);
+    return;
+  }
+  const bool tex = format == TableFormat::kLatex;
+  os << fmt::format(
+      tex ? "\n% {} {} k={}: test R2 by layer over {} learners\n\\begin{{tabular}}{{r{}}}\n"
+            "\\toprule\nlayer & mean & SD & min & max"
+          : "\n**{}**, {} probe, k = {}: test R2 by layer over {} learners (mean, SD and "
+            "range over learners; each learner's R2 [95% interval]){}\n\n| layer | mean | "
+            "SD | min | max |",
+      t, p, k, M, tex ? std::string(4 + M, 'r') : "");
+  for (const auto& n : names)
+    os << (tex ? " & " + n : " " + n + " |");
+  os << (tex ? " \\\\\n\\midrule\n" : "\n|---:|---:|---:|---:|---:|");
+  if (!tex)
+    for (std::size_t i = 0; i < M; ++i)
+      os << "---:|";
+  if (!tex) os << "\n";
+  for (arma::uword li = 0; li < L; ++li) {
+    const std::string sep = tex ? " & " : " | ";
+    os << (tex ? "" : "| ") << layers[li] << sep
+       << fmt::format("{:.3f}{}{:.3f}{}{:.3f}{}{:.3f}", arma::mean(v.row(li)), sep,
+                      arma::stddev(v.row(li)), sep, v.row(li).min(), sep, v.row(li).max());
+    for (std::size_t i = 0; i < M; ++i)
+      os << sep
+         << fmt::format("{:.3f} [{:.3f}, {:.3f}]", cell[li][i].mean, cell[li][i].lo,
+                        cell[li][i].hi);
+    os << (tex ? " \\\\\n" : " |\n");
+  }
+  if (tex) os << "\\bottomrule\n\\end{tabular}\n";
+}
+
+// "w_ols (ridge): learner1 layer 3, learner2 never — the learners disagree"
+std::string OnsetAgreement(const std::string& t, const std::string& p,
+                           const std::vector<std::string>& names,
+                           const std::vector<std::vector<Onset>>& onsets) {
+  std::vector<std::string> each;
+  std::set<int> layers;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    for (const auto& o : onsets[i])
+      if (o.target == t && o.probe == p) {
+        layers.insert(o.layer);
+        each.push_back(fmt::format("{} {}", names[i],
+                                   o.layer < 0 ? "never" : "layer " + std::to_string(o.layer)));
+      }
+  return fmt::format(
+      "  {} ({}): {} — {}\n", t, p, fmt::join(each, ", "),
+      layers.size() == 1
+          ? (*layers.begin() < 0 ? "the learners agree: not decodable"
+                                 : fmt::format("the learners agree on layer {}", *layers.begin()))
+          : "the learners disagree");
+}
+
+}  // namespace
+
+void WriteFamilyReport(std::ostream& os, std::ostream& summary,
+                       const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
+                       TableFormat format) {
+  CheckFamily(learners);
+  const ProbeResults& first = learners[0];
+  if (std::find(first.ks.begin(), first.ks.end(), k) == first.ks.end())
+    throw core::InputError("report", "k", "k=" + std::to_string(k) + " was not probed");
+  const arma::uword ki = std::find(first.ks.begin(), first.ks.end(), k) - first.ks.begin();
+  const std::size_t M = learners.size();
+  std::vector<std::unique_ptr<Scorer>> scorers;
+  std::vector<std::vector<Onset>> onsets;
+  for (std::size_t i = 0; i < M; ++i) {
+    scorers.push_back(std::make_unique<Scorer>(learners[i]));
+    onsets.push_back(FindOnsets(learners[i], k, rule));
+  }
+  const std::vector<std::string> names = LearnerNames(learners);
+  if (format == TableFormat::kCsv)
+    os << "target,probe,layer,k,learners,mean,sd,min,max,learner,r2,lo,hi\n";
   std::ostringstream agreement;
   for (const auto& t : first.targets)
     for (const auto& p : first.probes) {
@@ -607,59 +720,8 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
           cell[li][i] = scorers[i]->R2(t, p, "model", li, ki);
           v(li, i) = cell[li][i].mean;
         }
-      if (csv) {
-        for (arma::uword li = 0; li < L; ++li)
-          for (std::size_t i = 0; i < M; ++i)
-            os << fmt::format(
-                "{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g}\n", t, p,
-                first.layers[li], k, M, arma::mean(v.row(li)), arma::stddev(v.row(li)),
-                v.row(li).min(), v.row(li).max(), names[i], cell[li][i].mean, cell[li][i].lo,
-                cell[li][i].hi);
-      } else {
-        const bool tex = format == TableFormat::kLatex;
-        os << fmt::format(
-            tex ? "\n% {} {} k={}: test R2 by layer over {} learners\n\\begin{{tabular}}{{r{}}}\n"
-                  "\\toprule\nlayer & mean & SD & min & max"
-                : "\n**{}**, {} probe, k = {}: test R2 by layer over {} learners (mean, SD and "
-                  "range over learners; each learner's R2 [95% interval]){}\n\n| layer | mean | "
-                  "SD | min | max |",
-            t, p, k, M, tex ? std::string(4 + M, 'r') : "");
-        for (const auto& n : names)
-          os << (tex ? " & " + n : " " + n + " |");
-        os << (tex ? " \\\\\n\\midrule\n" : "\n|---:|---:|---:|---:|---:|");
-        if (!tex)
-          for (std::size_t i = 0; i < M; ++i)
-            os << "---:|";
-        if (!tex) os << "\n";
-        for (arma::uword li = 0; li < L; ++li) {
-          const std::string sep = tex ? " & " : " | ";
-          os << (tex ? "" : "| ") << first.layers[li] << sep
-             << fmt::format("{:.3f}{}{:.3f}{}{:.3f}{}{:.3f}", arma::mean(v.row(li)), sep,
-                            arma::stddev(v.row(li)), sep, v.row(li).min(), sep, v.row(li).max());
-          for (std::size_t i = 0; i < M; ++i)
-            os << sep
-               << fmt::format("{:.3f} [{:.3f}, {:.3f}]", cell[li][i].mean, cell[li][i].lo,
-                              cell[li][i].hi);
-          os << (tex ? " \\\\\n" : " |\n");
-        }
-        if (tex) os << "\\bottomrule\n\\end{tabular}\n";
-      }
-      // Onsets of each learner and whether they agree.
-      std::vector<std::string> each;
-      std::set<int> layers;
-      for (std::size_t i = 0; i < M; ++i)
-        for (const auto& o : onsets[i])
-          if (o.target == t && o.probe == p) {
-            layers.insert(o.layer);
-            each.push_back(fmt::format("{} {}", names[i],
-                                       o.layer < 0 ? "never" : "layer " + std::to_string(o.layer)));
-          }
-      agreement << fmt::format(
-          "  {} ({}): {} — {}\n", t, p, fmt::join(each, ", "),
-          layers.size() == 1 ? (*layers.begin() < 0 ? "the learners agree: not decodable"
-                                                    : fmt::format("the learners agree on layer {}",
-                                                                  *layers.begin()))
-                             : "the learners disagree");
+      WriteFamilyTable(os, t, p, k, first.layers, names, v, cell, format);
+      agreement << OnsetAgreement(t, p, names, onsets);
     }
   summary << fmt::format(
                  "Onset per learner at k = {} ({} learners; each by the single-file "
@@ -806,9 +868,9 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
     }
   } cleanup{tmp};
   for (const auto& [name, content] : files.data)
-    data::WriteFileChecked(tmp + "/" + name, content);
+    core::WriteFileChecked(tmp + "/" + name, content);
   std::string log;
-  const int status = RunProgram(gnuplot, {"plots.gp"}, tmp, &log);
+  const int status = core::RunProgram(gnuplot, {"plots.gp"}, tmp, &log);
   if (status != 0)
     throw std::runtime_error("report: gnuplot '" + gnuplot + "' failed (exit status " +
                              std::to_string(status) + ")" + (log.empty() ? "" : ": " + log));
@@ -832,7 +894,7 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
     if (!complete)
       throw std::runtime_error("report: '" + image + "' written by gnuplot is not a complete " +
                                (png ? "PNG" : "SVG") + " image (disk full?)");
-    data::SyncPath(path);
+    core::SyncPath(path);
   }
   for (const auto& name : files.All()) {
     std::error_code ec;
@@ -841,7 +903,7 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
       throw std::runtime_error("report: cannot move '" + name + "' into '" + dir +
                                "': " + ec.message());
   }
-  data::SyncPath(dir);
+  core::SyncPath(dir);
 }
 
 }  // namespace icl::analysis

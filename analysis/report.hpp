@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "intervene/intervene.hpp"
 #include "probes/probes_file.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -21,6 +22,8 @@ inline ProbeResults ReadProbeResults(const std::string& path) {
 }
 
 enum class TableFormat { kMarkdown, kCsv, kLatex };
+// "md", "tex" or "csv"; throws core::InputError (setting "format") for anything else.
+TableFormat ParseTableFormat(const std::string& name);
 
 // Mean over seeds with a 95% Student-t interval (half-width 0 for one seed).
 struct Summary {
@@ -64,6 +67,8 @@ struct OnsetRule {
   double threshold = -1;  // absolute R2 threshold; < 0: relative to the best layer
   double relative = 0.9;  // fraction of the best layer's R2 when relative
   double margin = 0.1;    // required selectivity over every control
+  // Throws core::InputError naming the setting (threshold, relative, margin).
+  void Validate() const;
 };
 
 // The onset: the first layer whose R2 (its interval's lower bound, when the file has
@@ -88,7 +93,7 @@ std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rul
 void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const OnsetRule& rule);
 
 // Several probes files of learners of one configuration (same model and task configuration,
-// layers, ks, targets and probes; throws data::InputError naming the file otherwise): per
+// layers, ks, targets and probes; throws core::InputError naming the file otherwise): per
 // target and probe, R2 by layer over the learners (mean, SD, range, each learner's value and
 // interval) into `tables`; each learner's onset and whether they agree into `summary`.
 void WriteFamilyReport(std::ostream& tables, std::ostream& summary,
@@ -107,7 +112,7 @@ struct TargetComparison {
   bool intervals = false, significant = false;
 };
 // The weight targets of the file (w_ols, w_ridge, w) when `targets` is empty; throws
-// data::InputError when fewer than two of the asked targets were probed with the model source.
+// core::InputError when fewer than two of the asked targets were probed with the model source.
 std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
                                              std::vector<std::string> targets, int k);
 void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,
@@ -127,17 +132,26 @@ struct PlotFiles {
   std::vector<std::string> All() const;  // every file name, data first
 };
 PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets);
+// Before anything is drawn: creates `dir` if needed and checks that no planned file would
+// replace the input `input` or, without `force`, an existing file (with it, anything but a
+// regular file). Throws core::InputError (setting "plot_dir").
+void PreparePlotFolder(const PlotFiles& files, const std::string& dir, const std::string& input,
+                       bool force);
+// Adds to `files` a figure per k of an interventions file: the slope of the probe edit and of
+// the random edit per layer, with the probe's R^2 (analysis/intervention_plots.cpp).
+void PlanInterventionPlots(const intervene::InterveneResult& result, PlotFiles& files);
 
 // Runs `gnuplot` (a path; no shell) over the planned files in a fresh folder inside `dir`, checks
 // that every image is complete, then moves every file into `dir`. Throws std::runtime_error
 // (nothing moved into `dir`) when gnuplot fails or an image is missing or empty.
 void WritePlots(const PlotFiles& files, const std::string& dir, const std::string& gnuplot);
 
+// The numbers of examples `spec` names among those probed in `r`: a comma list of d, n, all
+// or numbers (d and n stand for the file's values), in the order given, each once. Throws
+// core::InputError (setting "k").
+std::vector<int> ResolveKs(const ProbeResults& r, const std::string& spec);
+
 // `text` as a single-quoted gnuplot string (quotes doubled, newlines dropped).
 std::string GnuplotQuote(const std::string& text);
-// Runs `program` with `args` in `workdir` (fork/exec, no shell); returns its exit status and
-// puts the start of what it printed in `output`.
-int RunProgram(const std::string& program, const std::vector<std::string>& args,
-               const std::string& workdir, std::string* output);
 
 }  // namespace icl::analysis

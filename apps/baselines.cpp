@@ -6,45 +6,69 @@
 
 #include "analysis/learner_errors.hpp"
 #include "apps/cli.hpp"
-#include "data/output.hpp"
+#include "core/output.hpp"
 #include "learners/classical.hpp"
 #include "learners/trainer.hpp"
 
 namespace icl::cli {
 
-int RunBaselines(int argc, char** argv) {
+namespace {
+
+// What the command line sets.
+struct BaselinesArgs {
+  BaselinesArgs() {
+    task.d = 8;
+    task.n = 40;
+  }
   data::TaskConfig task;
-  task.d = 8;
-  task.n = 40;
   int prompts = 2000;
   std::uint64_t seed = 1;
   std::string learner_specs = "ols,ridge:0.1,gd:0.01,sgd:0.03,knn:3";
   std::string csv;
   std::vector<std::string> checkpoints;
   int threads = 0;
+  bool fixed_w = false;
+};
 
-  po::options_description opts("Options");
+void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
   // clang-format off
-  opts.add_options()
-      ("d", po::value(&task.d)->default_value(task.d), "input dimension d")
-      ("n", po::value(&task.n)->default_value(task.n), "examples per prompt n")
-      ("noise", po::value(&task.noise)->default_value(task.noise), "label noise sigma")
-      ("w-scale", po::value(&task.w_scale)->default_value(task.w_scale),
-       "weight scale tau: w ~ N(0, tau^2 I)")
-      ("fixed-w", po::value<bool>()->implicit_value(true), "control task: w = all ones for every prompt "
-       "(--fixed-w alone means true; default: the checkpoint's, else false)")
-      ("prompts,N", po::value(&prompts)->default_value(prompts), "number of prompts")
-      ("seed", po::value(&seed)->default_value(seed), "prompt-set seed")
-      ("learners", po::value(&learner_specs)->default_value(learner_specs),
-       "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
-       "gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero")
-      ("checkpoint,c", po::value(&checkpoints)->composing(),
-       "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
-       "default to the checkpoint's training task")
-      ("csv", po::value(&csv), "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)")
-      ("force", "overwrite an existing --csv file");
+  t.Value("d", &a.task.d, "task.d", "input dimension d");
+  t.Value("n", &a.task.n, "task.n", "examples per prompt n");
+  t.Value("noise", &a.task.noise, "task.noise", "label noise sigma");
+  t.Value("w-scale", &a.task.w_scale, "task.w_scale", "weight scale tau: w ~ N(0, tau^2 I)");
+  t.Implicit("fixed-w", &a.fixed_w, true, "fixed_w", "control task: w = all ones for every prompt "
+       "(--fixed-w alone means true; default: the checkpoint's, else false)");
+  t.Value("prompts,N", &a.prompts, "prompts", "number of prompts");
+  t.Value("seed", &a.seed, "seed", "prompt-set seed");
+  t.Value("learners", &a.learner_specs, "learner_specs", "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
+       "gd:ALPHA[:STEPS], sgd:ALPHA, knn:K[:weighted], zero");
+  t.List("checkpoint,c", &a.checkpoints, "checkpoints", "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
+       "default to the checkpoint's training task");
+  t.Optional("csv", &a.csv, "csv", "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)");
+  t.Switch("force", "overwrite an existing --csv file");
   // clang-format on
-  AddThreadsOption(opts, &threads);
+  AddThreadsOption(t, &a.threads);
+}
+
+}  // namespace
+
+std::vector<OptionSpec> BaselinesOptions() {
+  return SpecsOf("baselines", &DeclareOptions);
+}
+
+int RunBaselines(int argc, char** argv) {
+  BaselinesArgs a;
+  auto& task = a.task;
+  auto& prompts = a.prompts;
+  auto& seed = a.seed;
+  auto& learner_specs = a.learner_specs;
+  auto& csv = a.csv;
+  auto& checkpoints = a.checkpoints;
+  auto& threads = a.threads;
+  auto& fixed_w = a.fixed_w;
+  OptionTable t("baselines");
+  DeclareOptions(t, a);
+  po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -58,7 +82,7 @@ int RunBaselines(int argc, char** argv) {
   // A checkpoint supplies the task unless an option overrides it.
   std::vector<learners::CheckpointInfo> infos;
   for (const auto& path : checkpoints) {
-    data::RequireRegularInput(path, "checkpoint");
+    core::RequireRegularInput(path, "checkpoint");
     infos.push_back(learners::ReadCheckpointInfo(path));
   }
   if (!infos.empty()) {
@@ -73,7 +97,7 @@ int RunBaselines(int argc, char** argv) {
       learners::CheckReadsTask(info, task);
   }
 
-  if (vm.count("fixed-w")) task.fixed_w = vm["fixed-w"].as<bool>();
+  if (vm.count("fixed-w")) task.fixed_w = fixed_w;
   // Everything is checked before any work or output starts.
   RequirePositive("d", task.d);
   RequirePositive("n", task.n);
@@ -83,10 +107,10 @@ int RunBaselines(int argc, char** argv) {
   task.Validate();
   const auto learners = learners::MakeLearners(learner_specs, task);
   CheckThreads(threads);
-  std::unique_ptr<data::AtomicOutput> out;
+  std::unique_ptr<core::AtomicOutput> out;
   if (vm.count("csv"))
-    out = std::make_unique<data::AtomicOutput>(
-        csv, "csv", data::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
+    out = std::make_unique<core::AtomicOutput>(
+        csv, "csv", core::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   std::vector<analysis::ErrorCurve> curves;

@@ -1,6 +1,5 @@
 // Option parsing shared by the subcommands.
 #include "apps/cli.hpp"
-#include "data/dist.hpp"
 
 #include <torch/torch.h>
 
@@ -9,8 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <thread>
+
+#include "core/dist.hpp"
+#include "core/spec.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -52,17 +55,12 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size())
+    const auto v =
+        core::ParseInteger(item, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    if (!v)
       throw std::invalid_argument(option + ": expected comma-separated integers like 0,4,8, got '" +
                                   text + "'");
-    out.push_back(v);
+    out.push_back(static_cast<int>(*v));
   }
   if (out.empty()) throw std::invalid_argument(option + ": empty list");
   RequireNoDuplicates(option, out);
@@ -71,14 +69,8 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
 
 arma::vec ParseLambdas(const std::string& text) {
   auto number = [&](const std::string& s) {
-    std::size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(s, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (s.empty() || used != s.size() || !std::isfinite(v) || v < 0)
+    const double v = core::ParseNumber(s).value_or(-1);
+    if (v < 0)
       throw std::invalid_argument(
           "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
           text + "'");
@@ -147,13 +139,8 @@ std::array<double, 3> ParseSplit(const std::string& text) {
   std::array<double, 3> f{};
   bool ok = parts.size() == 3;
   for (std::size_t i = 0; ok && i < 3; ++i) {
-    std::size_t used = 0;
-    try {
-      f[i] = std::stod(parts[i], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    ok = used == parts[i].size() && f[i] >= 0 && f[i] <= 1;
+    f[i] = core::ParseNumber(parts[i]).value_or(-1);
+    ok = f[i] >= 0 && f[i] <= 1;
   }
   // Fractions of the prompts: they add up to 1 (to rounding in their decimal form).
   if (ok) ok = std::fabs(f[0] + f[1] + f[2] - 1.0) < 1e-6;
@@ -165,10 +152,10 @@ std::array<double, 3> ParseSplit(const std::string& text) {
   return f;
 }
 
-void AddThreadsOption(po::options_description& options, int* threads) {
-  options.add_options()("threads", po::value(threads)->default_value(*threads),
-                        "worker threads (0 = all cores; under mpirun, the cores of the machine "
-                        "shared among its ranks)");
+void AddThreadsOption(OptionTable& options, int* threads) {
+  options.Value("threads", threads, "threads",
+                "worker threads (0 = all cores; under mpirun, the cores of the machine shared "
+                "among its ranks)");
 }
 
 void CheckThreads(int threads) {

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "apps/options.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::cli {
@@ -60,7 +61,7 @@ std::vector<probes::Family> ParseFamilies(const std::string& text);
 // --split: "0.8,0.1,0.1" (finite, non-negative).
 std::array<double, 3> ParseSplit(const std::string& text);
 // The one --threads option of every subcommand that runs in parallel.
-void AddThreadsOption(po::options_description& options, int* threads);
+void AddThreadsOption(OptionTable& options, int* threads);
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
@@ -76,6 +77,19 @@ void SetSerialKernels();
 // Throws std::invalid_argument("--threads: ...") unless 0 <= threads <= kMaxThreads.
 inline constexpr int kMaxThreads = 256;
 void CheckThreads(int threads);
+
+// Each subcommand's option table, declared once (apps/<subcommand>.cpp); OptionRegistry()
+// collects them.
+std::vector<OptionSpec> BaselinesOptions();
+std::vector<OptionSpec> TrainOptions();
+std::vector<OptionSpec> InspectOptions();
+std::vector<OptionSpec> ExtractOptions();
+std::vector<OptionSpec> ProbeOptions();
+std::vector<OptionSpec> CompareOptions();
+std::vector<OptionSpec> ReportOptions();
+std::vector<OptionSpec> ConstructOptions();
+std::vector<OptionSpec> ImportOptions();
+std::vector<OptionSpec> InterveneOptions();
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);

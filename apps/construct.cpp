@@ -10,27 +10,50 @@
 
 namespace icl::cli {
 
-int RunConstruct(int argc, char** argv) {
+namespace {
+
+// What the command line sets.
+struct ConstructArgs {
   std::string program = "gd", out;
   double alpha = 0.05;
   int d = 4, n = 12;
   std::uint64_t seed = 1;
-  po::options_description opts("Options");
+};
+
+void DeclareOptions(OptionTable& t, ConstructArgs& a) {
   // clang-format off
-  opts.add_options()
-      ("program", po::value(&program)->default_value(program), "the RAW program: gd (one step of "
+  t.Value("program", &a.program, "program", "the RAW program: gd (one step of "
        "batch gradient descent from w0 = 0; prediction 2 alpha x^T X^T y) or gd:K (K steps, "
-       "K <= 16; compare with the learner gd:ALPHA:K)")
-      ("alpha", po::value(&alpha)->default_value(alpha), "gd: step size alpha (K steps track "
-       "gd:ALPHA:K while 2 alpha times the largest eigenvalue of X^T X stays below 2)")
-      ("d", po::value(&d)->default_value(d), "input dimension d")
-      ("n", po::value(&n)->default_value(n), "examples per prompt the model reads (its n_max)")
-      ("init-only", "write the program's architecture with random weights instead (seeded by "
-       "--seed): the random-init control for probes of the construction")
-      ("seed", po::value(&seed)->default_value(seed), "seed of --init-only's weights")
-      ("out,o", po::value(&out), "checkpoint to write (required)")
-      ("force", "overwrite an existing --out");
+       "K <= 16; compare with the learner gd:ALPHA:K)");
+  t.Value("alpha", &a.alpha, "alpha", "gd: step size alpha (K steps track "
+       "gd:ALPHA:K while 2 alpha times the largest eigenvalue of X^T X stays below 2)");
+  t.Value("d", &a.d, "d", "input dimension d");
+  t.Value("n", &a.n, "n", "examples per prompt the model reads (its n_max)");
+  t.Switch("init-only", "write the program's architecture with random weights instead (seeded by "
+       "--seed): the random-init control for probes of the construction");
+  t.Value("seed", &a.seed, "seed", "seed of --init-only's weights");
+  t.Optional("out,o", &a.out, "out", "checkpoint to write (required)");
+  t.Switch("force", "overwrite an existing --out");
   // clang-format on
+}
+
+}  // namespace
+
+std::vector<OptionSpec> ConstructOptions() {
+  return SpecsOf("construct", &DeclareOptions);
+}
+
+int RunConstruct(int argc, char** argv) {
+  ConstructArgs a;
+  auto& program = a.program;
+  auto& out = a.out;
+  auto& alpha = a.alpha;
+  auto& d = a.d;
+  auto& n = a.n;
+  auto& seed = a.seed;
+  OptionTable t("construct");
+  DeclareOptions(t, a);
+  po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(argc, argv, opts, vm,
              "Usage: iclprobe construct --program gd|gd:K --alpha A --d D --n N --out FILE\n\n"

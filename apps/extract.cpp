@@ -8,16 +8,21 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
-#include "data/dist.hpp"
+#include "core/dist.hpp"
 #include "extract/extract.hpp"
 #include "learners/checkpoint.hpp"
 
 namespace icl::cli {
 
-int RunExtract(int argc, char** argv) {
+namespace {
+
+// What the command line sets.
+struct ExtractArgs {
+  ExtractArgs() {
+    cfg.prompts = 2000;
+    cfg.seed = 7;
+  }
   extract::ExtractConfig cfg;
-  cfg.prompts = 2000;
-  cfg.seed = 7;
   std::string layers = "all", positions = "all", dtype = "float32";
   int threads = 0;
   std::int64_t stop_after = -1;
@@ -25,40 +30,64 @@ int RunExtract(int argc, char** argv) {
   double noise = -1, w_scale = -1;
   bool fixed_w = false;
   int d_effective = 0;
+};
 
-  po::options_description opts("Options");
+void DeclareOptions(OptionTable& t, ExtractArgs& a) {
   // clang-format off
-  opts.add_options()
-      ("checkpoint,c", po::value(&cfg.checkpoint), "learner checkpoint (required)")
-      ("out,o", po::value(&cfg.out), "activations file to write (required); work goes to <out>.partial "
-       "and is renamed when complete")
-      ("prompts,N", po::value(&cfg.prompts)->default_value(cfg.prompts), "number of prompts")
-      ("seed", po::value(&cfg.seed)->default_value(cfg.seed), "prompt-set seed")
-      ("n", po::value(&n), "examples per prompt (default: the checkpoint's training n; at most its n_max)")
-      ("noise", po::value(&noise), "label noise sigma (default: the checkpoint's)")
-      ("w-scale", po::value(&w_scale), "weight scale tau (default: the checkpoint's)")
-      ("fixed-w", po::value(&fixed_w)->implicit_value(true), "w = all ones: true/false (default: the checkpoint's; use false to "
-       "probe a --fixed-w control model on ordinary tasks)")
-      ("d-effective", po::value(&d_effective), "input dimensions the prompts use, 1..d (default: "
+  t.Optional("checkpoint,c", &a.cfg.checkpoint, "cfg.checkpoint", "learner checkpoint (required)");
+  t.Optional("out,o", &a.cfg.out, "cfg.out", "activations file to write (required); work goes to <out>.partial "
+       "and is renamed when complete");
+  t.Value("prompts,N", &a.cfg.prompts, "cfg.prompts", "number of prompts");
+  t.Value("seed", &a.cfg.seed, "cfg.seed", "prompt-set seed");
+  t.Optional("n", &a.n, "n", "examples per prompt (default: the checkpoint's training n; at most its n_max)");
+  t.Optional("noise", &a.noise, "noise", "label noise sigma (default: the checkpoint's)");
+  t.Optional("w-scale", &a.w_scale, "w_scale", "weight scale tau (default: the checkpoint's)");
+  t.Implicit("fixed-w", &a.fixed_w, true, "fixed_w", "w = all ones: true/false (default: the checkpoint's; use false to "
+       "probe a --fixed-w control model on ordinary tasks)");
+  t.Optional("d-effective", &a.d_effective, "d_effective", "input dimensions the prompts use, 1..d (default: "
        "the checkpoint's, usually all d); x and w are zero beyond them, as in Garg et al.'s "
-       "curriculum")
-      ("layers", po::value(&layers)->default_value(layers), "states to store: all, or indices like 0,4,8 "
-       "(0 = embedding, l = after block l)")
-      ("positions", po::value(&positions)->default_value(positions), "all (2n tokens) or y (the n y-tokens, "
-       "the states after k examples)")
-      ("ridge-lambda", po::value(&cfg.ridge_lambda)->default_value(cfg.ridge_lambda), "lambda of the "
-       "w_ridge target")
-      ("compress", "shuffle + deflate the datasets (smaller, slower)")
-      ("dtype", po::value(&dtype)->default_value(dtype), "storage of the hidden states: float32, or "
-       "float16 (half the bytes; computed in float32 and rounded; probes read either)")
-      ("batch", po::value(&cfg.batch)->default_value(cfg.batch), "prompts per write, rounded up to whole "
-       "chunks; memory grows with it, results do not change")
-      ("resume", "continue <out>.partial from where it stopped (same settings required)")
-      ("stop-after-batches", po::value(&stop_after), "stop after K batches as if interrupted (for tests)")
-      ("force", "overwrite an existing output (or start over from a partial one)")
-      ("quiet,q", "no progress bar");
+       "curriculum");
+  t.Value("layers", &a.layers, "layers", "states to store: all, or indices like 0,4,8 "
+       "(0 = embedding, l = after block l)");
+  t.Value("positions", &a.positions, "positions", "all (2n tokens) or y (the n y-tokens, "
+       "the states after k examples)");
+  t.Value("ridge-lambda", &a.cfg.ridge_lambda, "cfg.ridge_lambda", "lambda of the "
+       "w_ridge target");
+  t.Switch("compress", "shuffle + deflate the datasets (smaller, slower)");
+  t.Value("dtype", &a.dtype, "dtype", "storage of the hidden states: float32, or "
+       "float16 (half the bytes; computed in float32 and rounded; probes read either)");
+  t.Value("batch", &a.cfg.batch, "cfg.batch", "prompts per write, rounded up to whole "
+       "chunks; memory grows with it, results do not change");
+  t.Switch("resume", "continue <out>.partial from where it stopped (same settings required)");
+  t.Optional("stop-after-batches", &a.stop_after, "stop_after", "stop after K batches as if interrupted (for tests)");
+  t.Switch("force", "overwrite an existing output (or start over from a partial one)");
+  t.Switch("quiet,q", "no progress bar");
   // clang-format on
-  AddThreadsOption(opts, &threads);
+  AddThreadsOption(t, &a.threads);
+}
+
+}  // namespace
+
+std::vector<OptionSpec> ExtractOptions() {
+  return SpecsOf("extract", &DeclareOptions);
+}
+
+int RunExtract(int argc, char** argv) {
+  ExtractArgs a;
+  auto& cfg = a.cfg;
+  auto& layers = a.layers;
+  auto& positions = a.positions;
+  auto& dtype = a.dtype;
+  auto& threads = a.threads;
+  auto& stop_after = a.stop_after;
+  auto& n = a.n;
+  auto& noise = a.noise;
+  auto& w_scale = a.w_scale;
+  auto& fixed_w = a.fixed_w;
+  auto& d_effective = a.d_effective;
+  OptionTable t("extract");
+  DeclareOptions(t, a);
+  po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(
           argc, argv, opts, vm,
@@ -103,9 +132,9 @@ int RunExtract(int argc, char** argv) {
     cfg.task.d_effective = d_effective == cfg.task.d ? 0 : d_effective;
   }
   extract::ValidateConfig(cfg, info.model);
-  // Parallel over prompt groups, one intra-op thread each (see ExtractConfig::workers).
+  // Parallel over prompt groups, one intra-op thread each (see extract::Extract).
   SetSerialKernels();
-  cfg.workers = ResolveThreads(threads);
+  core::ThreadPool pool(ResolveThreads(threads));
 
   extract::ExtractOptions eo;
   eo.force = vm.count("force") > 0;
@@ -114,7 +143,7 @@ int RunExtract(int argc, char** argv) {
   // Under mpirun rank 0 reports for all ranks.
   Progress progress("extract", cfg.prompts, vm.count("quiet") > 0 || !dist::IsRoot(), "prompts");
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = extract::Extract(cfg, eo, [&](const extract::ExtractProgress& p) {
+  const auto r = extract::Extract(cfg, eo, pool, [&](const extract::ExtractProgress& p) {
     progress.Update(p.done, fmt::format("{:.1f} MB written", p.megabytes_written));
   });
   progress.Finish();

@@ -6,12 +6,13 @@
 #include <optional>
 
 #include "apps/cli.hpp"
-#include "data/hdf5.hpp"
-#include "data/output.hpp"
-#include "data/sha256.hpp"
+#include "core/hdf5.hpp"
+#include "core/output.hpp"
+#include "core/sha256.hpp"
+#include "interop/garg.hpp"
+#include "interop/safetensors.hpp"
+#include "interop/torch_archive.hpp"
 #include "learners/checkpoint.hpp"
-#include "learners/import_garg.hpp"
-#include "learners/torch_archive.hpp"
 
 namespace icl::cli {
 
@@ -29,29 +30,51 @@ std::string SniffFormat(const std::string& path) {
 
 }  // namespace
 
-int RunImport(int argc, char** argv) {
+namespace {
+
+// What the command line sets.
+struct ImportArgs {
   std::string in, out, format;
-  learners::GargShape shape;
+  interop::GargShape shape;
   int d_effective = 0;
-  po::options_description opts("Options");
+};
+
+void DeclareOptions(OptionTable& t, ImportArgs& a) {
   // clang-format off
-  opts.add_options()
-      ("in", po::value(&in), "the learner's tensors (also the first positional argument): a "
+  t.Optional("in", &a.in, "in", "the learner's tensors (also the first positional argument): a "
        "torch.save file of its state dict (bare, or under 'model_state_dict' as Garg et al.'s "
-       "training script saves it) or a .safetensors file, with Garg et al.'s names")
-      ("format,f", po::value(&format), "the learner's layout: garg (Garg et al. 2022: read-in, GPT-2 "
-       "backbone fed by embeddings, read-out; y-token [y, 0, ..., 0])")
-      ("heads", po::value(&shape.heads), "attention heads (required: the tensors do not say; Garg "
-       "et al.'s released linear-regression learner has 8)")
-      ("d", po::value(&shape.d), "input dimension (default: the read-in's width; checked against it)")
-      ("n", po::value(&shape.n), "examples per prompt (default: all the learned positions allow, "
-       "n_positions)")
-      ("d-effective", po::value(&d_effective), "input dimensions the task uses (default: all d); "
+       "training script saves it) or a .safetensors file, with Garg et al.'s names");
+  t.Optional("format,f", &a.format, "format", "the learner's layout: garg (Garg et al. 2022: read-in, GPT-2 "
+       "backbone fed by embeddings, read-out; y-token [y, 0, ..., 0])");
+  t.Optional("heads", &a.shape.heads, "shape.heads", "attention heads (required: the tensors do not say; Garg "
+       "et al.'s released linear-regression learner has 8)");
+  t.Optional("d", &a.shape.d, "shape.d", "input dimension (default: the read-in's width; checked against it)");
+  t.Optional("n", &a.shape.n, "shape.n", "examples per prompt (default: all the learned positions allow, "
+       "n_positions)");
+  t.Optional("d-effective", &a.d_effective, "d_effective", "input dimensions the task uses (default: all d); "
        "x and w are zero beyond them, as in Garg et al.'s curriculum, for a learner trained or "
-       "probed on fewer dimensions than its width")
-      ("out,o", po::value(&out), "the iclprobe checkpoint to write (required)")
-      ("force", "overwrite an existing --out file");
+       "probed on fewer dimensions than its width");
+  t.Optional("out,o", &a.out, "out", "the iclprobe checkpoint to write (required)");
+  t.Switch("force", "overwrite an existing --out file");
   // clang-format on
+}
+
+}  // namespace
+
+std::vector<OptionSpec> ImportOptions() {
+  return SpecsOf("import", &DeclareOptions);
+}
+
+int RunImport(int argc, char** argv) {
+  ImportArgs a;
+  auto& in = a.in;
+  auto& out = a.out;
+  auto& format = a.format;
+  auto& shape = a.shape;
+  auto& d_effective = a.d_effective;
+  OptionTable t("import");
+  DeclareOptions(t, a);
+  po::options_description& opts = t.description();
   po::positional_options_description pos;
   pos.add("in", 1);
   opts.add_options()("help,h", "show this help and exit");
@@ -83,33 +106,33 @@ int RunImport(int argc, char** argv) {
   if (vm.count("n") && shape.n < 1) throw std::invalid_argument("--n: expected a positive count");
   if (vm.count("d-effective") && d_effective < 1)
     throw std::invalid_argument("--d-effective: expected a positive count");
-  data::RequireRegularInput(in, "in");
+  core::RequireRegularInput(in, "in");
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
   so.inputs = {in};
   // The lock first, held to the end: nothing touches the output's names (its partial file
   // among them) while another run may be writing them.
-  const data::OutputLock lock(out, "out");
+  const core::OutputLock lock(out, "out");
   so.lock = false;
   {  // every check on the output path before any work
-    data::AtomicOutput check(out, "out",
-                             data::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
+    core::AtomicOutput check(out, "out",
+                             core::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
   }
   const std::string kind = SniffFormat(in);
-  learners::NamedTensors tensors;
+  interop::NamedTensors tensors;
   std::optional<std::int64_t> train_step;
   std::string stored_as = kind;
   if (kind == "torch.save") {
-    learners::TorchSaveContents contents = learners::ReadTorchSave(in, "in");
+    interop::TorchSaveContents contents = interop::ReadTorchSave(in, "in");
     tensors = std::move(contents.tensors);
     train_step = contents.train_step;
     if (!contents.key.empty()) stored_as += ", under '" + contents.key + "'";
   } else {
     // Anything else is read as safetensors, whose reader says precisely what does not fit.
-    tensors = learners::ReadSafetensors(in, "in");
+    tensors = interop::ReadSafetensors(in, "in");
   }
   learners::ModelConfig mc;
-  learners::Transformer model = learners::FromGarg(tensors, shape, "in", &mc);
+  learners::Transformer model = interop::FromGarg(tensors, shape, "in", &mc);
   // The imported learner's task, as Garg et al. trained it; nothing is trained here.
   learners::TrainConfig tc;
   tc.task.d = mc.d;
@@ -122,7 +145,7 @@ int RunImport(int argc, char** argv) {
   tc.task.d_effective = d_effective == mc.d ? 0 : d_effective;
   tc.steps = 1;
   tc.Validate();
-  const std::string sha = data::Sha256File(in);
+  const std::string sha = core::Sha256File(in);
   so.extra = [&](h5::File& f) {
     f.SetAttr("imported_from", in);
     f.SetAttr("imported_sha256", sha);

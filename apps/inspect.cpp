@@ -5,21 +5,40 @@
 #include <iostream>
 
 #include "apps/cli.hpp"
-#include "data/hdf5.hpp"
-#include "data/output.hpp"
+#include "construct/construct.hpp"
+#include "core/output.hpp"
 #include "learners/checkpoint.hpp"
 
 namespace icl::cli {
 
-int RunInspect(int argc, char** argv) {
+namespace {
+
+// What the command line sets.
+struct InspectArgs {
   std::string checkpoint, export_path;
-  po::options_description opts("Options");
+};
+
+void DeclareOptions(OptionTable& t, InspectArgs& a) {
   // clang-format off
-  opts.add_options()
-      ("checkpoint,c", po::value(&checkpoint), "checkpoint to describe (also the first positional argument)")
-      ("export", po::value(&export_path), "write a copy without /train_state (cannot be resumed; smaller)")
-      ("force", "overwrite an existing --export file");
+  t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "checkpoint to describe (also the first positional argument)");
+  t.Optional("export", &a.export_path, "export_path", "write a copy without /train_state (cannot be resumed; smaller)");
+  t.Switch("force", "overwrite an existing --export file");
   // clang-format on
+}
+
+}  // namespace
+
+std::vector<OptionSpec> InspectOptions() {
+  return SpecsOf("inspect", &DeclareOptions);
+}
+
+int RunInspect(int argc, char** argv) {
+  InspectArgs a;
+  auto& checkpoint = a.checkpoint;
+  auto& export_path = a.export_path;
+  OptionTable t("inspect");
+  DeclareOptions(t, a);
+  po::options_description& opts = t.description();
   po::positional_options_description pos;
   pos.add("checkpoint", 1);
   opts.add_options()("help,h", "show this help and exit");
@@ -35,7 +54,7 @@ int RunInspect(int argc, char** argv) {
   po::notify(vm);
   if (checkpoint.empty())
     throw std::invalid_argument("inspect: give a checkpoint file (see --help)");
-  data::RequireRegularInput(checkpoint, "checkpoint");
+  core::RequireRegularInput(checkpoint, "checkpoint");
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
   so.inputs = {checkpoint};  // --force never replaces the file being exported
@@ -44,24 +63,32 @@ int RunInspect(int argc, char** argv) {
     throw std::invalid_argument("--export: expected the file to write, got an empty name");
   // The lock first, held to the end: nothing touches the export's names (its partial file
   // among them) while another run may be writing them.
-  std::unique_ptr<data::OutputLock> lock;
+  std::unique_ptr<core::OutputLock> lock;
+  if (const auto c = construct::ReadConstruction(checkpoint)) {
+    std::cout << fmt::format("construction program {} (alpha {:g}, {} step(s)), {} ops\n",
+                             c->program, c->alpha, c->steps, c->ops.size());
+    for (const auto& q : c->quantities)
+      std::cout << fmt::format("  {:<8} state {} rows {}..{} at {}: {}\n", q.name, q.layer,
+                               q.rows.begin, q.rows.begin + q.rows.size - 1, q.positions,
+                               q.meaning);
+  }
   if (!export_path.empty()) {
-    lock = std::make_unique<data::OutputLock>(export_path, "export");
+    lock = std::make_unique<core::OutputLock>(export_path, "export");
     so.lock = false;
     // Every check on the export path before any work.
-    data::AtomicOutput check(export_path, "export",
-                             data::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
+    core::AtomicOutput check(export_path, "export",
+                             core::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
   }
 
   learners::CheckpointInfo info;
   learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);
-  const h5::File f = h5::File::Open(checkpoint);
   std::cout << fmt::format(
       "checkpoint   {}\ncreated_by   {}\nstep         {} of {}\nparameters   {}\nmodel        {}\n"
       "task         {}\ntrain        {}\nresumable    {}\n",
-      checkpoint, f.GetString("created_by"), info.step, info.train.steps,
-      learners::CountParameters(*model), info.model.ToJson(), info.train.task.ToJson(),
-      info.train.ToJson(), info.has_train_state ? "yes (/train_state present)" : "no");
+      checkpoint, info.created_by.empty() ? "(not recorded)" : info.created_by, info.step,
+      info.train.steps, learners::CountParameters(*model), info.model.ToJson(),
+      info.train.task.ToJson(), info.train.ToJson(),
+      info.has_train_state ? "yes (/train_state present)" : "no");
   if (!export_path.empty()) {
     learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr, so);
     std::cout << "exported " << export_path << " (without /train_state)\n";

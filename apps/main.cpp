@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "apps/cli.hpp"
-#include "data/dist.hpp"
-#include "data/errors.hpp"
-#include "data/process.hpp"
-#include "data/version.hpp"
+#include "core/dist.hpp"
+#include "core/errors.hpp"
+#include "core/process.hpp"
+#include "core/version.hpp"
 
 namespace {
 
@@ -64,7 +64,7 @@ std::string OneLine(std::string s) {
 // Its workers spin-wait between the many small kernels of these models and take the cores
 // OpenBLAS's own threads need (one machine of this project's kind: 40 training steps in 20.5 s
 // on 2 threads, 12.3 s with OMP_WAIT_POLICY=passive, 14.9 s on one thread). libgomp reads that
-// variable when it is loaded, before main, so data::SetUpProcess sets it and re-executes the
+// variable when it is loaded, before main, so core::SetUpProcess sets it and re-executes the
 // program (a user's own OMP_WAIT_POLICY is respected). extract and probe need none of this: they
 // run one intra-op thread per worker.
 bool WantsPassiveOpenMp(int argc, char** argv) {
@@ -101,7 +101,7 @@ int ExitAfterError(bool same_on_every_rank) {
 // Any message, one line, with its {name} placeholders written as the options they are: a
 // library's std::runtime_error may name settings as InputError does ("pass {resume}").
 std::string Rendered(const std::string& what) {
-  return OneLine(icl::data::InputError::Render(what, "--"));
+  return OneLine(icl::core::InputError::Render(what, "--"));
 }
 
 int main(int argc, char** argv) {
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   }
   // OpenBLAS's fastest kernels for this CPU, OpenMP's passive wait, freed memory kept
   // (data/process.hpp); may re-execute the program once.
-  icl::data::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
+  icl::core::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
   if (icl::dist::LaunchedInParallel()) {
     if (!RunsOnRanks(cmd)) {
       if (icl::dist::LaunchedAsRoot())  // one message per job, not one per rank
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
       return rc;
     } catch (const icl::dist::PeerFailed&) {
       return ExitAfterError(true);  // the failing rank printed its error
-    } catch (const icl::data::InputError& e) {
+    } catch (const icl::core::InputError& e) {
       if (!speaks(true)) return ExitAfterError(true);
       // The library names settings; on the command line they are options.
       std::string field = e.field();
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
         if (c == '_') c = '-';
       std::cerr << "iclprobe " << cmd << ": "
                 << (field.empty() ? e.module() + ": " : "--" + field + ": ")
-                << OneLine(icl::data::InputError::Render(e.text(), "--")) << "\n";
+                << OneLine(icl::core::InputError::Render(e.text(), "--")) << "\n";
       return ExitAfterError(true);
     } catch (const std::bad_alloc&) {
       if (speaks(false))

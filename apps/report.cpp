@@ -5,69 +5,174 @@
 #include <iostream>
 #include <sstream>
 
-#include <unistd.h>
-
-#include "analysis/intervene.hpp"
 #include "analysis/report.hpp"
 #include "apps/cli.hpp"
-#include "data/output.hpp"
+#include "core/output.hpp"
+#include "core/subprocess.hpp"
+#include "intervene/intervene.hpp"
 
 namespace icl::cli {
 
 namespace {
 
-// gnuplot on PATH (or $ICLPROBE_GNUPLOT), or "" when there is none.
-std::string FindGnuplot() {
-  if (const char* env = std::getenv("ICLPROBE_GNUPLOT"))
-    return std::filesystem::exists(env) ? std::filesystem::absolute(env).string() : "";
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    const auto candidate = std::filesystem::path(dir) / "gnuplot";
-    if (std::filesystem::is_regular_file(candidate) && ::access(candidate.c_str(), X_OK) == 0)
-      return std::filesystem::absolute(candidate).string();
+// What the command line sets.
+struct ReportArgs {
+  std::vector<std::string> probes_files, interventions;
+  std::string format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare;
+  analysis::OnsetRule rule;
+  bool force = false;
+};
+
+void DeclareOptions(OptionTable& t, ReportArgs& a) {
+  // clang-format off
+  t.List("probes", &a.probes_files, "probes_files", "probes.h5 from iclprobe "
+       "probe (required); several (repeat the option or list them) from learners of one "
+       "configuration give the family report: R2 by layer over learners and onset agreement", /*multitoken=*/true);
+  t.Value("format,f", &a.format, "format", "md (GitHub Markdown), tex (booktabs), csv (tidy)");
+  t.Value("metric,m", &a.metric, "metric", "r2, nmse or mse");
+  t.Value("k", &a.k_option, "k_option", "numbers of examples to tabulate: d, n, all, or a "
+       "comma list (d and n stand for those values); the onset uses the last one");
+  t.Optional("threshold", &a.rule.threshold, "rule.threshold", "absolute R2 an onset layer must reach (default: relative, 0.9 x "
+       "the best layer's R2 of that target and probe)");
+  t.Value("relative", &a.rule.relative, "rule.relative", "the fraction of the best R2 of "
+       "the relative rule");
+  t.Value("margin", &a.rule.margin, "rule.margin", "selectivity (R2 model - R2 control) "
+       "an onset layer needs over every control: the lower end of its paired 95% interval must "
+       "exceed it");
+  t.Implicit("compare-targets", &a.compare, std::string("auto"), "compare", "also say which of several "
+       "targets each layer carries best at the last --k (R2 of each, the best and its paired margin "
+       "over the runner-up with a 95% interval): a comma list, or alone for the weight targets "
+       "probed (w_ols, w_ridge, w); with --format csv the output is this comparison's tidy CSV");
+  t.Optional("plot-dir", &a.plot_dir, "plot_dir", "write PNG and SVG plots (and their data) here");
+  t.List("interventions", &a.interventions, "interventions", "interventions files from iclprobe "
+       "intervene on this learner (repeatable): their slopes by layer are printed and, with "
+       "--plot-dir, drawn next to the probe R2");
+  t.Optional("out,o", &a.out, "out", "write the tables to this file instead of stdout");
+  t.Switch("force", "overwrite an existing --out file");
+  // clang-format on
+}
+
+// The inputs: regular files, no file twice (the same file twice, or a link to it, would be two
+// learners that agree by construction), and options that go with one file only.
+void CheckInputs(const ReportArgs& a, const po::variables_map& vm) {
+  if (a.probes_files.empty())
+    throw std::invalid_argument("--probes: required (a probes.h5 file from iclprobe probe)");
+  for (std::size_t i = 0; i < a.probes_files.size(); ++i) {
+    core::RequireRegularInput(a.probes_files[i], "probes");
+    for (std::size_t j = 0; j < i; ++j)
+      if (core::IdOf(a.probes_files[i]) == core::IdOf(a.probes_files[j]))
+        throw std::invalid_argument("--probes: '" + a.probes_files[i] + "' and '" +
+                                    a.probes_files[j] +
+                                    "' are the same file; a family needs one file per learner");
   }
-  return "";
+  if (a.probes_files.size() == 1) return;
+  if (vm.count("plot-dir"))
+    throw std::invalid_argument(
+        "--plot-dir: plots are drawn for one --probes file; run report once per learner");
+  if (vm.count("compare-targets"))
+    throw std::invalid_argument(
+        "--compare-targets: compares targets within one --probes file; run report once per "
+        "learner");
+  if (!a.interventions.empty())
+    throw std::invalid_argument(
+        "--interventions: go with one --probes file (the learner they were run on)");
+}
+
+// The interventions files, each run on the checkpoint of the probes file.
+std::vector<intervene::InterveneResult> ReadEdits(const ReportArgs& a,
+                                                  const analysis::ProbeResults& r) {
+  std::vector<intervene::InterveneResult> edits;
+  for (const auto& path : a.interventions) {
+    core::RequireRegularInput(path, "interventions");
+    edits.push_back(intervene::ReadInterventionsFile(path));
+    if (edits.back().checkpoint_sha256 != r.checkpoint_sha256)
+      throw std::invalid_argument("--interventions: '" + path +
+                                  "' was run on another checkpoint than the --probes file's");
+  }
+  return edits;
+}
+
+void Emit(const std::string& tables, core::AtomicOutput* file, const std::string& out) {
+  if (!file)
+    std::cout << tables;
+  else
+    std::cout << "wrote " << out << "\n";
+}
+
+// Several learners of one configuration: R2 by layer over the learners, onset agreement.
+int RunFamilyReport(const ReportArgs& a, const std::vector<int>& ks, analysis::TableFormat tf,
+                    core::AtomicOutput* file) {
+  std::vector<analysis::ProbeResults> family;
+  for (const auto& p : a.probes_files)
+    family.push_back(analysis::ReadProbeResults(p));
+  std::ostringstream tables, summary;
+  analysis::WriteFamilyReport(tables, summary, family, ks.back(), a.rule, tf);
+  if (file) file->CommitText(tables.str());
+  std::cout << summary.str();
+  Emit(tables.str(), file, a.out);
+  return 0;
+}
+
+// One learner: tables, onsets, the target comparison, plots and interventions.
+int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
+                     const analysis::ProbeResults& r, const std::vector<int>& ks,
+                     analysis::TableFormat tf, core::AtomicOutput* file) {
+  const auto edits = ReadEdits(a, r);
+  const auto onsets = analysis::FindOnsets(r, ks.back(), a.rule);
+  std::ostringstream tables;
+  std::vector<analysis::TargetComparison> comparison;
+  if (vm.count("compare-targets")) {
+    std::vector<std::string> names;  // none: the weight targets probed
+    std::stringstream cs(a.compare == "auto" ? "" : a.compare);
+    for (std::string t; std::getline(cs, t, ',');)
+      if (!t.empty()) names.push_back(t);
+    comparison = analysis::CompareTargets(r, names, ks.back());
+  }
+  if (tf != analysis::TableFormat::kCsv || comparison.empty())
+    analysis::WriteTables(tables, r, a.metric, ks, tf);
+  analysis::WriteTargetComparison(tables, comparison, tf);
+  // Plots are planned, and their paths checked, before anything is written.
+  const std::string gnuplot =
+      vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
+  analysis::PlotFiles plots;
+  if (!gnuplot.empty()) {
+    plots = analysis::PlanPlots(r, onsets);
+    for (const auto& e : edits)
+      analysis::PlanInterventionPlots(e, plots);
+    analysis::PreparePlotFolder(plots, a.plot_dir, r.path, a.force);
+  }
+  // The table is committed only after the plots: a failed gnuplot (or a disk that fills while
+  // they are drawn) leaves no table under its final name.
+  if (file) file->WriteText(tables.str());
+  if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
+  if (file) file->Commit();
+  analysis::PrintOnsets(std::cout, onsets, a.rule);
+  analysis::PrintTargetComparison(std::cout, comparison);
+  for (const auto& e : edits)
+    intervene::PrintInterventionSummary(std::cout, e);
+  Emit(tables.str(), file, a.out);
+  if (vm.count("plot-dir")) {
+    if (gnuplot.empty())
+      std::cerr
+          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
+    else
+      std::cout << "plots in " << a.plot_dir << "\n";
+  }
+  return 0;
 }
 
 }  // namespace
 
+std::vector<OptionSpec> ReportOptions() {
+  return SpecsOf("report", &DeclareOptions);
+}
+
 int RunReport(int argc, char** argv) {
-  std::vector<std::string> probes_files;
-  std::string probes, format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare;
-  std::vector<std::string> interventions;
-  analysis::OnsetRule rule;
-  po::options_description opts("Options");
-  // clang-format off
-  opts.add_options()
-      ("probes", po::value(&probes_files)->multitoken()->composing(), "probes.h5 from iclprobe "
-       "probe (required); several (repeat the option or list them) from learners of one "
-       "configuration give the family report: R2 by layer over learners and onset agreement")
-      ("format,f", po::value(&format)->default_value(format), "md (GitHub Markdown), tex (booktabs), csv (tidy)")
-      ("metric,m", po::value(&metric)->default_value(metric), "r2, nmse or mse")
-      ("k", po::value(&k_option)->default_value(k_option), "numbers of examples to tabulate: d, n, all, or a "
-       "comma list (d and n stand for those values); the onset uses the last one")
-      ("threshold", po::value(&rule.threshold), "absolute R2 an onset layer must reach (default: relative, 0.9 x "
-       "the best layer's R2 of that target and probe)")
-      ("relative", po::value(&rule.relative)->default_value(rule.relative), "the fraction of the best R2 of "
-       "the relative rule")
-      ("margin", po::value(&rule.margin)->default_value(rule.margin), "selectivity (R2 model - R2 control) "
-       "an onset layer needs over every control: the lower end of its paired 95% interval must "
-       "exceed it")
-      ("compare-targets", po::value(&compare)->implicit_value("auto"), "also say which of several "
-       "targets each layer carries best at the last --k (R2 of each, the best and its paired margin "
-       "over the runner-up with a 95% interval): a comma list, or alone for the weight targets "
-       "probed (w_ols, w_ridge, w); with --format csv the output is this comparison's tidy CSV")
-      ("plot-dir", po::value(&plot_dir), "write PNG and SVG plots (and their data) here")
-      ("interventions", po::value(&interventions)->composing(), "interventions files from iclprobe "
-       "intervene on this learner (repeatable): their slopes by layer are printed and, with "
-       "--plot-dir, drawn next to the probe R2")
-      ("out,o", po::value(&out), "write the tables to this file instead of stdout")
-      ("force", "overwrite an existing --out file");
-  // clang-format on
+  ReportArgs a;
+  OptionTable t("report");
+  DeclareOptions(t, a);
   po::variables_map vm;
-  if (!Parse(argc, argv, opts, vm,
+  if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe report --probes FILE [options]\n\n"
              "       iclprobe report --probes A.h5 B.h5 C.h5 [options]   (family report)\n\n"
              "Turns probe results into tables by layer, says where each target becomes decodable\n"
@@ -79,167 +184,25 @@ int RunReport(int argc, char** argv) {
              "agree.",
              "iclprobe report --probes probes.h5 --format md --metric r2 --k d,n --plot-dir figs/"))
     return 0;
-  if (probes_files.empty())
-    throw std::invalid_argument("--probes: required (a probes.h5 file from iclprobe probe)");
-  probes = probes_files[0];
-  analysis::TableFormat tf;
-  if (format == "md")
-    tf = analysis::TableFormat::kMarkdown;
-  else if (format == "tex")
-    tf = analysis::TableFormat::kLatex;
-  else if (format == "csv")
-    tf = analysis::TableFormat::kCsv;
-  else
-    throw std::invalid_argument("--format: expected md, tex or csv, got '" + format + "'");
-  if (metric != "r2" && metric != "nmse" && metric != "mse")
-    throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + metric + "'");
-  if (vm.count("threshold") && !(rule.threshold >= 0 && rule.threshold <= 1))
-    throw std::invalid_argument("--threshold: expected an R2 in [0, 1]");
-  if (!(rule.relative > 0 && rule.relative <= 1))
-    throw std::invalid_argument("--relative: expected a fraction in (0, 1], got " +
-                                std::to_string(rule.relative));
-  if (!(rule.margin >= 0 && rule.margin <= 1))
-    throw std::invalid_argument("--margin: expected an R2 difference in [0, 1], got " +
-                                std::to_string(rule.margin));
-  const bool force = vm.count("force") > 0;
-  for (std::size_t i = 0; i < probes_files.size(); ++i) {
-    data::RequireRegularInput(probes_files[i], "probes");
-    // The same file twice (or a link to it) would be two learners that agree by construction.
-    for (std::size_t j = 0; j < i; ++j)
-      if (data::IdOf(probes_files[i]) == data::IdOf(probes_files[j]))
-        throw std::invalid_argument("--probes: '" + probes_files[i] + "' and '" + probes_files[j] +
-                                    "' are the same file; a family needs one file per learner");
-  }
-  if (probes_files.size() > 1 && vm.count("plot-dir"))
-    throw std::invalid_argument(
-        "--plot-dir: plots are drawn for one --probes file; run report once per learner");
-  std::unique_ptr<data::AtomicOutput> file;
+  a.force = vm.count("force") > 0;
+  CheckInputs(a, vm);
+  const analysis::TableFormat tf = analysis::ParseTableFormat(a.format);
+  if (a.metric != "r2" && a.metric != "nmse" && a.metric != "mse")
+    throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + a.metric + "'");
+  a.rule.Validate();
+  std::unique_ptr<core::AtomicOutput> file;
   if (vm.count("out"))
-    file = std::make_unique<data::AtomicOutput>(
-        out, "out", data::OutputOptions{force, probes_files, false, true});
-  std::string gnuplot;
+    file = std::make_unique<core::AtomicOutput>(
+        a.out, "out", core::OutputOptions{a.force, a.probes_files, false, true});
   if (vm.count("plot-dir")) {
-    if (plot_dir.empty()) throw std::invalid_argument("--plot-dir: empty path");
-    gnuplot = FindGnuplot();
-    if (std::filesystem::exists(plot_dir) && !std::filesystem::is_directory(plot_dir))
-      throw std::invalid_argument("--plot-dir: '" + plot_dir + "' exists and is not a folder");
+    if (a.plot_dir.empty()) throw std::invalid_argument("--plot-dir: empty path");
+    if (std::filesystem::exists(a.plot_dir) && !std::filesystem::is_directory(a.plot_dir))
+      throw std::invalid_argument("--plot-dir: '" + a.plot_dir + "' exists and is not a folder");
   }
-
-  const analysis::ProbeResults r = analysis::ReadProbeResults(probes);
-  if (!interventions.empty() && probes_files.size() > 1)
-    throw std::invalid_argument(
-        "--interventions: go with one --probes file (the learner they were run on)");
-  std::vector<analysis::InterveneResult> edits;
-  for (const auto& path : interventions) {
-    data::RequireRegularInput(path, "interventions");
-    edits.push_back(analysis::ReadInterventionsFile(path));
-    if (edits.back().checkpoint_sha256 != r.checkpoint_sha256)
-      throw std::invalid_argument("--interventions: '" + path +
-                                  "' was run on another checkpoint than the --probes file's");
-  }
-  std::vector<int> ks;
-  std::stringstream ss(k_option);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item == "all") {
-      ks.insert(ks.end(), r.ks.begin(), r.ks.end());
-      continue;
-    }
-    int k = 0;
-    if (item == "d")
-      k = r.d;
-    else if (item == "n")
-      k = r.n;
-    else {
-      std::size_t used = 0;
-      try {
-        k = std::stoi(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || item.empty())
-        throw std::invalid_argument("--k: expected d, n, all or numbers, got '" + k_option + "'");
-    }
-    if (std::find(r.ks.begin(), r.ks.end(), k) == r.ks.end())
-      throw std::invalid_argument("--k: k=" + std::to_string(k) + " was not probed in '" + probes +
-                                  "'");
-    if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
-  }
-  if (ks.empty()) throw std::invalid_argument("--k: empty list");
-
-  if (probes_files.size() > 1) {
-    std::vector<analysis::ProbeResults> family;
-    for (const auto& p : probes_files)
-      family.push_back(analysis::ReadProbeResults(p));
-    std::ostringstream tables, summary;
-    analysis::WriteFamilyReport(tables, summary, family, ks.back(), rule, tf);
-    if (file) file->CommitText(tables.str());
-    std::cout << summary.str();
-    if (!file)
-      std::cout << tables.str();
-    else
-      std::cout << "wrote " << out << "\n";
-    return 0;
-  }
-  if (vm.count("compare-targets") && probes_files.size() > 1)
-    throw std::invalid_argument(
-        "--compare-targets: compares targets within one --probes file; run report once per "
-        "learner");
-  const auto onsets = analysis::FindOnsets(r, ks.back(), rule);
-  std::ostringstream tables;
-  std::vector<analysis::TargetComparison> comparison;
-  if (vm.count("compare-targets")) {
-    std::vector<std::string> names;
-    std::stringstream cs(compare == "auto" ? "" : compare);
-    for (std::string t; std::getline(cs, t, ',');)
-      if (!t.empty()) names.push_back(t);
-    comparison = analysis::CompareTargets(r, names, ks.back());
-  }
-  if (tf != analysis::TableFormat::kCsv || comparison.empty())
-    analysis::WriteTables(tables, r, metric, ks, tf);
-  analysis::WriteTargetComparison(tables, comparison, tf);
-  // Plots are planned, and their paths checked, before anything is written.
-  analysis::PlotFiles plots;
-  if (vm.count("plot-dir") && !gnuplot.empty()) {
-    plots = analysis::PlanPlots(r, onsets);
-    for (const auto& e : edits)
-      analysis::PlanInterventionPlots(e, plots);
-    std::error_code ec;
-    std::filesystem::create_directories(plot_dir, ec);
-    if (ec)
-      throw std::invalid_argument("--plot-dir: cannot create '" + plot_dir + "': " + ec.message());
-    const auto probes_id = data::IdOf(probes);
-    for (const auto& name : plots.All()) {
-      const std::string p = (std::filesystem::path(plot_dir) / name).string();
-      if (data::IdOf(p) == probes_id)
-        throw std::invalid_argument("--plot-dir: '" + p + "' is the input --probes file");
-      if (std::filesystem::exists(p) && (!force || !std::filesystem::is_regular_file(p)))
-        throw std::invalid_argument(
-            "--plot-dir: '" + p +
-            (force ? "' is not a regular file" : "' exists; pass --force to overwrite the plots"));
-    }
-  }
-  // The table is committed only after the plots: a failed gnuplot (or a disk that fills while
-  // they are drawn) leaves no table under its final name.
-  if (file) file->WriteText(tables.str());
-  if (vm.count("plot-dir") && !gnuplot.empty()) analysis::WritePlots(plots, plot_dir, gnuplot);
-  if (file) file->Commit();
-  analysis::PrintOnsets(std::cout, onsets, rule);
-  analysis::PrintTargetComparison(std::cout, comparison);
-  for (const auto& e : edits)
-    analysis::PrintInterventionSummary(std::cout, e);
-  if (!file)
-    std::cout << tables.str();
-  else
-    std::cout << "wrote " << out << "\n";
-  if (vm.count("plot-dir")) {
-    if (gnuplot.empty())
-      std::cerr
-          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
-    else
-      std::cout << "plots in " << plot_dir << "\n";
-  }
-  return 0;
+  const analysis::ProbeResults r = analysis::ReadProbeResults(a.probes_files[0]);
+  const std::vector<int> ks = analysis::ResolveKs(r, a.k_option);
+  if (a.probes_files.size() > 1) return RunFamilyReport(a, ks, tf, file.get());
+  return RunLearnerReport(a, vm, r, ks, tf, file.get());
 }
 
 }  // namespace icl::cli

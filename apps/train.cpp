@@ -11,7 +11,8 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
-#include "data/output.hpp"
+#include "core/output.hpp"
+#include "learners/train_log.hpp"
 #include "learners/trainer.hpp"
 
 namespace icl::cli {
@@ -20,114 +21,139 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string CsvPathFor(const std::string& checkpoint) {
-  fs::path p(checkpoint);
-  if (p.extension() == ".h5") p.replace_extension("");
-  return p.string() + ".train.csv";
+// What the command line sets.
+struct TrainArgs {
+  TrainArgs() {
+    train.task.d = 4;
+    train.task.n = 12;
+  }
+  learners::ModelConfig model;
+  learners::TrainConfig train;
+  std::string out;
+  int threads = 0;
+  std::int64_t stop_after = -1;
+  bool resume = false, init_only = false, force = false, quiet = false;
+};
+
+void DeclareOptions(OptionTable& t, TrainArgs& a) {
+  learners::ModelConfig& model = a.model;
+  learners::TrainConfig& train = a.train;
+  std::string& out = a.out;
+  std::int64_t& stop_after = a.stop_after;
+  // clang-format off
+  t.Optional("out,o", &out, "out", "checkpoint to write (required), e.g. runs/d4l8.h5; the "
+       "evaluation log goes beside it as <name>.train.csv");
+  t.Value("d", &train.task.d, "train.task.d", "input dimension d");
+  t.Value("n", &train.task.n, "train.task.n", "examples per training prompt (also the model's n_max)");
+  t.Value("layers", &model.layers, "model.layers", "transformer blocks L");
+  t.Value("hidden", &model.hidden, "model.hidden", "hidden size H");
+  t.Value("heads", &model.heads, "model.heads", "attention heads M");
+  t.Value("mlp-ratio", &model.mlp_ratio, "model.mlp_ratio", "MLP width as a multiple of H");
+  t.Value("steps", &train.steps, "train.steps", "training steps");
+  t.Value("batch", &train.batch, "train.batch", "prompts per step (fresh every step)");
+  t.Value("shards", &train.shards, "train.shards", "split each batch into this many shards, computed in parallel on --threads workers and "
+       "summed in a fixed order: results do not depend on --threads (at most --batch)");
+  t.Value("lr", &train.lr, "train.lr", "peak learning rate");
+  t.Value("warmup", &train.warmup, "train.warmup", "linear warmup steps; -1 = steps/5 as in the paper");
+  t.Value("beta1", &train.beta1, "train.beta1", "AdamW beta1");
+  t.Value("beta2", &train.beta2, "train.beta2", "AdamW beta2 (0.98 as in the paper's code)");
+  t.Value("eps", &train.eps, "train.eps", "AdamW epsilon");
+  t.Value("weight-decay", &train.weight_decay, "train.weight_decay", "AdamW weight decay");
+  t.Value("clip", &train.clip, "train.clip", "max global gradient norm (0 = no clipping)");
+  t.Value("noise", &train.task.noise, "train.task.noise", "label noise sigma");
+  t.Value("w-scale", &train.task.w_scale, "train.task.w_scale", "weight scale tau");
+  t.Implicit("fixed-w", &train.task.fixed_w, true, "train.task.fixed_w", "control task: w = all ones (the paper's probing control)");
+  t.Value("seed", &train.seed, "train.seed", "seed of the initialisation and the training prompts");
+  t.Value("eval-every", &train.eval_every, "train.eval_every", "evaluate on held-out prompts every N steps");
+  t.Value("eval-prompts", &train.eval_prompts, "train.eval_prompts", "held-out prompts per evaluation");
+  t.Value("eval-seed", &train.eval_seed, "train.eval_seed", "seed of the held-out prompts");
+  t.Value("save-every", &train.save_every, "train.save_every", "write the checkpoint every N steps");
+  t.Switch("resume", "continue the run in --out from its last checkpoint (configuration from the file)");
+  t.Switch("init-only", "write an untrained (randomly initialised) checkpoint and stop: the "
+       "random-model control");
+  t.Optional("stop-after-steps", &stop_after, "stop_after", "stop after this many steps of this call, keeping a checkpoint to --resume");
+  t.Switch("force", "overwrite an existing --out");
+  t.Switch("quiet,q", "no progress bar");
+  // clang-format on
+  AddThreadsOption(t, &a.threads);
 }
 
-// Keeps the header and the rows of steps <= `step` (rows written after the last checkpoint
-// of an interrupted run are evaluated again on resume). The log is rewritten atomically.
-void TruncateLog(const std::string& path, std::int64_t step) {
-  if (!fs::exists(path)) return;
-  data::RequireRegularInput(path, "out");
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("training log '" + path + "': cannot read it");
-  std::string kept, line;
-  std::size_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line_no == 1) {
-      kept += line + "\n";
-      continue;
-    }
-    if (line.empty()) continue;
-    const std::string field = line.substr(0, line.find(','));
-    std::size_t used = 0;
-    long long s = -1;
-    try {
-      s = std::stoll(field, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != field.size() || s < 0)
-      throw std::invalid_argument("training log '" + path + "' line " + std::to_string(line_no) +
-                                  ": expected a step number in the first column, got '" +
-                                  field.substr(0, 40) + "'");
-    if (s <= step) kept += line + "\n";
-  }
-  data::AtomicOutput out(path, "out", {/*force=*/true, {}, false, /*lock=*/false});
-  out.CommitText(kept);
+// --resume takes the configuration from the checkpoint: an option that would change it is an
+// error, not silently ignored.
+void CheckResume(const po::variables_map& vm, const std::string& out) {
+  for (const char* o :
+       {"d",          "n",     "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
+        "batch",      "lr",    "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
+        "clip",       "noise", "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
+        "save-every", "shards"})
+    if (vm.count(o) && !vm[o].defaulted())
+      throw std::invalid_argument(
+          std::string("--") + o +
+          ": --resume takes the configuration from the checkpoint; drop this option");
+  if (vm.count("fixed-w"))
+    throw std::invalid_argument(
+        "--fixed-w: --resume takes the configuration from the checkpoint; drop this option");
+  if (!fs::exists(out))
+    throw std::invalid_argument("--resume: no checkpoint '" + out + "' to continue");
+  core::RequireRegularInput(out, "out");
+}
+
+// Checks on the checkpoint path (a regular file or absent, its folder writable) and on the
+// log beside it, before any work.
+void CheckLog(const TrainArgs& a, const std::string& csv) {
+  if (!a.resume && fs::exists(csv) && !a.force)
+    throw std::invalid_argument("--out: the evaluation log '" + csv +
+                                "' exists; pass --force to overwrite it or --resume to continue "
+                                "its run");
+  if (fs::exists(csv) && !fs::is_regular_file(csv))
+    throw std::invalid_argument("--out: the evaluation log '" + csv + "' is not a regular file");
+}
+
+void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
+  torch::manual_seed(a.train.seed);
+  learners::Transformer model(a.model);
+  std::cout << fmt::format(
+      "train: {} parameters, d={} n={} L={} H={} M={}, {} steps of {} prompts, lr {:g}, "
+      "noise {:g}{}, {} thread(s){}\n",
+      learners::CountParameters(*model), a.model.d, a.train.task.n, a.model.layers, a.model.hidden,
+      a.model.heads, a.train.steps, a.train.batch, a.train.lr, a.train.task.noise,
+      a.train.task.fixed_w ? ", fixed w" : "", std::min(workers, a.train.shards),
+      a.resume ? fmt::format(", resuming at step {}", start_step) : "");
+}
+
+// One line per evaluation: the held-out error / d next to the reference's at k = 0, d, n - 1,
+// and the largest gap where the reference is the benchmark.
+void PrintEvaluation(const learners::EvalRecord& r, int d) {
+  const int n = r.model_error.n_elem;
+  // OLS is the benchmark only past k = d; the Bayes ridge is optimal at every k.
+  const bool ols = r.ref_name == "ols";
+  double gap = 0;
+  for (int k = ols ? d + 1 : 0; k < n; ++k)
+    gap = std::max(gap, r.model_error(k) - r.ref_error(k));
+  std::cout << fmt::format(
+                   "step {:>7}  lr {:.2e}  train {:.4f}  eval {:.4f}  err/d model|{}  k=0 "
+                   "{:.3f}|{:.3f}  "
+                   "k={} {:.3f}|{:.3f}  k={} {:.3f}|{:.3f}  max gap{} {:.4f}\n",
+                   r.step, r.lr, r.train_loss, r.eval_loss, r.ref_name, r.model_error(0),
+                   r.ref_error(0), d, r.model_error(std::min(d, n - 1)),
+                   r.ref_error(std::min(d, n - 1)), n - 1, r.model_error(n - 1), r.ref_error(n - 1),
+                   ols ? " k>d" : "", gap)
+            << std::flush;
 }
 
 }  // namespace
 
-int RunTrain(int argc, char** argv) {
-  learners::ModelConfig model;
-  learners::TrainConfig train;
-  train.task.d = 4;
-  train.task.n = 12;
-  std::string out;
-  int threads = 0;
-  std::int64_t stop_after = -1;
+std::vector<OptionSpec> TrainOptions() {
+  return SpecsOf("train", &DeclareOptions);
+}
 
-  po::options_description opts("Options");
-  // clang-format off
-  opts.add_options()
-      ("out,o", po::value(&out), "checkpoint to write (required), e.g. runs/d4l8.h5; the "
-       "evaluation log goes beside it as <name>.train.csv")
-      ("d", po::value(&train.task.d)->default_value(train.task.d), "input dimension d")
-      ("n", po::value(&train.task.n)->default_value(train.task.n),
-       "examples per training prompt (also the model's n_max)")
-      ("layers", po::value(&model.layers)->default_value(model.layers), "transformer blocks L")
-      ("hidden", po::value(&model.hidden)->default_value(model.hidden), "hidden size H")
-      ("heads", po::value(&model.heads)->default_value(model.heads), "attention heads M")
-      ("mlp-ratio", po::value(&model.mlp_ratio)->default_value(model.mlp_ratio),
-       "MLP width as a multiple of H")
-      ("steps", po::value(&train.steps)->default_value(train.steps), "training steps")
-      ("batch", po::value(&train.batch)->default_value(train.batch),
-       "prompts per step (fresh every step)")
-      ("shards", po::value(&train.shards)->default_value(train.shards),
-       "split each batch into this many shards, computed in parallel on --threads workers and "
-       "summed in a fixed order: results do not depend on --threads (at most --batch)")
-      ("lr", po::value(&train.lr)->default_value(train.lr), "peak learning rate")
-      ("warmup", po::value(&train.warmup)->default_value(train.warmup),
-       "linear warmup steps; -1 = steps/5 as in the paper")
-      ("beta1", po::value(&train.beta1)->default_value(train.beta1), "AdamW beta1")
-      ("beta2", po::value(&train.beta2)->default_value(train.beta2),
-       "AdamW beta2 (0.98 as in the paper's code)")
-      ("eps", po::value(&train.eps)->default_value(train.eps), "AdamW epsilon")
-      ("weight-decay", po::value(&train.weight_decay)->default_value(train.weight_decay),
-       "AdamW weight decay")
-      ("clip", po::value(&train.clip)->default_value(train.clip),
-       "max global gradient norm (0 = no clipping)")
-      ("noise", po::value(&train.task.noise)->default_value(train.task.noise), "label noise sigma")
-      ("w-scale", po::value(&train.task.w_scale)->default_value(train.task.w_scale),
-       "weight scale tau")
-      ("fixed-w", po::value(&train.task.fixed_w)->implicit_value(true),
-       "control task: w = all ones (the paper's probing control)")
-      ("seed", po::value(&train.seed)->default_value(train.seed),
-       "seed of the initialisation and the training prompts")
-      ("eval-every", po::value(&train.eval_every)->default_value(train.eval_every),
-       "evaluate on held-out prompts every N steps")
-      ("eval-prompts", po::value(&train.eval_prompts)->default_value(train.eval_prompts),
-       "held-out prompts per evaluation")
-      ("eval-seed", po::value(&train.eval_seed)->default_value(train.eval_seed),
-       "seed of the held-out prompts")
-      ("save-every", po::value(&train.save_every)->default_value(train.save_every),
-       "write the checkpoint every N steps")
-      ("resume", "continue the run in --out from its last checkpoint (configuration from the file)")
-      ("init-only", "write an untrained (randomly initialised) checkpoint and stop: the "
-       "random-model control")
-      ("stop-after-steps", po::value(&stop_after),
-       "stop after this many steps of this call, keeping a checkpoint to --resume")
-      ("force", "overwrite an existing --out")
-      ("quiet,q", "no progress bar");
-  // clang-format on
-  AddThreadsOption(opts, &threads);
+int RunTrain(int argc, char** argv) {
+  TrainArgs a;
+  OptionTable t("train");
+  DeclareOptions(t, a);
   po::variables_map vm;
   if (!Parse(
-          argc, argv, opts, vm,
+          argc, argv, t.description(), vm,
           "Usage: iclprobe train --out FILE [options]\n\n"
           "Trains a decoder-only transformer to do linear regression in context (fresh seeded\n"
           "prompts every step, AdamW, linear warmup then cosine decay) and writes an HDF5\n"
@@ -136,108 +162,57 @@ int RunTrain(int argc, char** argv) {
           "iclprobe train --d 4 --n 12 --layers 8 --hidden 64 --heads 4 --steps 20000 --batch 64 "
           "--lr 1e-3 --out runs/d4l8.h5"))
     return 0;
-
-  if (out.empty()) throw std::invalid_argument("--out: required (the checkpoint file to write)");
-  const bool resume = vm.count("resume") > 0, init_only = vm.count("init-only") > 0,
-             force = vm.count("force") > 0, quiet = vm.count("quiet") > 0;
-  if (resume && init_only)
+  if (a.out.empty()) throw std::invalid_argument("--out: required (the checkpoint file to write)");
+  a.resume = vm.count("resume") > 0;
+  a.init_only = vm.count("init-only") > 0;
+  a.force = vm.count("force") > 0;
+  a.quiet = vm.count("quiet") > 0;
+  if (a.resume && a.init_only)
     throw std::invalid_argument("--resume and --init-only exclude each other");
-  if (resume && force) throw std::invalid_argument("--resume and --force exclude each other");
-  if (resume) {
-    for (const char* o :
-         {"d",          "n",     "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
-          "batch",      "lr",    "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
-          "clip",       "noise", "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
-          "save-every", "shards"})
-      if (vm.count(o) && !vm[o].defaulted())
-        throw std::invalid_argument(
-            std::string("--") + o +
-            ": --resume takes the configuration from the checkpoint; drop this option");
-    if (vm.count("fixed-w"))
-      throw std::invalid_argument(
-          "--fixed-w: --resume takes the configuration from the checkpoint; drop this option");
-    if (!fs::exists(out))
-      throw std::invalid_argument("--resume: no checkpoint '" + out + "' to continue");
-    data::RequireRegularInput(out, "out");
+  if (a.resume && a.force) throw std::invalid_argument("--resume and --force exclude each other");
+  if (a.resume) {
+    CheckResume(vm, a.out);
   } else {
-    if (fs::exists(out) && !force)
-      throw std::invalid_argument(
-          "--out: '" + out + "' exists; pass --force to overwrite it or --resume to continue it");
-    model.d = train.task.d;
-    model.n_max = train.task.n;
-    RequirePositive("d", train.task.d);
-    RequirePositive("n", train.task.n);
-    RequirePositive("layers", model.layers);
-    RequirePositive("hidden", model.hidden);
-    RequirePositive("heads", model.heads);
-    RequirePositive("batch", train.batch);
-    RequirePositive("shards", train.shards);
-    if (train.shards > train.batch)
-      throw std::invalid_argument("--shards: " + std::to_string(train.shards) +
-                                  " shards of a batch of " + std::to_string(train.batch) +
-                                  " prompts; expected at most --batch");
-    RequirePositive("lr", train.lr);
-    RequireNonNegative("steps", train.steps);
-    RequireNonNegative("noise", train.task.noise);
-    RequirePositive("w-scale", train.task.w_scale);
-    if (model.hidden % model.heads != 0)
-      throw std::invalid_argument("--hidden: " + std::to_string(model.hidden) +
-                                  " is not a multiple of --heads " + std::to_string(model.heads));
-    model.Validate();
-    train.Validate();
+    if (fs::exists(a.out) && !a.force)
+      throw std::invalid_argument("--out: '" + a.out +
+                                  "' exists; pass --force to overwrite it or --resume to continue "
+                                  "it");
+    a.model.d = a.train.task.d;
+    a.model.n_max = a.train.task.n;
+    a.model.Validate();
+    a.train.Validate();
   }
-  CheckThreads(threads);
-  const std::string csv = CsvPathFor(out);
-
-  if (init_only) {
+  CheckThreads(a.threads);
+  const std::string csv = learners::TrainLogPath(a.out);
+  if (a.init_only) {
     learners::SaveOptions so;
-    so.force = force;
+    so.force = a.force;
     so.field = "out";
-    learners::WriteInitCheckpoint(model, train, out, so);
-    std::cout << "wrote untrained checkpoint " << out << " (" << model.ToJson() << ", seed "
-              << train.seed << ")\n";
+    learners::WriteInitCheckpoint(a.model, a.train, a.out, so);
+    std::cout << "wrote untrained checkpoint " << a.out << " (" << a.model.ToJson() << ", seed "
+              << a.train.seed << ")\n";
     return 0;
   }
-
-  // Checks on the checkpoint path (a regular file or absent, its folder writable), and the lock
-  // that keeps a second run off this output, held until the run ends; the log goes with it.
-  data::AtomicOutput guard(out, "out", {/*force=*/force || resume, {}, false, /*lock=*/true});
-  if (!resume && fs::exists(csv) && !force)
-    throw std::invalid_argument("--out: the evaluation log '" + csv +
-                                "' exists; pass --force to overwrite it or --resume to continue "
-                                "its run");
-  if (fs::exists(csv) && !fs::is_regular_file(csv))
-    throw std::invalid_argument("--out: the evaluation log '" + csv + "' is not a regular file");
-  // Parallel over the batch's shards, one intra-op thread each (see TrainRequest::workers).
+  // The lock that keeps a second run off this output, held until the run ends; the log goes
+  // with it.
+  core::AtomicOutput guard(a.out, "out", {/*force=*/a.force || a.resume, {}, false, /*lock=*/true});
+  CheckLog(a, csv);
+  // Parallel over the batch's shards, one intra-op thread each (see learners::Train).
   SetSerialKernels();
-  const int workers = ResolveThreads(threads);
+  core::ThreadPool pool(ResolveThreads(a.threads));
   std::int64_t start_step = 0;
-  if (resume) {
-    const auto info = learners::ReadCheckpointInfo(out);
+  if (a.resume) {
+    const auto info = learners::ReadCheckpointInfo(a.out);
     start_step = info.step;
-    train = info.train;
-    model = info.model;
-    TruncateLog(csv, start_step);
+    a.train = info.train;
+    a.model = info.model;
+    learners::TruncateTrainLog(csv, start_step, "out");
   } else {
-    data::AtomicOutput log(csv, "out", {/*force=*/true, {}, false, /*lock=*/false});
-    // The reference column: OLS for a noiseless task, the Bayes ridge (lambda = noise^2 /
-    // w_scale^2) for a noisy one, where OLS interpolates at k = d and is no benchmark.
-    log.CommitText(std::string("step,lr,train_loss,eval_loss,k,model_error,") +
-                   (train.task.noise > 0 ? "bayes_error\n" : "ols_error\n"));
+    learners::StartTrainLog(csv, a.train.task.noise > 0);
   }
-  {
-    torch::manual_seed(train.seed);
-    learners::Transformer probe_model(model);
-    std::cout << fmt::format(
-        "train: {} parameters, d={} n={} L={} H={} M={}, {} steps of {} prompts, lr {:g}, "
-        "noise {:g}{}, {} thread(s){}\n",
-        learners::CountParameters(*probe_model), model.d, train.task.n, model.layers, model.hidden,
-        model.heads, train.steps, train.batch, train.lr, train.task.noise,
-        train.task.fixed_w ? ", fixed w" : "", std::min(workers, train.shards),
-        resume ? fmt::format(", resuming at step {}", start_step) : "");
-  }
+  PrintRunLine(a, pool.size(), start_step);
 
-  Progress progress("train", train.steps, quiet, "steps");
+  Progress progress("train", a.train.steps, a.quiet, "steps");
   double last_loss = NAN;
   learners::TrainCallbacks cb;
   cb.on_step = [&](std::int64_t step, std::int64_t, double loss) {
@@ -248,41 +223,26 @@ int RunTrain(int argc, char** argv) {
     std::cerr << "iclprobe train: note: " << note << "\n";
   };
   cb.on_eval = [&](const learners::EvalRecord& r) {
-    const int n = r.model_error.n_elem, d = model.d;
-    // OLS is the benchmark only past k = d; the Bayes ridge is optimal at every k.
-    const bool ols = r.ref_name == "ols";
-    double gap = 0;
-    for (int k = ols ? d + 1 : 0; k < n; ++k)
-      gap = std::max(gap, r.model_error(k) - r.ref_error(k));
     progress.Finish();
-    std::cout << fmt::format(
-                     "step {:>7}  lr {:.2e}  train {:.4f}  eval {:.4f}  err/d model|{}  k=0 "
-                     "{:.3f}|{:.3f}  "
-                     "k={} {:.3f}|{:.3f}  k={} {:.3f}|{:.3f}  max gap{} {:.4f}\n",
-                     r.step, r.lr, r.train_loss, r.eval_loss, r.ref_name, r.model_error(0),
-                     r.ref_error(0), d, r.model_error(std::min(d, n - 1)),
-                     r.ref_error(std::min(d, n - 1)), n - 1, r.model_error(n - 1),
-                     r.ref_error(n - 1), ols ? " k>d" : "", gap)
-              << std::flush;
-    std::ofstream f(csv, std::ios::app);
-    for (int k = 0; k < n; ++k)
-      f << fmt::format("{},{:.6g},{:.9g},{:.9g},{},{:.9g},{:.9g}\n", r.step, r.lr, r.train_loss,
-                       r.eval_loss, k, r.model_error(k), r.ref_error(k));
-    f.close();
-    if (!f)
-      throw std::runtime_error("cannot append to the evaluation log '" + csv +
-                               "' (disk full?); the last checkpoint is kept at '" + out + "'");
+    PrintEvaluation(r, a.model.d);
+    try {
+      learners::AppendTrainLog(csv, r);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(std::string(e.what()) + "; the last checkpoint is kept at '" +
+                               a.out + "'");
+    }
   };
-
-  learners::TrainRequest req{model, train, out, resume, stop_after, /*lock=*/false, workers};
+  const learners::TrainRequest req{a.model,       a.train, a.out, a.resume, a.stop_after,
+                                   /*lock=*/false};
   const auto t0 = std::chrono::steady_clock::now();
-  const auto result = learners::Train(req, cb);
+  const auto result = learners::Train(req, pool, cb);
   progress.Finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("{} at step {} of {} in {} (last loss {:.4f}); checkpoint {}, log {}\n",
-                           result.finished ? "finished" : "stopped", result.step, train.steps,
-                           FormatDuration(secs), last_loss, out, csv);
-  if (!result.finished) std::cout << "continue with: iclprobe train --out " << out << " --resume\n";
+                           result.finished ? "finished" : "stopped", result.step, a.train.steps,
+                           FormatDuration(secs), last_loss, a.out, csv);
+  if (!result.finished)
+    std::cout << "continue with: iclprobe train --out " << a.out << " --resume\n";
   return 0;
 }
 

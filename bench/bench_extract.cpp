@@ -17,7 +17,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "data/process.hpp"
+#include "core/process.hpp"
 #include "extract/extract.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/trainer.hpp"
@@ -58,7 +58,7 @@ double DiskWriteRate(const fs::path& path, int mb) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  data::SetUpProcess(argv, /*passive_openmp=*/false);  // as iclprobe: OpenBLAS's kernels, memory
+  core::SetUpProcess(argv, /*passive_openmp=*/false);  // as iclprobe: OpenBLAS's kernels, memory
   const std::int64_t prompts = argc > 1 ? std::atoll(argv[1]) : 20000;
   const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
   const std::string shipped = argc > 3 ? argv[3] : "checkpoints/d4_l8_h64.h5";
@@ -103,11 +103,11 @@ int main(int argc, char** argv) {
           cfg.prompts = N;
           cfg.seed = 7;
           cfg.compress = compress;
-          cfg.workers = workers;
           extract::ExtractOptions opt;
           opt.force = true;
           const auto t0 = std::chrono::steady_clock::now();
-          extract::Extract(cfg, opt);
+          core::ThreadPool pool(workers);
+          extract::Extract(cfg, opt, pool);
           secs.push_back(Seconds(t0));
           mb = double(fs::file_size(cfg.out)) / (1 << 20);
           fs::remove(cfg.out);

@@ -19,7 +19,7 @@
 
 #include <unistd.h>
 
-#include "data/process.hpp"
+#include "core/process.hpp"
 #include "learners/trainer.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -47,7 +47,6 @@ std::vector<double> StepTimes(const learners::ModelConfig& mc, int workers, int 
   req.train.eval_prompts = 8;
   req.out = out;
   req.lock = false;
-  req.workers = workers;
   std::vector<double> times;
   auto last = Clock::now();
   learners::TrainCallbacks cb;
@@ -56,7 +55,8 @@ std::vector<double> StepTimes(const learners::ModelConfig& mc, int workers, int 
     if (step > 3) times.push_back(std::chrono::duration<double>(now - last).count());
     last = now;
   };
-  learners::Train(req, cb);
+  core::ThreadPool pool(workers);
+  learners::Train(req, pool, cb);
   return times;
 }
 
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The OpenBLAS kernels iclprobe runs (data/process.hpp); may re-execute this program.
-  data::SetUpProcess(argv, /*passive_openmp=*/false, /*keep_freed_memory=*/memory == "keep");
+  core::SetUpProcess(argv, /*passive_openmp=*/false, /*keep_freed_memory=*/memory == "keep");
   torch::set_num_threads(1);  // what `iclprobe train` sets: one intra-op thread per worker
   openblas_set_num_threads(1);
   const std::string out = (std::filesystem::temp_directory_path() /
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
   std::printf(
       "trainer of iclprobe train, batch 64 in 2 shards, allocator: %s, OpenBLAS core %s; "
       "medians of %d steps x %d rounds\n",
-      memory.c_str(), data::BlasCoreName().c_str(), steps, rounds);
+      memory.c_str(), core::BlasCoreName().c_str(), steps, rounds);
   std::printf("%-32s %12s %12s %9s\n", "config", "1 worker s", "2 workers s", "speed-up");
   for (const auto& k : cases) {
     std::vector<double> one, two;

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/process.hpp"
+#include "core/process.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/flat_adamw.hpp"
 #include "learners/transformer.hpp"
@@ -101,14 +101,14 @@ std::vector<double> TimeTraining(const learners::ModelConfig& c, int n, int batc
 }  // namespace
 
 int main(int argc, char** argv) {
-  data::SetUpProcess(argv, /*passive_openmp=*/false);  // as iclprobe: OpenBLAS's kernels, memory
+  core::SetUpProcess(argv, /*passive_openmp=*/false);  // as iclprobe: OpenBLAS's kernels, memory
   const int threads = argc > 1 ? std::atoi(argv[1]) : int(std::thread::hardware_concurrency());
   const int steps = argc > 2 ? std::atoi(argv[2]) : 40;
   torch::set_num_threads(threads);
   openblas_set_num_threads(threads);
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s (OpenBLAS core %s)\n",
-              threads, peak, data::BlasCoreName().c_str());
+              threads, peak, core::BlasCoreName().c_str());
   if (steps <= 0) return 0;
   std::printf("%-32s %6s %14s %14s %7s %14s %9s\n", "config", "batch", "per-tensor st/s",
               "flat st/s", "ratio", "model GFLOP/s", "of matmul");

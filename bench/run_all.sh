@@ -34,7 +34,7 @@ echo "$gemm2"
 g1=$(echo "$gemm" | sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p')
 g2=$(echo "$gemm2" | sed -n 's/.*: \([0-9.]*\) GFLOP.*/\1/p')
 echo "(2 threads over 1 on this GEMM: $(ratio "$g2" "$g1"), what bounds the speed-ups below)"
-# The Python references run on the OpenBLAS kernels iclprobe picks for this CPU (data/process.hpp),
+# The Python references run on the OpenBLAS kernels iclprobe picks for this CPU (core/process.hpp),
 # so that the ratios compare the programs, not the kernels.
 core=$(echo "$gemm" | sed -n 's/.*OpenBLAS core \([A-Za-z0-9]*\).*/\1/p')
 echo "(Python references run with OPENBLAS_CORETYPE=$core)"

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "data/hdf5.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/spec.hpp"
 
 namespace icl::construct {
 
@@ -237,18 +239,13 @@ std::vector<std::string> ProgramNames() {
 }
 
 int ParseGdSteps(const std::string& program) {
-  const std::string expected = "--program: expected gd or gd:K with K an integer in 1.." +
-                               std::to_string(kMaxGdSteps) + " (GD steps), got '" + program + "'";
-  if (program == "gd") return 1;
-  if (program.rfind("gd:", 0) != 0 || program.size() == 3 || program.size() > 5)
-    throw std::invalid_argument(expected);
-  int k = 0;
-  for (std::size_t i = 3; i < program.size(); ++i) {
-    if (program[i] < '0' || program[i] > '9') throw std::invalid_argument(expected);
-    k = 10 * k + (program[i] - '0');
-  }
-  if (k < 1 || k > kMaxGdSteps) throw std::invalid_argument(expected);
-  return k;
+  const core::Spec p = core::ParseSpec(program);
+  const auto steps = p.args.empty() ? std::optional<long long>(1) : p.Integer(0, 1, kMaxGdSteps);
+  if (p.text != program || p.name != "gd" || p.args.size() > 1 || !steps)
+    throw core::InputError("construct", "program",
+                           "expected gd or gd:K with K an integer in 1.." +
+                               std::to_string(kMaxGdSteps) + " (GD steps), got '" + program + "'");
+  return static_cast<int>(*steps);
 }
 
 void Assemble(Construction& c, int d, int n_max) {
@@ -450,6 +447,45 @@ void WriteConstruction(const std::string& path, const Construction& c,
     }
   };
   learners::SaveCheckpoint(path, m, train, 0, nullptr, o);
+}
+
+std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint) {
+  const h5::File f = h5::File::Open(checkpoint);
+  if (!f.Exists("construction")) return std::nullopt;
+  const std::string where = "'" + checkpoint + "': /construction";
+  const h5::Group g = f.OpenGroup("construction");
+  ConstructionRecord r;
+  r.program = g.GetString("program");
+  r.alpha = g.GetDouble("alpha");
+  r.steps = static_cast<int>(g.GetInt("steps"));
+  const learners::CheckpointInfo info = learners::ReadCheckpointInfo(checkpoint);
+  const std::int64_t width = info.model.hidden;
+  auto rows = [&](const std::vector<std::int64_t>& v, const std::string& what) {
+    if (v.size() != 2 || v[0] < 0 || v[1] < 1 || v[0] + v[1] > width)
+      throw std::invalid_argument(where + ": " + what + " should be [first row, rows] inside the " +
+                                  std::to_string(width) + " rows of the residual stream");
+    return Rows{static_cast<int>(v[0]), static_cast<int>(v[1])};
+  };
+  const h5::Group layout = g.OpenGroup("layout");
+  for (const auto& name : layout.AttrNames())
+    r.layout[name] = rows(layout.GetIntList(name), "layout/" + name);
+  const h5::Group q = g.OpenGroup("quantities");
+  for (const auto& name : q.Members()) {
+    const h5::Group e = q.OpenGroup(name);
+    ConstructionRecord::Entry x;
+    x.name = name;
+    x.layer = static_cast<int>(e.GetInt("layer"));
+    if (x.layer < 0 || x.layer > info.model.layers)
+      throw std::invalid_argument(where + ": quantity " + name + " lies in state " +
+                                  std::to_string(x.layer) + " of a model with states 0.." +
+                                  std::to_string(info.model.layers));
+    x.rows = rows(e.GetIntList("rows"), "quantities/" + name + " rows");
+    x.positions = e.GetString("positions");
+    x.meaning = e.GetString("meaning");
+    r.quantities.push_back(std::move(x));
+  }
+  r.ops = g.GetStringList("ops");
+  return r;
 }
 
 }  // namespace icl::construct

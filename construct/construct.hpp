@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,24 @@ learners::Transformer Compile(const Construction& c);
 // program), readable with h5py.
 void WriteConstruction(const std::string& path, const Construction& c,
                        const learners::SaveOptions& options);
+
+// What a checkpoint's /construction group says (WriteConstruction's record, read back).
+struct ConstructionRecord {
+  std::string program;
+  double alpha = 0;
+  int steps = 0;
+  std::map<std::string, Rows> layout;  // name -> rows of the residual stream
+  struct Entry {
+    std::string name, positions, meaning;
+    int layer = 0;  // the hidden state that holds it
+    Rows rows;
+  };
+  std::vector<Entry> quantities;
+  std::vector<std::string> ops;  // "mul(a, b) -> out @ block 2 mlp"
+};
+// The record of a constructed checkpoint, or nullopt for a checkpoint without one (a trained
+// learner). Throws naming the file for a record that does not fit together.
+std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint);
 
 // The GELU(tanh) product primitive on plain numbers, as the MLP computes it in float32: the
 // reference the primitive tests and the error bound are stated against.

@@ -3,8 +3,8 @@
 
 #include <stdexcept>
 
-#include "data/output.hpp"
-#include "data/version.hpp"
+#include "core/output.hpp"
+#include "core/version.hpp"
 
 namespace icl::data {
 
@@ -14,9 +14,10 @@ void WritePrompts(h5::Group& parent, const PromptSet& set) {
   g.SetAttr("task_config", set.task.ToJson());
   g.SetAttr("seed", static_cast<std::int64_t>(set.seed));
   g.SetAttr("first_index", static_cast<std::int64_t>(set.first_index));
-  g.CreateDataset<double>("x", {N, n, d}).Write(set.x.memptr(), set.x.n_elem);
-  g.CreateDataset<double>("y", {N, n}).Write(set.y.memptr(), set.y.n_elem);
-  g.CreateDataset<double>("w", {N, d}).Write(set.w.memptr(), set.w.n_elem);
+  g.CreateDataset<double>("x", {N, n, d}, {"prompt", "example", "feature"})
+      .Write(set.x.memptr(), set.x.n_elem);
+  g.CreateDataset<double>("y", {N, n}, {"prompt", "example"}).Write(set.y.memptr(), set.y.n_elem);
+  g.CreateDataset<double>("w", {N, d}, {"prompt", "feature"}).Write(set.w.memptr(), set.w.n_elem);
 }
 
 PromptSet ReadPrompts(const h5::Group& parent) {
@@ -65,7 +66,7 @@ void CheckFormat(const h5::Group& root, const std::string& format) {
 }
 
 void SavePromptSet(const std::string& path, const PromptSet& set, bool force) {
-  AtomicOutput out(path, "prompts", OutputOptions{force, {}, false, true});
+  core::AtomicOutput out(path, "prompts", core::OutputOptions{force, {}, false, true});
   {
     h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
     WriteFormatAttrs(f, kPromptsFormat);

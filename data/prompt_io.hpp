@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/task.hpp"
 
 namespace icl::data {

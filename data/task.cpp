@@ -1,7 +1,8 @@
 // Task configuration (JSON) and the counter-seeded prompt sampler.
 #include "data/task.hpp"
 
-#include "data/json.hpp"
+#include "core/errors.hpp"
+#include "core/json.hpp"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -24,31 +25,32 @@ std::uint64_t Rotl(std::uint64_t x, int k) {
 
 }  // namespace
 
-constexpr double kMaxScale = 1e6;
+constexpr double kMaxScale = 1e6;  // the messages say 1e+06
 
 void TaskConfig::Validate() const {
   if (d <= 0 || d > kMaxD)
-    throw std::invalid_argument("task: d must be an integer in 1.." + std::to_string(kMaxD) +
-                                ", got " + std::to_string(d));
+    throw core::InputError(
+        "task", "d",
+        "must be an integer in 1.." + std::to_string(kMaxD) + ", got " + std::to_string(d));
   if (n <= 0 || n > kMaxN)
-    throw std::invalid_argument("task: n must be an integer in 1.." + std::to_string(kMaxN) +
-                                ", got " + std::to_string(n));
+    throw core::InputError(
+        "task", "n",
+        "must be an integer in 1.." + std::to_string(kMaxN) + ", got " + std::to_string(n));
   if (d_effective < 0 || d_effective > d)
-    throw std::invalid_argument(
-        "task: d_effective must be an integer in 1..d = " + std::to_string(d) + " (0: all), got " +
-        std::to_string(d_effective));
+    throw core::InputError("task", "d_effective",
+                           "must be an integer in 1..d = " + std::to_string(d) + " (0: all), got " +
+                               std::to_string(d_effective));
   if (!(w_scale > 0) || !std::isfinite(w_scale))
-    throw std::invalid_argument("task: w_scale must be a positive finite number, got " +
-                                std::to_string(w_scale));
+    throw core::InputError("task", "w_scale",
+                           "must be a positive finite number, got " + std::to_string(w_scale));
   if (!(noise >= 0) || !std::isfinite(noise))
-    throw std::invalid_argument("task: noise must be a non-negative finite number, got " +
-                                std::to_string(noise));
+    throw core::InputError("task", "noise",
+                           "must be a non-negative finite number, got " + std::to_string(noise));
   // Labels of order w_scale * sqrt(d) + noise enter float32 tokens and X'X-type targets whose
   // squares must stay finite (an SVD of infinities fails with no word of why).
   if (w_scale > kMaxScale || noise > kMaxScale)
-    throw std::invalid_argument("task: w_scale and noise must be at most " +
-                                std::to_string(kMaxScale) +
-                                " (labels must stay finite in float32)");
+    throw core::InputError("task", w_scale > kMaxScale ? "w_scale" : "noise",
+                           "must be at most 1e+06 (labels must stay finite in float32)");
 }
 
 std::string TaskConfig::ToJson() const {
@@ -65,14 +67,15 @@ std::string TaskConfig::ToJson() const {
 
 TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what) {
   TaskConfig t;
-  const auto j = json::Parse(json, what);
-  t.d = static_cast<int>(json::Int(j, "d", what, 1, kMaxD));
-  t.n = static_cast<int>(json::Int(j, "n", what, 1, kMaxN));
-  t.w_scale = json::Number(j, "w_scale", what);
-  t.noise = json::Number(j, "noise", what);
-  t.fixed_w = j.contains("fixed_w") ? json::Bool(j, "fixed_w", what) : false;
-  t.d_effective =
-      j.contains("d_effective") ? static_cast<int>(json::Int(j, "d_effective", what, 1, t.d)) : 0;
+  const auto j = core::json::Parse(json, what);
+  t.d = static_cast<int>(core::json::Int(j, "d", what, 1, kMaxD));
+  t.n = static_cast<int>(core::json::Int(j, "n", what, 1, kMaxN));
+  t.w_scale = core::json::Number(j, "w_scale", what);
+  t.noise = core::json::Number(j, "noise", what);
+  t.fixed_w = j.contains("fixed_w") ? core::json::Bool(j, "fixed_w", what) : false;
+  t.d_effective = j.contains("d_effective")
+                      ? static_cast<int>(core::json::Int(j, "d_effective", what, 1, t.d))
+                      : 0;
   if (t.d_effective == t.d) t.d_effective = 0;
   try {
     t.Validate();

@@ -1,6 +1,5 @@
 // Reading and checking activations files.
 #include "extract/activations.hpp"
-#include "data/errors.hpp"
 
 #include <fmt/format.h>
 
@@ -10,10 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "data/hdf5.hpp"
-#include "data/json.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/json.hpp"
+#include "core/sha256.hpp"
 #include "data/prompt_io.hpp"
-#include "data/sha256.hpp"
 #include "extract/activations_schema.hpp"
 
 namespace icl::extract {
@@ -106,14 +106,14 @@ std::string ContentDigestOf(const std::string& extract_config, const std::string
   } catch (const nlohmann::json::exception&) {
     // Not JSON (a damaged file): hashed as it is, so it cannot match the recorded digest.
   }
-  data::Sha256 h;
+  core::Sha256 h;
   h.Update(config.data(), config.size());
   h.Update("\n", 1);
   h.Update(checkpoint_sha256.data(), checkpoint_sha256.size());
   h.Update("\n", 1);
   h.Update(group_digests.data(), group_digests.size());
   const auto d = h.Final();
-  return data::Hex(d.data(), d.size());
+  return core::Hex(d.data(), d.size());
 }
 
 namespace {
@@ -122,7 +122,7 @@ namespace {
 std::vector<std::uint8_t> GroupDigests(const h5::File& f, const std::string& path,
                                        std::int64_t prompts, const std::string& option) {
   if (!f.Exists(schema::kGroupDigests))
-    throw data::InputError("probe", option,
+    throw core::InputError("probe", option,
                            "'" + path + "' has no /" + schema::kGroupDigests +
                                " (an older iclprobe made it): re-run extract to get a file "
                                "whose content can be checked");
@@ -145,11 +145,11 @@ std::string ContentDigest(const std::string& path) {
 void VerifyContentDigest(const std::string& path, const std::string& option) {
   const h5::File f = h5::File::Open(path);
   if (!f.HasAttr("content_sha256"))
-    throw data::InputError("probe", option,
+    throw core::InputError("probe", option,
                            "'" + path + "' records no content digest (an older iclprobe made it)");
   const std::string stored = f.GetString("content_sha256");
   if (ContentDigest(path) != stored)
-    throw data::InputError("probe", option,
+    throw core::InputError("probe", option,
                            "'" + path +
                                "': its attributes or row digests no longer match the content "
                                "digest extract recorded; the file was changed after it was "
@@ -171,12 +171,12 @@ void CheckGroupDigests(const std::string& path, const std::vector<h5::Dataset>& 
   std::vector<h5::Half> hbuf;
   const std::int64_t G = kComputeGroup;
   if (stored.size() < std::size_t((rows + G - 1) / G) * 32)
-    throw data::InputError(command, option,
+    throw core::InputError(command, option,
                            fmt::format("'{}': {} rows but digests for only {} groups of {}", path,
                                        rows, stored.size() / 32, G));
   for (std::int64_t g0 = 0; g0 < rows; g0 += G) {
     const hsize_t count = std::min<std::int64_t>(G, rows - g0);
-    data::Sha256 h;
+    core::Sha256 h;
     auto hash_float = [&](const h5::Dataset& ds) {
       if (ds.ElementSize() == sizeof(h5::Half)) {  // float16 hidden states: their stored bits
         hbuf.resize(count * ds.RowSize());
@@ -201,7 +201,7 @@ void CheckGroupDigests(const std::string& path, const std::vector<h5::Dataset>& 
     }
     const auto d = h.Final();
     if (!std::equal(d.begin(), d.end(), stored.begin() + (g0 / G) * 32))
-      throw data::InputError(
+      throw core::InputError(
           command, option,
           fmt::format("'{}': the rows of prompts {}..{} do not match the digest extract recorded "
                       "for them; the file was changed after it was written: extract it again",
@@ -228,14 +228,14 @@ void VerifyRows(const std::string& path, const std::string& option) {
 
 std::string PromptsDigest(const std::string& path, std::int64_t rows) {
   const h5::File f = h5::File::Open(path);
-  data::Sha256 h;
+  core::Sha256 h;
   for (const char* name : {schema::kPromptsX, schema::kPromptsY, schema::kPromptsW}) {
     // Hashed by name: a file lacking one (a hand-made fixture) differs from one that has it.
     h.Update(name, std::strlen(name) + 1);
     if (!f.Exists(name)) continue;
     const h5::Dataset ds = f.OpenDataset(name);
     if (std::int64_t(ds.rows()) < rows)
-      throw data::InputError(
+      throw core::InputError(
           "probe", "control",
           fmt::format("'{}': /{} holds {} prompts, {} expected", path, name, ds.rows(), rows));
     std::vector<double> v(std::size_t(rows) * ds.RowSize());
@@ -243,7 +243,65 @@ std::string PromptsDigest(const std::string& path, std::int64_t rows) {
     h.Update(v.data(), v.size() * sizeof(double));
   }
   const auto d = h.Final();
-  return data::Hex(d.data(), d.size());
+  return core::Hex(d.data(), d.size());
+}
+
+StoredTarget ReadTarget(const ActivationsInfo& info, const std::string& name) {
+  const auto it = std::find(info.targets.begin(), info.targets.end(), name);
+  if (it == info.targets.end()) {
+    std::string have;
+    for (const auto& t : info.targets)
+      have += (have.empty() ? "" : ", ") + t;
+    throw core::InputError("extract", "targets",
+                           "'" + name + "' is not in '" + info.path + "' (it has " + have + ")");
+  }
+  StoredTarget t;
+  t.name = name;
+  t.per_k = info.target_per_k[it - info.targets.begin()];
+  const h5::File f = h5::File::Open(info.path);
+  const h5::Dataset ds = f.OpenDataset("targets/" + name);
+  const h5::Dims dims = ds.dims();
+  const hsize_t N = info.prompts, n = info.task.n;
+  // [N, n, entries...] per k, [N, entries...] otherwise; entries a vector or a square matrix.
+  const std::size_t lead = t.per_k ? 2 : 1;
+  if (dims.size() < lead + 1 || dims.size() > lead + 2 || dims[0] < N || (t.per_k && dims[1] != n))
+    throw std::invalid_argument("'" + info.path + "': /targets/" + name + " has shape " +
+                                fmt::format("[{}]", fmt::join(dims, ", ")) + ", expected [" +
+                                std::to_string(N) + (t.per_k ? ", " + std::to_string(n) : "") +
+                                ", entries] or [..., d, d]");
+  t.entries = 1;
+  for (std::size_t i = lead; i < dims.size(); ++i)
+    t.entries *= dims[i];
+  t.symmetric = ds.HasAttr("symmetric") && ds.GetInt("symmetric") != 0;
+  if (t.symmetric && (dims.size() != lead + 2 || dims[lead] != dims[lead + 1]))
+    throw std::invalid_argument("'" + info.path + "': /targets/" + name +
+                                " is marked symmetric but is not square");
+  t.values.resize(std::size_t(N) * (t.per_k ? n : 1) * t.entries);
+  ds.ReadRows(0, N, t.values.data(), t.values.size());
+  return t;
+}
+
+HiddenReader::HiddenReader(const ActivationsInfo& info, int layer)
+    : path_(info.path),
+      file_(h5::File::Open(info.path)),
+      ds_(file_.OpenDataset(schema::Hidden(layer), /*chunk_cache_bytes=*/8 << 20)),
+      layer_(layer),
+      t_(info.positions_per_prompt),
+      h_(info.model.hidden) {
+  ds_.ExpectRank(3);
+}
+
+arma::fmat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
+  arma::fmat buf(std::size_t(t_) * h_, count);
+  ds_.ReadRows(start, count, buf.memptr(), buf.n_elem);
+  if (!buf.is_finite()) {
+    const arma::uvec bad = arma::find_nonfinite(buf);
+    const arma::uword col = bad(0) / buf.n_rows, pos = (bad(0) % buf.n_rows) / h_;
+    throw std::invalid_argument("'" + path_ + "': /hidden/" + LayerName(layer_) +
+                                " has a non-finite value at prompt " + std::to_string(start + col) +
+                                ", position " + std::to_string(pos));
+  }
+  return buf;
 }
 
 }  // namespace icl::extract

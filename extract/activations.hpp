@@ -1,11 +1,13 @@
 // Reading activations files written by extract: their description and blocks of rows.
 #pragma once
 
+#include <armadillo>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/task.hpp"
 #include "extract/extract.hpp"
 #include "learners/model_config.hpp"
@@ -31,6 +33,38 @@ struct ActivationsInfo {
 // Opens and checks an activations file (format, version, completeness, shapes).
 ActivationsInfo ReadActivationsInfo(const std::string& path);
 
+// One /targets dataset as stored, checked against the file's description: `entries` values
+// per prompt and k (d, or d * d for X'X), n blocks of them per prompt when per_k (one block
+// for a k-independent target such as w). `symmetric`: a square matrix (X'X), which a reader
+// may keep as its upper triangle.
+struct StoredTarget {
+  std::string name;
+  bool per_k = true;
+  bool symmetric = false;
+  std::size_t entries = 0;
+  std::vector<double> values;  // row-major [N, n, entries] (per_k) or [N, entries]
+};
+// Throws core::InputError (setting "targets") for a name the file lacks, and naming the
+// dataset for a shape or a symmetric mark that does not fit.
+StoredTarget ReadTarget(const ActivationsInfo& info, const std::string& name);
+
+// Blocks of rows of /hidden/<layer>: rows [start, start + count) as a (T * H) x count matrix,
+// float32 as stored (column = prompt, entry t * H + h); a non-finite value is an error naming
+// the prompt and position.
+class HiddenReader {
+ public:
+  HiddenReader(const ActivationsInfo& info, int layer);
+  arma::fmat Read(std::int64_t start, std::int64_t count) const;
+  int positions() const { return t_; }
+  int hidden() const { return h_; }
+
+ private:
+  std::string path_;
+  h5::File file_;
+  h5::Dataset ds_;
+  int layer_, t_, h_;
+};
+
 std::string LayerName(int layer);  // "layer_07"
 
 // The content digest of an activations file: SHA-256 over its extract_config (less the storage
@@ -39,7 +73,7 @@ std::string LayerName(int layer);  // "layer_07"
 // it as the attribute content_sha256 when it finishes; recomputing it here reads only the
 // attributes and the digests (kilobytes), so a reader can check cheaply that neither was
 // changed. `VerifyRows` recomputes every group digest from the rows themselves (reads the
-// whole file). Both throw data::InputError naming `option` on a mismatch.
+// whole file). Both throw core::InputError naming `option` on a mismatch.
 std::string ContentDigest(const std::string& path);
 // The same from its parts: 32 bytes per group, in group order.
 std::string ContentDigestOf(const std::string& extract_config, const std::string& checkpoint_sha256,
@@ -52,7 +86,7 @@ void VerifyRows(const std::string& path, const std::string& option);
 std::string PromptsDigest(const std::string& path, std::int64_t rows);
 // Recomputes the digest of each group of kComputeGroup rows among the first `rows` (the hidden
 // states in layer order, then the per-prompt datasets in schema order) and throws
-// data::InputError(command, option) at the first that differs from `stored` (32 bytes a group).
+// core::InputError(command, option) at the first that differs from `stored` (32 bytes a group).
 void CheckGroupDigests(const std::string& path, const std::vector<h5::Dataset>& hidden,
                        const std::vector<const h5::Dataset*>& per_prompt,
                        const std::vector<std::uint8_t>& stored, std::int64_t rows,

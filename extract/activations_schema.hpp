@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 
 namespace icl::extract::schema {
 
@@ -28,6 +28,10 @@ inline constexpr const char* kGroupDigests = "provenance/group_sha256";
 
 // "hidden/layer_07": state 7 of every prompt, [N, T, H] float32.
 std::string Hidden(int layer);
+// The axes of a hidden-state dataset.
+inline const std::vector<std::string> kHiddenLabels = {"prompt", "position", "feature"};
+// The axes of the row digests.
+inline const std::vector<std::string> kDigestLabels = {"group", "byte"};
 
 // One per-prompt dataset other than the hidden states: [N, row...].
 struct Dataset {
@@ -35,6 +39,7 @@ struct Dataset {
   h5::Dims row;     // the shape of one prompt's entry
   bool is_float32;  // float32 (model outputs) or float64 (prompts and targets)
   std::string description;
+  std::vector<std::string> labels;  // the axes, the prompt's first (HDF5 dimension labels)
 };
 
 // Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims.

@@ -1,6 +1,5 @@
 // Streaming extraction of hidden states, predictions and targets to HDF5.
 #include "extract/extract.hpp"
-#include "data/errors.hpp"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -12,17 +11,19 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
 
-#include "data/dist.hpp"
-#include "data/hdf5.hpp"
-#include "data/output.hpp"
+#include "core/dist.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/output.hpp"
+#include "core/sha256.hpp"
 #include "data/prompt_io.hpp"
-#include "data/sha256.hpp"
 #include "data/targets.hpp"
 #include "data/tokens_torch.hpp"
 #include "extract/activations.hpp"
@@ -112,7 +113,7 @@ void CheckPartial(const std::string& partial, const Datasets& ds,
                   const std::vector<schema::Dataset>& per_prompt, std::int64_t n_complete,
                   std::int64_t prompts, int T, int H, std::size_t hidden_elem) {
   auto refuse = [&](const std::string& why) {
-    throw data::InputError("extract", "resume",
+    throw core::InputError("extract", "resume",
                            "'" + partial + "' " + why +
                                "; it is not a partial file extract left: pass {force} to start "
                                "over");
@@ -171,18 +172,18 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
 
 void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
   if (c.prompts <= 0)
-    throw data::InputError("extract", "prompts",
+    throw core::InputError("extract", "prompts",
                            "must be positive, got " + std::to_string(c.prompts));
   if (c.batch <= 0)
-    throw data::InputError("extract", "batch", "must be positive, got " + std::to_string(c.batch));
+    throw core::InputError("extract", "batch", "must be positive, got " + std::to_string(c.batch));
   if (!(c.ridge_lambda >= 0) || !std::isfinite(c.ridge_lambda))
-    throw data::InputError("extract", "ridge_lambda", "must be a finite non-negative number");
+    throw core::InputError("extract", "ridge_lambda", "must be a finite non-negative number");
   if (c.task.d != model.d)
     throw std::invalid_argument("checkpoint '" + c.checkpoint +
                                 "' has d=" + std::to_string(model.d) +
                                 " but the prompts have d=" + std::to_string(c.task.d));
   if (c.task.n <= 0 || c.task.n > model.n_max)
-    throw data::InputError("extract", "n",
+    throw core::InputError("extract", "n",
                            "the checkpoint '" + c.checkpoint + "' reads 1.." +
                                std::to_string(model.n_max) + " examples, got " +
                                std::to_string(c.task.n));
@@ -193,430 +194,479 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
   std::set<int> seen;
   for (int l : c.layers) {
     if (l < 0 || l > model.layers)
-      throw data::InputError("extract", "layers",
+      throw core::InputError("extract", "layers",
                              "layer " + std::to_string(l) +
                                  " does not exist; the model has states 0.." +
                                  std::to_string(model.layers) + " (0 = embedding)");
     if (!seen.insert(l).second)
-      throw data::InputError("extract", "layers",
+      throw core::InputError("extract", "layers",
                              "layer " + std::to_string(l) + " is listed twice");
   }
   std::sort(c.layers.begin(), c.layers.end());
 }
 
-ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
-                      const std::function<void(const ExtractProgress&)>& on_batch) {
-  // Several ranks (mpirun): every rank computes and writes its own rows of the one file, in
-  // rounds of P batches; file-system checks, the lock and the rename are rank 0's.
-  const int P = dist::Size(), me = dist::Rank();
-  learners::CheckpointInfo info;
-  learners::Transformer model{nullptr};
-  std::string sha;
-  dist::Together([&] {
-    model = learners::LoadCheckpoint(cfg.checkpoint, &info);
-    ValidateConfig(cfg, info.model);
-    sha = data::Sha256File(cfg.checkpoint);
-  });
-  model->eval();
-  torch::NoGradGuard no_grad;
+namespace {
 
-  const std::string partial = cfg.out + ".partial";
-  const std::size_t hidden_elem = cfg.float16 ? sizeof(h5::Half) : sizeof(float);
-  std::optional<data::OutputLock> lock;  // destroyed after `output`
-  std::optional<data::AtomicOutput> output;
+// One batch: the prompts, every stored state, the predictions and the targets.
+struct Batch {
+  std::int64_t count = 0;
+  data::PromptSet set;
+  std::vector<torch::Tensor> hidden;
+  torch::Tensor predictions;
+  data::TargetSet targets;
+  std::vector<std::uint8_t> digests;  // 32 bytes per group of kComputeGroup prompts
+};
+
+// The bytes of one per-prompt dataset in a batch: `elements` values, float32 or float64.
+struct RowBlock {
+  const void* data;
+  std::size_t elements;
+  bool is_float32;
+};
+
+// Where each per-prompt dataset of the schema lives in a batch (the one place that maps the
+// schema's names onto memory; digests and writes both go through it).
+RowBlock BlockOf(const Batch& b, const std::string& name) {
+  const data::TargetSet& t = b.targets;
+  auto f64 = [](const auto& m) { return RowBlock{m.memptr(), m.n_elem, false}; };  // mat or cube
+  if (name == schema::kPredictions)
+    return {b.predictions.data_ptr<float>(), std::size_t(b.predictions.numel()), true};
+  if (name == schema::kPromptsX) return f64(b.set.x);
+  if (name == schema::kPromptsY) return {b.set.y.memptr(), b.set.y.n_elem, false};
+  if (name == schema::kPromptsW) return f64(b.set.w);
+  if (name == schema::kWOls) return f64(t.w_ols);
+  if (name == schema::kWRidge) return f64(t.w_ridge);
+  if (name == schema::kXty) return f64(t.xty);
+  if (name == schema::kXtx) return f64(t.xtx);
+  throw std::logic_error("extract: the schema's dataset '" + name + "' has no rows in a batch");
+}
+
+// One extraction: the model, the output being written and its datasets, and the steps that
+// Extract() runs in order.
+class Extraction {
+ public:
+  Extraction(ExtractConfig cfg, const ExtractOptions& opt, core::ThreadPool& pool)
+      : cfg_(std::move(cfg)), opt_(opt), pool_(pool), P_(dist::Size()), me_(dist::Rank()) {}
+
+  void LoadModel();
+  void ClaimOutput();
+  void OpenOrCreate();
+  void RunPipeline(const std::function<void(const ExtractProgress&)>& on_batch);
+  ExtractResult Finish();
+
+ private:
+  void OpenPartial();
+  void CreatePartial();
+  void WriteAttributes(h5::File& f);
+  void CreateDatasets(h5::File& f);
+  Batch Compute(std::int64_t first, std::int64_t count);
+  void RunModel(Batch& b);
+  void CheckFinite(const Batch& b, std::int64_t first) const;
+  void DigestGroups(Batch& b);
+  void Store(const Batch& b, std::int64_t first, std::int64_t rows);
+  std::int64_t Groups(std::int64_t count) const {
+    return (count + kComputeGroup - 1) / kComputeGroup;
+  }
+  // Bytes of one prompt's rows in every dataset.
+  double RowBytes() const {
+    const double d = cfg_.task.d, n = cfg_.task.n;
+    return double(cfg_.layers.size()) * T_ * H_ * hidden_elem_ + n * sizeof(float) +
+           (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
+  }
+
+  ExtractConfig cfg_;
+  const ExtractOptions& opt_;
+  core::ThreadPool& pool_;
+  const int P_, me_;  // ranks (mpirun): each computes and writes its own rows of the one file
+  learners::CheckpointInfo info_;
+  learners::Transformer model_{nullptr};
+  std::string sha_, content_, partial_;
+  int d_ = 0, n_ = 0, H_ = 0, T_ = 0;
+  std::size_t hidden_elem_ = sizeof(float);
+  hsize_t N_ = 0;
+  int chunk_rows_ = 0;
+  std::int64_t batch_ = 0;  // prompts per batch, whole chunks
+  std::int64_t n_complete_ = 0;
+  std::vector<schema::Dataset> per_prompt_;
+  std::optional<core::OutputLock> lock_;  // destroyed after output_
+  std::optional<core::AtomicOutput> output_;
+  std::unique_ptr<h5::File> file_;
+  Datasets ds_;
+};
+
+void Extraction::LoadModel() {
+  dist::Together([&] {
+    model_ = learners::LoadCheckpoint(cfg_.checkpoint, &info_);
+    ValidateConfig(cfg_, info_.model);
+    sha_ = core::Sha256File(cfg_.checkpoint);
+  });
+  model_->eval();
+  partial_ = cfg_.out + ".partial";
+  hidden_elem_ = cfg_.float16 ? sizeof(h5::Half) : sizeof(float);
+  content_ = cfg_.ContentJson(info_.model);
+  d_ = cfg_.task.d;
+  n_ = cfg_.task.n;
+  H_ = info_.model.hidden;
+  T_ = cfg_.positions == Positions::kAll ? 2 * n_ : n_;
+  N_ = cfg_.prompts;
+  per_prompt_ = schema::PerPromptDatasets(n_, d_);
+  // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
+  // (the last one of the file aside), so compressed chunks are written once.
+  chunk_rows_ = static_cast<int>(std::min<std::int64_t>(
+      ChunkRows(std::size_t(T_) * H_ * hidden_elem_), RoundUp(cfg_.batch, kComputeGroup)));
+}
+
+// Rank 0's file-system checks: the lock, the partial file, the input's identity, free space.
+void Extraction::ClaimOutput() {
   dist::OnRoot([&] {
     // The lock before anything looks at the output's names: a partial file may be another
     // run's work in progress, not an interrupted run's.
-    lock.emplace(cfg.out, "out");
-    if (opt.resume && !fs::exists(partial))
-      throw data::InputError("extract", "resume", "no partial file '" + partial + "' to continue");
-    if (!opt.resume && fs::exists(partial) && !opt.force)
-      throw data::InputError("extract", "out",
-                             "'" + partial +
+    lock_.emplace(cfg_.out, "out");
+    if (opt_.resume && !fs::exists(partial_))
+      throw core::InputError("extract", "resume", "no partial file '" + partial_ + "' to continue");
+    if (!opt_.resume && fs::exists(partial_) && !opt_.force)
+      throw core::InputError("extract", "out",
+                             "'" + partial_ +
                                  "' exists from an interrupted run; pass {resume} to continue "
                                  "it or {force} to start over");
     // Path checks, the input's identity, and the lock against a second writer, before any work;
     // an unfinished partial file is kept for --resume.
-    output.emplace(cfg.out, "out",
-                   data::OutputOptions{opt.force,
-                                       {cfg.checkpoint},
-                                       /*keep_partial=*/true,
-                                       /*lock=*/false});
-    const int T = cfg.positions == Positions::kAll ? 2 * cfg.task.n : cfg.task.n;
-    const double d = cfg.task.d, n = cfg.task.n;
-    const double row_bytes = double(cfg.layers.size()) * T * info.model.hidden * hidden_elem +
-                             n * sizeof(float) + (n * d + n + d + 3 * n * d + n * d * d) * 8.0;
-    const double have = opt.resume && fs::exists(partial) ? double(fs::file_size(partial)) : 0;
-    data::RequireFreeSpace(cfg.out, row_bytes * double(cfg.prompts) * 1.02 - have, "out");
-    if (!opt.resume) {
+    output_.emplace(cfg_.out, "out",
+                    core::OutputOptions{opt_.force,
+                                        {cfg_.checkpoint},
+                                        /*keep_partial=*/true,
+                                        /*lock=*/false});
+    const double have = opt_.resume && fs::exists(partial_) ? double(fs::file_size(partial_)) : 0;
+    core::RequireFreeSpace(cfg_.out, RowBytes() * double(cfg_.prompts) * 1.02 - have, "out");
+    if (!opt_.resume) {
       std::error_code ec;
-      fs::remove(partial, ec);
+      fs::remove(partial_, ec);
     }
   });
+}
 
-  const std::string content = cfg.ContentJson(info.model);
-  const int d = cfg.task.d, n = cfg.task.n, H = info.model.hidden;
-  const int T = cfg.positions == Positions::kAll ? 2 * n : n;
-  const hsize_t N = cfg.prompts;
-
-  // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
-  // (the last one of the file aside), so compressed chunks are written once.
-  int chunk_rows = static_cast<int>(std::min<std::int64_t>(
-      ChunkRows(std::size_t(T) * H * hidden_elem), RoundUp(cfg.batch, kComputeGroup)));
-  std::int64_t n_complete = 0;
-  std::unique_ptr<h5::File> file;
-  Datasets ds;
-  const std::vector<schema::Dataset> per_prompt = schema::PerPromptDatasets(n, d);
-  const auto sharing = h5::File::Sharing::kAllRanks;  // one process: an ordinary file
-  // Opening or creating is collective; a failure (the same on every rank) stops every rank.
+// Opening or creating is collective; a failure (the same on every rank) stops every rank.
+void Extraction::OpenOrCreate() {
   dist::Together([&] {
-    if (opt.resume) {
-      try {
-        file = std::make_unique<h5::File>(h5::File::Open(
-            partial, h5::File::Mode::kReadWrite, h5::File::Durability::kFlushPoints, sharing));
-      } catch (const std::runtime_error& e) {
-        throw std::runtime_error(std::string(e.what()) +
-                                 "; the partial file was damaged when its run was interrupted; "
-                                 "start over with {force}");
-      }
-      data::CheckFormat(*file, kActivationsFormat);
-      const std::string file_sha = file->GetString("checkpoint_sha256");
-      if (file_sha != sha)
-        throw data::InputError("extract", "resume",
-                               "'" + partial + "' was made from a checkpoint with SHA-256 " +
-                                   file_sha.substr(0, 12) + "..., but '" + cfg.checkpoint +
-                                   "' has " + sha.substr(0, 12) +
-                                   "...; pass {force} to start over");
-      const std::string file_content = file->GetString("extract_config");
-      if (file_content != content)
-        throw data::InputError("extract", "resume",
-                               "'" + partial + "' was made with other settings: " +
-                                   JsonDifference(file_content, content));
-      n_complete = file->GetInt("n_complete");
-      if (n_complete < 0 || n_complete > std::int64_t(N))
-        throw data::InputError("extract", "resume",
-                               "'" + partial + "' has n_complete " + std::to_string(n_complete) +
-                                   ", outside 0.." + std::to_string(N));
-      const std::int64_t stored_rows = file->GetInt("chunk_rows");
-      if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
-        throw data::InputError("extract", "resume",
-                               "'" + partial + "' has chunk_rows " + std::to_string(stored_rows) +
-                                   ", expected a multiple of " + std::to_string(kComputeGroup));
-      chunk_rows = static_cast<int>(stored_rows);
-      for (int l : cfg.layers)
-        ds.hidden.push_back(file->OpenDataset(schema::Hidden(l)));
-      for (const auto& spec : per_prompt)
-        ds.by_name.emplace(spec.name, file->OpenDataset(spec.name));
-      if (!file->Exists(schema::kGroupDigests))
-        throw data::InputError("extract", "resume",
-                               "'" + partial +
-                                   "' has no row digests (an older iclprobe made it); pass {force} "
-                                   "to start over");
-      ds.digests.push_back(file->OpenDataset(schema::kGroupDigests));
-      // Parallel HDF5 writes only chunks whose space comes as the dataset grows (files started by
-      // several ranks, and uncompressed ones of iclprobe since it ran on ranks).
-      if (P > 1)
-        for (const h5::Dataset* x : {&ds.hidden.at(0), &ds[schema::kPredictions]})
-          if (x->AllocatesOnWrite())
-            throw data::InputError("extract", "resume",
-                                   "'" + partial + "' was started by one process" +
-                                       (cfg.compress ? " with compressed datasets" : "") +
-                                       ", which several processes cannot continue; resume it "
-                                       "without mpirun, or pass {force} to start over");
-      CheckPartial(partial, ds, per_prompt, n_complete, std::int64_t(N), T, H, hidden_elem);
-      // Rows past n_complete belong to a batch that was interrupted: drop them.
-      for (auto& h : ds.hidden)
-        h.Resize(n_complete);
-      for (auto& [name, r] : ds.by_name)
-        r.Resize(n_complete);
-      ds.digests[0].Resize((n_complete + kComputeGroup - 1) / kComputeGroup);
-    } else {
-      file = std::make_unique<h5::File>(h5::File::Create(
-          partial, /*truncate=*/false, h5::File::Durability::kFlushPoints, sharing));
-      h5::File& f = *file;
-      data::WriteFormatAttrs(f, kActivationsFormat);
-      f.SetAttr("model_config", info.model.ToJson());
-      f.SetAttr("task_config", cfg.task.ToJson());
-      f.SetAttr("train_config", info.train.ToJson());
-      f.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
-      f.SetAttr("prompts", static_cast<std::int64_t>(N));
-      f.SetAttr("checkpoint_sha256", sha);
-      f.SetAttr("checkpoint_path", cfg.checkpoint);
-      f.SetAttr("checkpoint_step", info.step);
-      f.SetAttr("layer_semantics", std::string(kLayerSemantics));
-      f.SetAttr("token_layout", std::string(kTokenLayout));
-      f.SetAttr("positions", PositionsName(cfg.positions));
-      f.SetAttr("layers", std::vector<std::int64_t>(cfg.layers.begin(), cfg.layers.end()));
-      f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows));
-      f.SetAttr("extract_config", content);
-      f.SetAttr("n_complete", std::int64_t{0});
-      h5::Group hidden = f.CreateGroup("hidden");
-      hidden.SetAttr("positions", PositionsName(cfg.positions));
-      hidden.SetAttr("dtype", cfg.float16 ? "float16" : "float32");
-      hidden.SetAttr("description",
-                     std::string("layer_LL [N, T, H] ") + (cfg.float16 ? "float16" : "float32") +
-                         ": state LL of every prompt; T = 2n (all tokens) or n (y-tokens only, "
-                         "see positions)" +
-                         (cfg.float16 ? "; computed in float32, rounded to nearest binary16" : ""));
-      for (int l : cfg.layers) {
-        const h5::Dims dims = {0, hsize_t(T), hsize_t(H)};
-        const auto opts = Chunked({hsize_t(T), hsize_t(H)}, chunk_rows, hidden_elem, cfg.compress);
-        ds.hidden.push_back(cfg.float16 ? f.CreateDataset<h5::Half>(schema::Hidden(l), dims, opts)
-                                        : f.CreateDataset<float>(schema::Hidden(l), dims, opts));
-        ds.hidden.back().SetAttr("layer", l);
-      }
-      for (const auto& spec : per_prompt) {
-        const std::size_t elem = spec.is_float32 ? sizeof(float) : sizeof(double);
-        h5::Dims dims = spec.row;
-        dims.insert(dims.begin(), 0);
-        const auto opts = Chunked(spec.row, chunk_rows, elem, cfg.compress);
-        h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
-                                          : f.CreateDataset<double>(spec.name, dims, opts);
-        out.SetAttr("description", spec.description);
-        ds.by_name.emplace(spec.name, std::move(out));
-      }
-      ds[schema::kWRidge].SetAttr("ridge_lambda", cfg.ridge_lambda);
-      ds[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
-      {
-        h5::DatasetOptions o;
-        o.chunk = {1024, 32};
-        o.extendible = true;
-        o.allocate_on_resize = true;
-        ds.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
-        ds.digests[0].SetAttr(
-            "description",
-            fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
-                        "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
-                        "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
-                        "is SHA-256 of extract_config (JSON, without compress), a newline, "
-                        "checkpoint_sha256, a newline and these digests",
-                        kComputeGroup));
-      }
-      // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
-      f.HardLink(schema::kPromptsW, schema::kW);
-      ds[schema::kPromptsW].SetAttr("per_k", 0);
-      h5::Group targets = f.OpenGroup("targets");
-      targets.SetAttr("ridge_lambda", cfg.ridge_lambda);
-      targets.SetAttr("description",
-                      std::string("regression quantities after k examples; index k-1 along the "
-                                  "second axis is the value after k examples (w, the true "
-                                  "weights [N, d], is the same for every k)"));
-      h5::Group prompts = f.OpenGroup("prompts");
-      prompts.SetAttr("task_config", cfg.task.ToJson());
-      prompts.SetAttr("seed", static_cast<std::int64_t>(cfg.seed));
-      prompts.SetAttr("first_index", std::int64_t{0});
-      f.Sync();
-    }
-  });
-
-  const std::int64_t batch = RoundUp(cfg.batch, chunk_rows);
-  const double batch_bytes = double(cfg.layers.size()) * T * H * hidden_elem +
-                             double(n) * sizeof(float) +
-                             (double(n) * d + n + d + 3.0 * n * d + double(n) * d * d) * 8.0;
-  ExtractResult result;
-  result.chunk_rows = chunk_rows;
-  result.batch = static_cast<int>(batch);
-  const int G = kComputeGroup;
-  const int workers = std::max(1, cfg.workers);
-
-  // One batch: the prompts, every stored state, the predictions and the targets.
-  struct Batch {
-    std::int64_t count = 0;
-    data::PromptSet set;
-    std::vector<torch::Tensor> hidden;
-    torch::Tensor predictions;
-    data::TargetSet targets;
-    std::vector<std::uint8_t> digests;  // 32 bytes per group of kComputeGroup prompts
-  };
-  auto count_groups = [&](std::int64_t count) { return (count + G - 1) / G; };
-  // Runs f(j) for groups j = 0..groups-1 round-robin on the workers (the caller is worker 0),
-  // rethrowing the first error after all have stopped.
-  auto on_workers = [&](std::int64_t groups, const std::function<void(std::int64_t)>& f) {
-    const int used = static_cast<int>(std::min<std::int64_t>(workers, groups));
-    std::vector<std::exception_ptr> errors(std::max(used, 1));
-    auto run = [&](int w) {
-      try {
-        torch::NoGradGuard no_grad_here;  // grad mode is per thread
-        for (std::int64_t j = w; j < groups; j += workers)
-          f(j);
-      } catch (...) {
-        errors[w] = std::current_exception();
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int w = 1; w < used; ++w)
-      threads.emplace_back(run, w);
-    if (used > 0) run(0);
-    for (auto& t : threads)
-      t.join();
-    for (const auto& e : errors)
-      if (e) std::rethrow_exception(e);
-  };
-  // Groups of G prompts go round-robin to the workers; the targets are computed meanwhile on
-  // the calling thread. Each group is padded to G rows and run whole, so a prompt's states
-  // are the same whichever worker, batch size or thread count computed them.
-  auto compute = [&](std::int64_t first, std::int64_t count) {
-    Batch b;
-    b.count = count;
-    // float16 states are computed in float32 and rounded below.
-    const auto stored = cfg.float16 && count == 0 ? torch::kHalf : torch::kFloat32;
-    for (std::size_t i = 0; i < cfg.layers.size(); ++i)
-      b.hidden.push_back(torch::empty({count, T, H}, stored));
-    b.predictions = torch::empty({count, n});
-    if (count == 0) return b;  // a rank with no rows in the last round: empty blocks
-    b.set = data::SamplePrompts(cfg.task, cfg.seed, first, count);
-    const std::int64_t groups = count_groups(count);
-    // The targets: on a thread of their own while the workers run the model, or after it on
-    // one thread (--threads 1 uses one core).
-    std::exception_ptr targets_error;
-    auto compute_targets = [&] {
-      try {
-        b.targets = data::ComputeTargets(b.set, cfg.ridge_lambda);
-      } catch (...) {
-        targets_error = std::current_exception();
-      }
-    };
-    std::thread targets;
-    if (workers > 1) targets = std::thread(compute_targets);
-    try {
-      on_workers(groups, [&](std::int64_t j) {
-        const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, count - g0);
-        auto tokens = torch::zeros({G, 2L * n, d + 1L});  // padded to a whole group
-        tokens.slice(0, 0, g).copy_(data::TokenTensor(b.set, g0, g));
-        const auto r = model->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
-        for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
-          auto h = r.hidden[cfg.layers[i]].slice(0, 0, g);
-          if (cfg.positions == Positions::kY)
-            h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n, /*step=*/2);
-          b.hidden[i].slice(0, g0, g0 + g).copy_(h);
-        }
-        b.predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
-      });
-    } catch (...) {
-      if (targets.joinable()) targets.join();
-      throw;
-    }
-    if (targets.joinable())
-      targets.join();
+    if (opt_.resume)
+      OpenPartial();
     else
-      compute_targets();
-    if (targets_error) std::rethrow_exception(targets_error);
-    // float16 storage: rounded to nearest (ties to even) here, so the digests below hash the
-    // bytes that are stored.
-    // A state or prediction that is not finite (or beyond float16's range, 65504, when stored
-    // so) would be written as inf or NaN and carried into every probe: refused with the batch
-    // unwritten (the partial file keeps the batches before it).
-    for (std::size_t i = 0; i < cfg.layers.size(); ++i) {
-      const double top = b.hidden[i].abs().max().item<double>();
-      if (!std::isfinite(top) || (cfg.float16 && top > 65504.0))
-        throw std::runtime_error(fmt::format(
-            "extract: state {} of prompts {}..{} reaches |h| = {}, {}", cfg.layers[i], first,
-            first + count - 1, top,
-            std::isfinite(top) ? "beyond float16's largest value 65504: store float32 states"
-                               : "not a finite number: the prompts or the model overflow float32"));
-    }
-    if (!torch::isfinite(b.predictions).all().item<bool>())
-      throw std::runtime_error(
-          fmt::format("extract: the model's predictions of prompts {}..{} are not finite numbers",
-                      first, first + count - 1));
-    if (cfg.float16)
-      for (auto& h : b.hidden)
-        h = h.to(torch::kHalf).contiguous();
-    // Each group's digest over every dataset's rows, in the order of the schema's description.
-    struct Rows {
-      const unsigned char* data;
-      std::size_t row_bytes;
-    };
-    auto rows = [&](const void* p, std::size_t total_bytes) {
-      return Rows{static_cast<const unsigned char*>(p), total_bytes / std::size_t(count)};
-    };
-    std::vector<Rows> blocks;
-    for (const auto& h : b.hidden)
-      blocks.push_back(rows(h.data_ptr(), h.numel() * h.element_size()));
-    const data::TargetSet& t = b.targets;
-    const std::map<std::string, Rows> named = {
-        {schema::kPredictions,
-         rows(b.predictions.data_ptr<float>(), b.predictions.numel() * sizeof(float))},
-        {schema::kPromptsX, rows(b.set.x.memptr(), b.set.x.n_elem * sizeof(double))},
-        {schema::kPromptsY, rows(b.set.y.memptr(), b.set.y.n_elem * sizeof(double))},
-        {schema::kPromptsW, rows(b.set.w.memptr(), b.set.w.n_elem * sizeof(double))},
-        {schema::kWOls, rows(t.w_ols.memptr(), t.w_ols.n_elem * sizeof(double))},
-        {schema::kWRidge, rows(t.w_ridge.memptr(), t.w_ridge.n_elem * sizeof(double))},
-        {schema::kXty, rows(t.xty.memptr(), t.xty.n_elem * sizeof(double))},
-        {schema::kXtx, rows(t.xtx.memptr(), t.xtx.n_elem * sizeof(double))}};
-    for (const auto& spec : per_prompt)
-      blocks.push_back(named.at(spec.name));
-    b.digests.resize(groups * 32);
-    on_workers(groups, [&](std::int64_t j) {
-      const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, count - g0);
-      data::Sha256 h;
-      for (const auto& r : blocks)
-        h.Update(r.data + g0 * r.row_bytes, g * r.row_bytes);
-      const auto digest = h.Final();
-      std::copy(digest.begin(), digest.end(), b.digests.begin() + j * 32);
-    });
-    return b;
-  };
-  // Stores one batch and then, once its rows are durably on disk, raises n_complete. Runs on
-  // the writer thread; only it touches the file while batches are in flight.
-  // A round: rows [first, first + rows) of the file, this rank's batch b among them (P = 1: one
-  // batch). Every dataset grows to the round's end, then each rank writes its rows (collective).
-  auto store = [&](const Batch& b, std::int64_t first, std::int64_t rows) {
-    const std::int64_t count = b.count, end = first + rows;
-    const std::int64_t mine = std::min(end, first + me * batch);
-    // Room for the whole round before HDF5 writes any of it (see h5::File::Reserve): rows plus
-    // a quarter for chunk indexes and headers.
-    try {
-      file->Reserve(static_cast<std::uint64_t>(batch_bytes * double(rows) * 1.25) + (1 << 20));
-    } catch (const dist::PeerFailed&) {
-      throw;
-    } catch (const std::runtime_error& e) {
-      throw std::runtime_error(std::string(e.what()) + "; " + std::to_string(n_complete) + " of " +
-                               std::to_string(N) +
-                               " prompts are safe in the partial file: free space and run the "
-                               "same command with {resume}");
-    }
-    auto put = [&](h5::Dataset& out, auto* data, std::size_t elements) {
-      out.Resize(end);
-      out.WriteRows(mine, count, data, elements);
-    };
-    for (std::size_t i = 0; i < ds.hidden.size(); ++i) {
-      const torch::Tensor& h = b.hidden[i];
-      if (cfg.float16)
-        put(ds.hidden[i], static_cast<const h5::Half*>(h.data_ptr()), h.numel());
-      else
-        put(ds.hidden[i], h.data_ptr<float>(), h.numel());
-    }
-    put(ds[schema::kPredictions], b.predictions.data_ptr<float>(), b.predictions.numel());
-    const data::PromptSet& set = b.set;
-    const data::TargetSet& t = b.targets;
-    put(ds[schema::kPromptsX], set.x.memptr(), set.x.n_elem);
-    put(ds[schema::kPromptsY], set.y.memptr(), set.y.n_elem);
-    put(ds[schema::kPromptsW], set.w.memptr(), set.w.n_elem);
-    put(ds[schema::kWOls], t.w_ols.memptr(), t.w_ols.n_elem);
-    put(ds[schema::kWRidge], t.w_ridge.memptr(), t.w_ridge.n_elem);
-    put(ds[schema::kXty], t.xty.memptr(), t.xty.n_elem);
-    put(ds[schema::kXtx], t.xtx.memptr(), t.xtx.n_elem);
-    // Batches start on whole groups, so each rank's digests are its own rows of the dataset.
-    ds.digests[0].Resize(count_groups(end));
-    ds.digests[0].WriteRows(mine / G, count_groups(count), b.digests.data(), b.digests.size());
-    // The rows reach the disk before n_complete says they are there: a failed write (disk
-    // full) leaves n_complete at the last batch that is durably on disk, so --resume redoes
-    // the failed batch instead of keeping a block of unwritten rows.
-    file->Sync();
-    n_complete = end;  // every rank's rows of the round are on disk: the minimum over ranks
-    file->SetAttr("n_complete", n_complete);
-    file->Sync();
-    if (on_batch && dist::IsRoot())
-      on_batch({n_complete, std::int64_t(N), double(fs::file_size(partial)) / (1 << 20)});
-  };
+      CreatePartial();
+  });
+  batch_ = RoundUp(cfg_.batch, chunk_rows_);
+}
 
-  // A pipeline two batches deep: batch b + 1 is computed while the writer stores batch b, so
-  // memory stays at two batches whatever N is. A write error surfaces at the next hand-over.
-  // With several ranks the writer thread makes the collective calls of a round while the main
-  // thread computes the next; MPI calls never overlap (the hand-over waits for the writer).
+void Extraction::OpenPartial() {
+  auto refuse = [&](const std::string& why) {
+    throw core::InputError("extract", "resume", "'" + partial_ + "' " + why);
+  };
+  try {
+    file_ = std::make_unique<h5::File>(h5::File::Open(partial_, h5::File::Mode::kReadWrite,
+                                                      h5::File::Durability::kFlushPoints,
+                                                      h5::File::Sharing::kAllRanks));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) +
+                             "; the partial file was damaged when its run was interrupted; "
+                             "start over with {force}");
+  }
+  h5::File& f = *file_;
+  data::CheckFormat(f, kActivationsFormat);
+  const std::string file_sha = f.GetString("checkpoint_sha256");
+  if (file_sha != sha_)
+    refuse("was made from a checkpoint with SHA-256 " + file_sha.substr(0, 12) + "..., but '" +
+           cfg_.checkpoint + "' has " + sha_.substr(0, 12) + "...; pass {force} to start over");
+  const std::string file_content = f.GetString("extract_config");
+  if (file_content != content_)
+    refuse("was made with other settings: " + JsonDifference(file_content, content_));
+  n_complete_ = f.GetInt("n_complete");
+  if (n_complete_ < 0 || n_complete_ > std::int64_t(N_))
+    refuse("has n_complete " + std::to_string(n_complete_) + ", outside 0.." + std::to_string(N_));
+  const std::int64_t stored_rows = f.GetInt("chunk_rows");
+  if (stored_rows < 1 || stored_rows > (1 << 24) || stored_rows % kComputeGroup != 0)
+    refuse("has chunk_rows " + std::to_string(stored_rows) + ", expected a multiple of " +
+           std::to_string(kComputeGroup));
+  chunk_rows_ = static_cast<int>(stored_rows);
+  for (int l : cfg_.layers)
+    ds_.hidden.push_back(f.OpenDataset(schema::Hidden(l)));
+  for (const auto& spec : per_prompt_)
+    ds_.by_name.emplace(spec.name, f.OpenDataset(spec.name));
+  if (!f.Exists(schema::kGroupDigests))
+    refuse("has no row digests (an older iclprobe made it); pass {force} to start over");
+  ds_.digests.push_back(f.OpenDataset(schema::kGroupDigests));
+  // Parallel HDF5 writes only chunks whose space comes as the dataset grows (files started by
+  // several ranks, and uncompressed ones of iclprobe since it ran on ranks).
+  if (P_ > 1)
+    for (const h5::Dataset* x : {&ds_.hidden.at(0), &ds_[schema::kPredictions]})
+      if (x->AllocatesOnWrite())
+        refuse(std::string("was started by one process") +
+               (cfg_.compress ? " with compressed datasets" : "") +
+               ", which several processes cannot continue; resume it without mpirun, or pass "
+               "{force} to start over");
+  CheckPartial(partial_, ds_, per_prompt_, n_complete_, std::int64_t(N_), T_, H_, hidden_elem_);
+  // Rows past n_complete belong to a batch that was interrupted: drop them.
+  for (auto& h : ds_.hidden)
+    h.Resize(n_complete_);
+  for (auto& [name, r] : ds_.by_name)
+    r.Resize(n_complete_);
+  ds_.digests[0].Resize(Groups(n_complete_));
+}
+
+void Extraction::CreatePartial() {
+  file_ = std::make_unique<h5::File>(
+      h5::File::Create(partial_, /*truncate=*/false, h5::File::Durability::kFlushPoints,
+                       h5::File::Sharing::kAllRanks));  // one process: an ordinary file
+  WriteAttributes(*file_);
+  CreateDatasets(*file_);
+  file_->Sync();
+}
+
+void Extraction::WriteAttributes(h5::File& f) {
+  data::WriteFormatAttrs(f, kActivationsFormat);
+  f.SetAttr("model_config", info_.model.ToJson());
+  f.SetAttr("task_config", cfg_.task.ToJson());
+  f.SetAttr("train_config", info_.train.ToJson());
+  f.SetAttr("seed", static_cast<std::int64_t>(cfg_.seed));
+  f.SetAttr("prompts", static_cast<std::int64_t>(N_));
+  f.SetAttr("checkpoint_sha256", sha_);
+  f.SetAttr("checkpoint_path", cfg_.checkpoint);
+  f.SetAttr("checkpoint_step", info_.step);
+  f.SetAttr("layer_semantics", std::string(kLayerSemantics));
+  f.SetAttr("token_layout", std::string(kTokenLayout));
+  f.SetAttr("positions", PositionsName(cfg_.positions));
+  f.SetAttr("layers", std::vector<std::int64_t>(cfg_.layers.begin(), cfg_.layers.end()));
+  f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows_));
+  f.SetAttr("extract_config", content_);
+  f.SetAttr("n_complete", std::int64_t{0});
+}
+
+void Extraction::CreateDatasets(h5::File& f) {
+  h5::Group hidden = f.CreateGroup("hidden");
+  hidden.SetAttr("positions", PositionsName(cfg_.positions));
+  hidden.SetAttr("dtype", cfg_.float16 ? "float16" : "float32");
+  hidden.SetAttr("description",
+                 std::string("layer_LL [N, T, H] ") + (cfg_.float16 ? "float16" : "float32") +
+                     ": state LL of every prompt; T = 2n (all tokens) or n (y-tokens only, "
+                     "see positions)" +
+                     (cfg_.float16 ? "; computed in float32, rounded to nearest binary16" : ""));
+  for (int l : cfg_.layers) {
+    const h5::Dims dims = {0, hsize_t(T_), hsize_t(H_)};
+    auto opts = Chunked({hsize_t(T_), hsize_t(H_)}, chunk_rows_, hidden_elem_, cfg_.compress);
+    opts.labels = schema::kHiddenLabels;
+    ds_.hidden.push_back(cfg_.float16 ? f.CreateDataset<h5::Half>(schema::Hidden(l), dims, opts)
+                                      : f.CreateDataset<float>(schema::Hidden(l), dims, opts));
+    ds_.hidden.back().SetAttr("layer", l);
+  }
+  for (const auto& spec : per_prompt_) {
+    const std::size_t elem = spec.is_float32 ? sizeof(float) : sizeof(double);
+    h5::Dims dims = spec.row;
+    dims.insert(dims.begin(), 0);
+    auto opts = Chunked(spec.row, chunk_rows_, elem, cfg_.compress);
+    opts.labels = spec.labels;
+    h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
+                                      : f.CreateDataset<double>(spec.name, dims, opts);
+    out.SetAttr("description", spec.description);
+    ds_.by_name.emplace(spec.name, std::move(out));
+  }
+  ds_[schema::kWRidge].SetAttr("ridge_lambda", cfg_.ridge_lambda);
+  ds_[schema::kXtx].SetAttr("symmetric", 1);  // probed as its d(d+1)/2 upper-triangle entries
+  h5::DatasetOptions o;
+  o.chunk = {1024, 32};
+  o.extendible = true;
+  o.allocate_on_resize = true;
+  o.labels = schema::kDigestLabels;
+  ds_.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
+  ds_.digests[0].SetAttr(
+      "description",
+      fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
+                  "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
+                  "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
+                  "is SHA-256 of extract_config (JSON, without compress), a newline, "
+                  "checkpoint_sha256, a newline and these digests",
+                  kComputeGroup));
+  // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
+  f.HardLink(schema::kPromptsW, schema::kW);
+  ds_[schema::kPromptsW].SetAttr("per_k", 0);
+  h5::Group targets = f.OpenGroup("targets");
+  targets.SetAttr("ridge_lambda", cfg_.ridge_lambda);
+  targets.SetAttr("description",
+                  std::string("regression quantities after k examples; index k-1 along the "
+                              "second axis is the value after k examples (w, the true "
+                              "weights [N, d], is the same for every k)"));
+  h5::Group prompts = f.OpenGroup("prompts");
+  prompts.SetAttr("task_config", cfg_.task.ToJson());
+  prompts.SetAttr("seed", static_cast<std::int64_t>(cfg_.seed));
+  prompts.SetAttr("first_index", std::int64_t{0});
+}
+
+// The prompts [first, first + count), every stored state, the predictions, the targets and
+// the groups' digests.
+Batch Extraction::Compute(std::int64_t first, std::int64_t count) {
+  Batch b;
+  b.count = count;
+  // float16 states are computed in float32 and rounded below.
+  const auto stored = cfg_.float16 && count == 0 ? torch::kHalf : torch::kFloat32;
+  for (std::size_t i = 0; i < cfg_.layers.size(); ++i)
+    b.hidden.push_back(torch::empty({count, T_, H_}, stored));
+  b.predictions = torch::empty({count, n_});
+  if (count == 0) return b;  // a rank with no rows in the last round: empty blocks
+  b.set = data::SamplePrompts(cfg_.task, cfg_.seed, first, count);
+  // The targets: on a thread of their own while the workers run the model, or after it on
+  // one thread (--threads 1 uses one core).
+  std::exception_ptr targets_error;
+  auto compute_targets = [&] {
+    try {
+      b.targets = data::ComputeTargets(b.set, cfg_.ridge_lambda);
+    } catch (...) {
+      targets_error = std::current_exception();
+    }
+  };
+  std::thread targets;
+  if (pool_.size() > 1) targets = std::thread(compute_targets);
+  try {
+    RunModel(b);
+  } catch (...) {
+    if (targets.joinable()) targets.join();
+    throw;
+  }
+  if (targets.joinable())
+    targets.join();
+  else
+    compute_targets();
+  if (targets_error) std::rethrow_exception(targets_error);
+  CheckFinite(b, first);
+  // float16 storage: rounded to nearest (ties to even) here, so the digests hash the bytes
+  // that are stored.
+  if (cfg_.float16)
+    for (auto& h : b.hidden)
+      h = h.to(torch::kHalf).contiguous();
+  DigestGroups(b);
+  return b;
+}
+
+// Groups of G prompts go to the pool's workers. Each group is padded to G rows and run whole,
+// so a prompt's states are the same whichever worker, batch size or thread count computed them.
+void Extraction::RunModel(Batch& b) {
+  const int G = kComputeGroup;
+  pool_.For(Groups(b.count), [&](std::int64_t j) {
+    torch::NoGradGuard no_grad;  // grad mode is per thread
+    const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, b.count - g0);
+    auto tokens = torch::zeros({G, 2L * n_, d_ + 1L});  // padded to a whole group
+    tokens.slice(0, 0, g).copy_(data::TokenTensor(b.set, g0, g));
+    const auto r = model_->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+    for (std::size_t i = 0; i < cfg_.layers.size(); ++i) {
+      auto h = r.hidden[cfg_.layers[i]].slice(0, 0, g);
+      if (cfg_.positions == Positions::kY)
+        h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n_, /*step=*/2);
+      b.hidden[i].slice(0, g0, g0 + g).copy_(h);
+    }
+    b.predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
+  });
+}
+
+// A state or prediction that is not finite (or beyond float16's range, 65504, when stored so)
+// would be written as inf or NaN and carried into every probe: refused with the batch unwritten
+// (the partial file keeps the batches before it).
+void Extraction::CheckFinite(const Batch& b, std::int64_t first) const {
+  const std::int64_t last = first + b.count - 1;
+  for (std::size_t i = 0; i < cfg_.layers.size(); ++i) {
+    const double top = b.hidden[i].abs().max().item<double>();
+    if (!std::isfinite(top) || (cfg_.float16 && top > 65504.0))
+      throw std::runtime_error(fmt::format(
+          "extract: state {} of prompts {}..{} reaches |h| = {}, {}", cfg_.layers[i], first, last,
+          top,
+          std::isfinite(top) ? "beyond float16's largest value 65504: store float32 states"
+                             : "not a finite number: the prompts or the model overflow float32"));
+  }
+  if (!torch::isfinite(b.predictions).all().item<bool>())
+    throw std::runtime_error(fmt::format(
+        "extract: the model's predictions of prompts {}..{} are not finite numbers", first, last));
+}
+
+// Each group's digest over every dataset's rows: the hidden states in layer order, then the
+// per-prompt datasets in schema order (schema::kGroupDigests).
+void Extraction::DigestGroups(Batch& b) {
+  struct Rows {
+    const unsigned char* data;
+    std::size_t row_bytes;
+  };
+  std::vector<Rows> blocks;
+  for (const auto& h : b.hidden)
+    blocks.push_back({static_cast<const unsigned char*>(h.data_ptr()),
+                      std::size_t(h.numel()) * h.element_size() / std::size_t(b.count)});
+  for (const auto& spec : per_prompt_) {
+    const RowBlock r = BlockOf(b, spec.name);
+    const std::size_t elem = r.is_float32 ? sizeof(float) : sizeof(double);
+    blocks.push_back(
+        {static_cast<const unsigned char*>(r.data), r.elements * elem / std::size_t(b.count)});
+  }
+  const int G = kComputeGroup;
+  b.digests.resize(std::size_t(Groups(b.count)) * 32);
+  pool_.For(Groups(b.count), [&](std::int64_t j) {
+    const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, b.count - g0);
+    core::Sha256 h;
+    for (const auto& r : blocks)
+      h.Update(r.data + g0 * r.row_bytes, g * r.row_bytes);
+    const auto digest = h.Final();
+    std::copy(digest.begin(), digest.end(), b.digests.begin() + j * 32);
+  });
+}
+
+// Stores one batch and then, once its rows are durably on disk, raises n_complete. Runs on the
+// writer thread; only it touches the file while batches are in flight. A round: rows [first,
+// first + rows) of the file, this rank's batch b among them (P = 1: one batch). Every dataset
+// grows to the round's end, then each rank writes its rows (collective).
+void Extraction::Store(const Batch& b, std::int64_t first, std::int64_t rows) {
+  const std::int64_t count = b.count, end = first + rows;
+  const std::int64_t mine = std::min(end, first + me_ * batch_);
+  // Room for the whole round before HDF5 writes any of it (see h5::File::Reserve): rows plus a
+  // quarter for chunk indexes and headers.
+  try {
+    file_->Reserve(static_cast<std::uint64_t>(RowBytes() * double(rows) * 1.25) + (1 << 20));
+  } catch (const dist::PeerFailed&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + "; " + std::to_string(n_complete_) + " of " +
+                             std::to_string(N_) +
+                             " prompts are safe in the partial file: free space and run the "
+                             "same command with {resume}");
+  }
+  auto put = [&](h5::Dataset& out, auto* data, std::size_t elements) {
+    out.Resize(end);
+    out.WriteRows(mine, count, data, elements);
+  };
+  for (std::size_t i = 0; i < ds_.hidden.size(); ++i) {
+    const torch::Tensor& h = b.hidden[i];
+    if (cfg_.float16)
+      put(ds_.hidden[i], static_cast<const h5::Half*>(h.data_ptr()), h.numel());
+    else
+      put(ds_.hidden[i], h.data_ptr<float>(), h.numel());
+  }
+  for (const auto& spec : per_prompt_) {
+    const RowBlock r = BlockOf(b, spec.name);
+    if (r.is_float32)
+      put(ds_[spec.name], static_cast<const float*>(r.data), r.elements);
+    else
+      put(ds_[spec.name], static_cast<const double*>(r.data), r.elements);
+  }
+  // Batches start on whole groups, so each rank's digests are its own rows of the dataset.
+  ds_.digests[0].Resize(Groups(end));
+  ds_.digests[0].WriteRows(mine / kComputeGroup, Groups(count), b.digests.data(), b.digests.size());
+  // The rows reach the disk before n_complete says they are there: a failed write (disk full)
+  // leaves n_complete at the last batch that is durably on disk, so --resume redoes the failed
+  // batch instead of keeping a block of unwritten rows.
+  file_->Sync();
+  n_complete_ = end;  // every rank's rows of the round are on disk: the minimum over ranks
+  file_->SetAttr("n_complete", n_complete_);
+  file_->Sync();
+}
+
+// A pipeline two batches deep: batch b + 1 is computed while the writer stores batch b, so
+// memory stays at two batches whatever N is. A write error surfaces at the next hand-over.
+// With several ranks the writer thread makes the collective calls of a round while the main
+// thread computes the next; MPI calls never overlap (the hand-over waits for the writer).
+void Extraction::RunPipeline(const std::function<void(const ExtractProgress&)>& on_batch) {
   std::future<void> writing;
-  std::int64_t next = n_complete, batches = 0;
+  std::int64_t next = n_complete_, batches = 0;
   auto hand_over = [&](std::unique_ptr<Batch> b, std::exception_ptr error, std::int64_t first,
                        std::int64_t rows) {
     if (writing.valid()) writing.get();  // rethrows the writer's error
@@ -625,21 +675,24 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
       if (error) std::rethrow_exception(error);
     });
     if (b)
-      writing = std::async(
-          std::launch::async,
-          [&, first, rows, b = std::shared_ptr<Batch>(std::move(b))] { store(*b, first, rows); });
+      writing = std::async(std::launch::async, [&, first, rows,
+                                                b = std::shared_ptr<Batch>(std::move(b))] {
+        Store(*b, first, rows);
+        if (on_batch && dist::IsRoot())
+          on_batch({n_complete_, std::int64_t(N_), double(fs::file_size(partial_)) / (1 << 20)});
+      });
   };
   try {
-    while (next < std::int64_t(N)) {
-      if (opt.stop_after_batches >= 0 && batches >= opt.stop_after_batches) break;
+    while (next < std::int64_t(N_)) {
+      if (opt_.stop_after_batches >= 0 && batches >= opt_.stop_after_batches) break;
       // Round: P batches from `next`; this rank computes the me-th (none past the end).
-      const std::int64_t rows = std::min<std::int64_t>(P * batch, N - next);
-      const std::int64_t first = std::min<std::int64_t>(next + me * batch, next + rows);
-      const std::int64_t count = std::min<std::int64_t>(batch, next + rows - first);
+      const std::int64_t rows = std::min<std::int64_t>(P_ * batch_, N_ - next);
+      const std::int64_t first = std::min<std::int64_t>(next + me_ * batch_, next + rows);
+      const std::int64_t count = std::min<std::int64_t>(batch_, next + rows - first);
       std::unique_ptr<Batch> b;
       std::exception_ptr error;
       try {
-        b = std::make_unique<Batch>(compute(first, count));
+        b = std::make_unique<Batch>(Compute(first, count));
       } catch (...) {
         error = std::current_exception();
       }
@@ -652,21 +705,41 @@ ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt,
     if (writing.valid()) writing.wait();  // the file is closed only when the writer is done
     throw;
   }
-  result.n_complete = n_complete;
-  if (n_complete == std::int64_t(N))
-    file->SetAttr("content_sha256",
-                  ContentDigestOf(content, sha, ds.digests[0].ReadAll<std::uint8_t>()));
-  ds = Datasets();
-  file->Close();
-  file.reset();
-  result.finished = n_complete == std::int64_t(N);
+}
+
+// Seals a finished file (its content digest, then the rename) or leaves the partial file.
+ExtractResult Extraction::Finish() {
+  ExtractResult result;
+  result.chunk_rows = chunk_rows_;
+  result.batch = static_cast<int>(batch_);
+  result.n_complete = n_complete_;
+  result.finished = n_complete_ == std::int64_t(N_);
+  if (result.finished)
+    file_->SetAttr("content_sha256",
+                   ContentDigestOf(content_, sha_, ds_.digests[0].ReadAll<std::uint8_t>()));
+  ds_ = Datasets();
+  file_->Close();
+  file_.reset();
   if (result.finished) {
-    dist::OnRoot([&] { output->Commit(); });  // every rank has closed the file
-    result.written = cfg.out;
+    dist::OnRoot([&] { output_->Commit(); });  // every rank has closed the file
+    result.written = cfg_.out;
   } else {
-    result.written = partial;
+    result.written = partial_;
   }
   return result;
+}
+
+}  // namespace
+
+ExtractResult Extract(ExtractConfig cfg, const ExtractOptions& opt, core::ThreadPool& pool,
+                      const std::function<void(const ExtractProgress&)>& on_batch) {
+  torch::NoGradGuard no_grad;
+  Extraction run(std::move(cfg), opt, pool);
+  run.LoadModel();
+  run.ClaimOutput();
+  run.OpenOrCreate();
+  run.RunPipeline(on_batch);
+  return run.Finish();
 }
 
 }  // namespace icl::extract

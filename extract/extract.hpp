@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.hpp"
 #include "data/task.hpp"
 #include "extract/activations_schema.hpp"
 #include "learners/model_config.hpp"
@@ -35,12 +36,6 @@ struct ExtractConfig {
   bool float16 = false;   // hidden states stored as IEEE binary16 (half the bytes)
   bool compress = false;  // shuffle + deflate
   int batch = 256;        // prompts per write; rounded up to whole chunks
-  // Threads computing prompt groups in parallel, each with one intra-op thread (the caller
-  // sets torch's and OpenBLAS's pools to 1: 64-wide products gain nothing from splitting, and
-  // two pools on the same cores slow each other down). A separate writer thread stores batch
-  // b while batch b + 1 is computed. Results do not depend on it: every group is computed
-  // whole, padded to kComputeGroup, by single-threaded kernels.
-  int workers = 1;
 
   // What determines the file's contents (not batch, threads or paths), as JSON.
   std::string ContentJson(const learners::ModelConfig& model) const;
@@ -68,7 +63,13 @@ struct ExtractResult {
 // throws std::invalid_argument naming the option on bad input.
 void ValidateConfig(ExtractConfig& config, const learners::ModelConfig& model);
 
-ExtractResult Extract(ExtractConfig config, const ExtractOptions& options,
+// The pool's workers compute prompt groups in parallel, each with one intra-op thread (the
+// caller sets torch's and OpenBLAS's pools to 1: 64-wide products gain nothing from splitting,
+// and two pools on the same cores slow each other down); with more than one worker the targets
+// are computed on a thread of their own meanwhile. A separate writer thread stores batch b
+// while batch b + 1 is computed. Results do not depend on the pool's size: every group is
+// computed whole, padded to kComputeGroup, by single-threaded kernels.
+ExtractResult Extract(ExtractConfig config, const ExtractOptions& options, core::ThreadPool& pool,
                       const std::function<void(const ExtractProgress&)>& on_batch = {});
 
 // Rows per chunk for rows of `row_bytes`: about 1 MiB, a multiple of kComputeGroup.

@@ -2,14 +2,14 @@
 #include "learners/checkpoint.hpp"
 
 #include <fmt/format.h>
-#include "data/errors.hpp"
+#include "core/errors.hpp"
 
 #include <cmath>
 #include <set>
 #include <stdexcept>
 
-#include "data/hdf5.hpp"
-#include "data/output.hpp"
+#include "core/hdf5.hpp"
+#include "core/output.hpp"
 #include "data/prompt_io.hpp"
 
 namespace icl::learners {
@@ -31,9 +31,25 @@ h5::Dims DimsOf(const torch::Tensor& t) {
   return d;
 }
 
+// What a parameter's axes mean: Linear weights are [output, input], biases and LayerNorm
+// scales [feature], the learned positions [position, feature]; a scalar is stored as [1].
+std::vector<std::string> TensorLabels(const std::string& name, std::int64_t rank) {
+  const bool positions = name.size() >= 9 && name.compare(name.size() - 9, 9, "pos_embed") == 0;
+  if (rank == 0) return {"scalar"};
+  if (rank == 1) return {"feature"};
+  if (rank == 2)
+    return positions ? std::vector<std::string>{"position", "feature"}
+                     : std::vector<std::string>{"output", "input"};
+  std::vector<std::string> labels;
+  for (std::int64_t i = 0; i < rank; ++i)
+    labels.push_back("axis_" + std::to_string(i));
+  return labels;
+}
+
 void WriteTensor(h5::Group& g, const std::string& name, const torch::Tensor& t) {
   const auto c = t.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  g.CreateDataset<float>(name, DimsOf(c)).Write(c.data_ptr<float>(), c.numel());
+  g.CreateDataset<float>(name, DimsOf(c), TensorLabels(name, c.dim()))
+      .Write(c.data_ptr<float>(), c.numel());
 }
 
 // Reads dataset `name` of `g` into `dst` (float32, same shape), naming the object on mismatch.
@@ -73,6 +89,7 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
     throw std::invalid_argument("checkpoint '" + path + "': step " + std::to_string(info.step) +
                                 " is negative");
   info.has_train_state = f.Exists("train_state");
+  if (f.HasAttr("created_by")) info.created_by = f.GetString("created_by");
   if (info.train.task.d != info.model.d)
     throw std::invalid_argument("checkpoint '" + path +
                                 "': train task d=" + std::to_string(info.train.task.d) +
@@ -86,11 +103,11 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
 
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
   if (info.model.d != task.d)
-    throw data::InputError("checkpoint", "checkpoint",
+    throw core::InputError("checkpoint", "checkpoint",
                            "'" + info.path + "' has d=" + std::to_string(info.model.d) +
                                " but the prompts have d=" + std::to_string(task.d));
   if (task.n > info.model.n_max)
-    throw data::InputError("checkpoint", "checkpoint",
+    throw core::InputError("checkpoint", "checkpoint",
                            "'" + info.path +
                                "' reads at most n=" + std::to_string(info.model.n_max) +
                                " examples but the prompts have n=" + std::to_string(task.n));
@@ -98,7 +115,7 @@ void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task) {
 
 void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConfig& train,
                     std::int64_t step, const AdamMoments* optimizer, const SaveOptions& options) {
-  data::OutputOptions oo;
+  core::OutputOptions oo;
   oo.force = options.force;
   oo.inputs = options.inputs;
   oo.lock = options.lock;
@@ -108,7 +125,7 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
     if (!torch::isfinite(p.value()).all().item<bool>())
       throw std::invalid_argument("checkpoint '" + path + "': parameter '" + p.key() +
                                   "' would hold NaN or infinite values; nothing was written");
-  data::AtomicOutput out(path, options.field, oo);
+  core::AtomicOutput out(path, options.field, oo);
   h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
   data::WriteFormatAttrs(f, kCheckpointFormat);
   f.SetAttr("model_config", model->config.ToJson());

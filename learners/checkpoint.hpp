@@ -28,12 +28,13 @@ struct CheckpointInfo {
   TrainConfig train;
   std::int64_t step = 0;
   bool has_train_state = false;
+  std::string created_by;  // the program that wrote it ("" when not recorded)
 };
 
 // Reads and checks the root attributes only (format, version, configs).
 CheckpointInfo ReadCheckpointInfo(const std::string& path);
 
-// Throws data::InputError (setting "checkpoint") unless the learner reads prompts of `task`
+// Throws core::InputError (setting "checkpoint") unless the learner reads prompts of `task`
 // (the same d, at most n_max examples).
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/spec.hpp"
 #include "data/targets.hpp"
 
 namespace icl::learners {
@@ -27,20 +28,6 @@ std::string Trim(const std::string& s) {
   const auto b = s.find_first_not_of(" \t");
   if (b == std::string::npos) return "";
   return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
-// Parses a whole string as a finite number, or throws with the expected form.
-double ParseNumber(const std::string& text, const std::string& spec, const std::string& expected) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (text.empty() || used != text.size() || !std::isfinite(v))
-    throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
-  return v;
 }
 
 std::string FormatNumber(double v) {
@@ -176,55 +163,52 @@ arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& le
 
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
                                               const data::TaskConfig& task) {
-  const std::string spec = Trim(raw);
-  const std::vector<std::string> p = Split(spec, ':');
-  const std::string kind = p.empty() ? "" : p[0];
-  auto arity = [&](std::size_t lo, std::size_t hi, const std::string& expected) {
-    if (p.size() < lo || p.size() > hi)
-      throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
+  const core::Spec p = core::ParseSpec(raw);
+  const std::string& spec = p.text;
+  auto fail = [&](const std::string& expected) {
+    throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
   };
-  if (kind == "ols") {
-    arity(1, 1, "ols");
+  auto arity = [&](std::size_t lo, std::size_t hi, const std::string& expected) {
+    if (p.args.size() < lo || p.args.size() > hi) fail(expected);
+  };
+  if (p.name == "ols") {
+    arity(0, 0, "ols");
     return std::make_unique<RidgeLearner>(0.0, "ols");
   }
-  if (kind == "ridge") {
+  if (p.name == "ridge") {
     const std::string form = "ridge:LAMBDA with LAMBDA a non-negative number, e.g. ridge:0.1";
-    arity(2, 2, form);
-    const double lambda = ParseNumber(p[1], spec, form);
-    if (lambda < 0) throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    return std::make_unique<RidgeLearner>(lambda, "ridge:" + p[1]);
+    arity(1, 1, form);
+    const auto lambda = p.Number(0);
+    if (!lambda || *lambda < 0) fail(form);
+    return std::make_unique<RidgeLearner>(*lambda, "ridge:" + p.args[0]);
   }
-  if (kind == "bayes") {
-    arity(1, 1, "bayes");
+  if (p.name == "bayes") {
+    arity(0, 0, "bayes");
     return std::make_unique<RidgeLearner>(task.BayesLambda(), "bayes");
   }
-  if (kind == "gd" || kind == "sgd") {
+  if (p.name == "gd" || p.name == "sgd") {
+    const bool gd = p.name == "gd";
     const std::string form =
-        kind == "gd" ? "gd:ALPHA or gd:ALPHA:STEPS with ALPHA a positive step size and STEPS an "
-                       "integer in 1..1000, e.g. gd:0.01 or gd:0.01:3"
-                     : "sgd:ALPHA with ALPHA a positive step size, e.g. sgd:0.01";
-    arity(2, kind == "gd" ? 3 : 2, form);
-    const double alpha = ParseNumber(p[1], spec, form);
-    if (!(alpha > 0)) throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    if (kind == "sgd") return std::make_unique<SgdLearner>(alpha);
-    double steps = 1;
-    if (p.size() == 3) steps = ParseNumber(p[2], spec, form);
-    if (!(steps >= 1 && steps <= 1000) || steps != std::floor(steps))
-      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    return std::make_unique<GdLearner>(alpha, static_cast<int>(steps));
+        gd ? "gd:ALPHA or gd:ALPHA:STEPS with ALPHA a positive step size and STEPS an integer in "
+             "1..1000, e.g. gd:0.01 or gd:0.01:3"
+           : "sgd:ALPHA with ALPHA a positive step size, e.g. sgd:0.01";
+    arity(1, gd ? 2 : 1, form);
+    const auto alpha = p.Number(0);
+    if (!alpha || !(*alpha > 0)) fail(form);
+    if (!gd) return std::make_unique<SgdLearner>(*alpha);
+    const auto steps = p.args.size() == 2 ? p.Integer(1, 1, 1000) : std::optional<long long>(1);
+    if (!steps) fail(form);
+    return std::make_unique<GdLearner>(*alpha, static_cast<int>(*steps));
   }
-  if (kind == "knn") {
+  if (p.name == "knn") {
     const std::string form = "knn:K or knn:K:weighted with K a positive integer, e.g. knn:3";
-    arity(2, 3, form);
-    const double k = ParseNumber(p[1], spec, form);
-    if (!(k >= 1) || k != std::floor(k) || k > 1e6)
-      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    if (p.size() == 3 && p[2] != "weighted")
-      throw std::invalid_argument("learner spec '" + spec + "': expected " + form);
-    return std::make_unique<KnnLearner>(static_cast<int>(k), p.size() == 3);
+    arity(1, 2, form);
+    const auto k = p.Integer(0, 1, 1000000);
+    if (!k || (p.args.size() == 2 && p.args[1] != "weighted")) fail(form);
+    return std::make_unique<KnnLearner>(static_cast<int>(*k), p.args.size() == 2);
   }
-  if (kind == "zero") {
-    arity(1, 1, "zero");
+  if (p.name == "zero") {
+    arity(0, 0, "zero");
     return std::make_unique<ZeroLearner>();
   }
   throw std::invalid_argument("unknown learner spec '" + spec + "': expected " + kSpecHelp);

@@ -5,43 +5,42 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "data/json.hpp"
+#include "core/errors.hpp"
+#include "core/json.hpp"
 
 namespace icl::learners {
 
 namespace {
 
-void Require(bool ok, const std::string& message) {
-  if (!ok) throw std::invalid_argument(message);
+// `module`: "model" or "train"; `field`: the setting at fault, named as the program's option.
+void Require(bool ok, const char* module, const std::string& field, const std::string& text) {
+  if (!ok) throw core::InputError(module, field, text);
 }
 
 }  // namespace
 
 void ModelConfig::Validate() const {
-  Require(d > 0 && d <= data::kMaxD,
-          "model: d must be in 1.." + std::to_string(data::kMaxD) + ", got " + std::to_string(d));
-  Require(n_max > 0 && n_max <= data::kMaxN, "model: n_max must be in 1.." +
-                                                 std::to_string(data::kMaxN) + ", got " +
-                                                 std::to_string(n_max));
-  Require(layers >= 1 && layers <= kMaxLayers, "model: layers must be in 1.." +
-                                                   std::to_string(kMaxLayers) + ", got " +
-                                                   std::to_string(layers));
-  Require(hidden > 0 && hidden <= kMaxHidden, "model: hidden must be in 1.." +
-                                                  std::to_string(kMaxHidden) + ", got " +
-                                                  std::to_string(hidden));
-  Require(heads > 0, "model: heads must be positive, got " + std::to_string(heads));
-  Require(hidden % heads == 0, "model: hidden (" + std::to_string(hidden) +
-                                   ") must be a multiple of heads (" + std::to_string(heads) + ")");
-  Require(norm == "layer" || norm == "none",
-          "model: norm must be \"layer\" or \"none\", got \"" + norm + "\"");
-  Require(mlp_ratio > 0 && mlp_ratio <= 64,
-          "model: mlp_ratio must be in 1..64, got " + std::to_string(mlp_ratio));
+  Require(d > 0 && d <= data::kMaxD, "model", "d",
+          "must be in 1.." + std::to_string(data::kMaxD) + ", got " + std::to_string(d));
+  Require(n_max > 0 && n_max <= data::kMaxN, "model", "n",
+          "n_max must be in 1.." + std::to_string(data::kMaxN) + ", got " + std::to_string(n_max));
+  Require(layers >= 1 && layers <= kMaxLayers, "model", "layers",
+          "must be in 1.." + std::to_string(kMaxLayers) + ", got " + std::to_string(layers));
+  Require(hidden > 0 && hidden <= kMaxHidden, "model", "hidden",
+          "must be in 1.." + std::to_string(kMaxHidden) + ", got " + std::to_string(hidden));
+  Require(heads > 0, "model", "heads", "must be positive, got " + std::to_string(heads));
+  Require(hidden % heads == 0, "model", "hidden",
+          std::to_string(hidden) + " is not a multiple of {heads} " + std::to_string(heads));
+  Require(norm == "layer" || norm == "none", "model", "norm",
+          "must be \"layer\" or \"none\", got \"" + norm + "\"");
+  Require(mlp_ratio > 0 && mlp_ratio <= 64, "model", "mlp_ratio",
+          "must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
   // in memory before LibTorch fails with a stack trace.
   const double params = double(layers) * (4.0 + 2.0 * mlp_ratio) * double(hidden) * hidden +
                         2.0 * n_max * double(hidden) + (d + 2.0) * hidden;
-  Require(params <= kMaxParameters,
-          "model: about " + std::to_string(static_cast<long long>(params)) +
+  Require(params <= kMaxParameters, "model", "hidden",
+          "about " + std::to_string(static_cast<long long>(params)) +
               " parameters, more than the " +
               std::to_string(static_cast<long long>(kMaxParameters)) + " iclprobe accepts");
 }
@@ -57,15 +56,15 @@ std::string ModelConfig::ToJson() const {
 
 ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& what) {
   ModelConfig c;
-  const auto j = data::json::Parse(json, what);
-  c.d = static_cast<int>(data::json::Int(j, "d", what, 1, data::kMaxD));
-  c.n_max = static_cast<int>(data::json::Int(j, "n_max", what, 1, data::kMaxN));
-  c.layers = static_cast<int>(data::json::Int(j, "layers", what, 0, kMaxLayers));
-  c.hidden = static_cast<int>(data::json::Int(j, "hidden", what, 1, kMaxHidden));
-  c.heads = static_cast<int>(data::json::Int(j, "heads", what, 1, kMaxHidden));
+  const auto j = core::json::Parse(json, what);
+  c.d = static_cast<int>(core::json::Int(j, "d", what, 1, data::kMaxD));
+  c.n_max = static_cast<int>(core::json::Int(j, "n_max", what, 1, data::kMaxN));
+  c.layers = static_cast<int>(core::json::Int(j, "layers", what, 0, kMaxLayers));
+  c.hidden = static_cast<int>(core::json::Int(j, "hidden", what, 1, kMaxHidden));
+  c.heads = static_cast<int>(core::json::Int(j, "heads", what, 1, kMaxHidden));
   c.mlp_ratio =
-      j.contains("mlp_ratio") ? static_cast<int>(data::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
-  c.norm = j.contains("norm") ? data::json::String(j, "norm", what) : "layer";
+      j.contains("mlp_ratio") ? static_cast<int>(core::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
+  c.norm = j.contains("norm") ? core::json::String(j, "norm", what) : "layer";
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -89,30 +88,34 @@ double TrainConfig::LearningRate(std::int64_t step) const {
 
 void TrainConfig::Validate() const {
   task.Validate();
-  Require(steps >= 0, "train: steps must be non-negative, got " + std::to_string(steps));
-  Require(batch > 0, "train: batch must be positive, got " + std::to_string(batch));
-  Require(batch <= kMaxBatch, "train: batch must be at most " + std::to_string(kMaxBatch));
-  Require(lr > 0 && std::isfinite(lr), "train: lr must be a positive number");
-  Require(warmup >= -1, "train: warmup must be -1 (steps / 5) or a step count");
-  Require(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "train: betas must lie in [0, 1)");
-  Require(eps > 0 && std::isfinite(eps), "train: eps must be positive");
-  Require(weight_decay >= 0 && std::isfinite(weight_decay),
-          "train: weight decay must be non-negative");
-  Require(clip >= 0 && std::isfinite(clip),
-          "train: clip must be non-negative (0 disables clipping)");
-  Require(eval_every > 0, "train: eval_every must be positive, got " + std::to_string(eval_every));
-  Require(eval_prompts > 0 && eval_prompts <= kMaxEvalPrompts,
-          "train: eval_prompts must be in 1.." + std::to_string(kMaxEvalPrompts) + ", got " +
-              std::to_string(eval_prompts));
-  Require(save_every > 0, "train: save_every must be positive, got " + std::to_string(save_every));
+  Require(steps >= 0, "train", "steps", "must be non-negative, got " + std::to_string(steps));
+  Require(batch > 0, "train", "batch", "must be positive, got " + std::to_string(batch));
+  Require(batch <= kMaxBatch, "train", "batch", "must be at most " + std::to_string(kMaxBatch));
+  Require(lr > 0 && std::isfinite(lr), "train", "lr", "must be a positive number");
+  Require(warmup >= -1, "train", "warmup", "must be -1 (steps / 5) or a step count");
+  Require(beta1 >= 0 && beta1 < 1, "train", "beta1", "must lie in [0, 1)");
+  Require(beta2 >= 0 && beta2 < 1, "train", "beta2", "must lie in [0, 1)");
+  Require(eps > 0 && std::isfinite(eps), "train", "eps", "must be positive");
+  Require(weight_decay >= 0 && std::isfinite(weight_decay), "train", "weight_decay",
+          "must be non-negative");
+  Require(clip >= 0 && std::isfinite(clip), "train", "clip",
+          "must be non-negative (0 disables clipping)");
+  Require(eval_every > 0, "train", "eval_every",
+          "must be positive, got " + std::to_string(eval_every));
+  Require(
+      eval_prompts > 0 && eval_prompts <= kMaxEvalPrompts, "train", "eval_prompts",
+      "must be in 1.." + std::to_string(kMaxEvalPrompts) + ", got " + std::to_string(eval_prompts));
+  Require(save_every > 0, "train", "save_every",
+          "must be positive, got " + std::to_string(save_every));
   // The optimizer computes in float32: a setting beyond its range would fail deep in LibTorch
   // ("cannot be converted to type float without overflow") instead of here.
   constexpr double kFloatMax = 3.4e38;
-  Require(lr <= kFloatMax && eps <= kFloatMax && weight_decay <= kFloatMax && clip <= kFloatMax,
-          "train: lr, eps, weight_decay and clip must fit float32 (at most 3.4e38)");
-  Require(shards >= 1 && shards <= batch,
-          "train: shards must be in 1..batch = " + std::to_string(batch) + ", got " +
-              std::to_string(shards));
+  Require(lr <= kFloatMax, "train", "lr", "must fit float32 (at most 3.4e38)");
+  Require(eps <= kFloatMax, "train", "eps", "must fit float32 (at most 3.4e38)");
+  Require(weight_decay <= kFloatMax, "train", "weight_decay", "must fit float32 (at most 3.4e38)");
+  Require(clip <= kFloatMax, "train", "clip", "must fit float32 (at most 3.4e38)");
+  Require(shards >= 1 && shards <= batch, "train", "shards",
+          "must be in 1..{batch} = " + std::to_string(batch) + ", got " + std::to_string(shards));
 }
 
 std::string TrainConfig::ToJson() const {
@@ -138,7 +141,7 @@ std::string TrainConfig::ToJson() const {
 }
 
 TrainConfig TrainConfig::FromJson(const std::string& json, const std::string& what) {
-  namespace js = data::json;
+  namespace js = core::json;
   TrainConfig c;
   const auto j = js::Parse(json, what);
   if (!j.is_object() || !j.contains("task") || !j["task"].is_object())

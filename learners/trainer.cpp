@@ -1,13 +1,14 @@
 // The training loop of transformer learners.
 #include "learners/trainer.hpp"
-#include "data/errors.hpp"
 
 #include <cmath>
 #include <exception>
+#include <memory>
 #include <stdexcept>
-#include <thread>
+#include <vector>
 
-#include "data/output.hpp"
+#include "core/errors.hpp"
+#include "core/output.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/classical.hpp"
 
@@ -109,177 +110,204 @@ void WriteInitCheckpoint(const ModelConfig& model_config, const TrainConfig& tra
   SaveCheckpoint(out, model, train, /*step=*/0, /*optimizer=*/nullptr, options);
 }
 
-TrainResult Train(const TrainRequest& req, const TrainCallbacks& cb) {
+namespace {
+
+// One training run: the model, its optimizer and shard replicas, the held-out set, and the
+// steps Train() runs in order.
+class Training {
+ public:
+  Training(const TrainRequest& req, core::ThreadPool& pool, const TrainCallbacks& cb)
+      : req_(req), pool_(pool), cb_(cb) {}
+
+  void Start();         // the model and optimizer: resumed or freshly initialised
+  void MakeReplicas();  // one replica per shard but the first
+  void PrepareEvaluation();
+  TrainResult Run();  // steps until done (or stopped), with evaluations and saves
+
+ private:
+  double Step();  // one optimizer step; returns the batch's loss
+  void Evaluate();
+  void Save();
+  std::string KeptCheckpoint(const std::string& none) const {
+    return last_saved_ >= 0 ? "the last good checkpoint (step " + std::to_string(last_saved_) +
+                                  ") is kept at '" + req_.out + "'"
+                            : none;
+  }
+
+  const TrainRequest& req_;
+  core::ThreadPool& pool_;
+  const TrainCallbacks& cb_;
+  std::unique_ptr<core::OutputLock> lock_;
+  ModelConfig mc_;
+  TrainConfig tc_;
+  std::int64_t step_ = 0, first_ = 0, last_saved_ = -1;
+  Transformer model_{nullptr};
+  std::unique_ptr<FlatAdamW> optimizer_;
+  int shards_ = 1;
+  std::vector<Transformer> replicas_;
+  std::vector<std::unique_ptr<FlatAdamW>> replica_buffers_;
+  data::PromptSet eval_set_;
+  arma::vec ref_error_;
+  std::string ref_name_;
+  double loss_sum_ = 0;  // training loss since the last evaluation
+  std::int64_t loss_count_ = 0;
+};
+
+void Training::Start() {
   // One writer per checkpoint for the whole run (every save replaces the file).
-  std::unique_ptr<data::OutputLock> lock;
-  if (req.lock) lock = std::make_unique<data::OutputLock>(req.out, "out");
-  ModelConfig mc = req.model;
-  TrainConfig tc = req.train;
-  std::int64_t step = 0;
-  Transformer model{nullptr};
-  if (req.resume) {
+  if (req_.lock) lock_ = std::make_unique<core::OutputLock>(req_.out, "out");
+  mc_ = req_.model;
+  tc_ = req_.train;
+  if (req_.resume) {
     CheckpointInfo info;
-    model = LoadCheckpoint(req.out, &info);
-    mc = info.model;
-    tc = info.train;
-    step = info.step;
+    model_ = LoadCheckpoint(req_.out, &info);
+    mc_ = info.model;
+    tc_ = info.train;
+    step_ = info.step;
+    last_saved_ = step_;
   } else {
-    mc.Validate();
-    tc.Validate();
-    CheckCompatible(mc, tc.task);
-    torch::manual_seed(tc.seed);
-    model = Transformer(mc);
+    mc_.Validate();
+    tc_.Validate();
+    CheckCompatible(mc_, tc_.task);
+    torch::manual_seed(tc_.seed);
+    model_ = Transformer(mc_);
   }
-  model->train();
-
+  first_ = step_;
+  model_->train();
   // One flat buffer for all parameters: the update is a few large kernels (flat_adamw.hpp).
-  FlatAdamW optimizer(*model, {tc.lr, tc.beta1, tc.beta2, tc.eps, tc.weight_decay});
-  if (req.resume) optimizer.Restore(LoadOptimizerState(req.out, model));
-  // Data parallelism over the batch's shards: shard 0 runs on `model`, shard s on replica s,
-  // whose parameters are copied from the model before each step and whose gradient is added to
-  // the model's in shard order after it (fixed arithmetic, whatever the number of threads).
-  const int shards = std::min(tc.shards, tc.batch);
-  std::vector<Transformer> replicas;
-  std::vector<std::unique_ptr<FlatAdamW>> replica_buffers;
-  for (int s = 1; s < shards; ++s) {
-    replicas.emplace_back(mc);
-    replicas.back()->train();
-    replica_buffers.push_back(std::make_unique<FlatAdamW>(*replicas.back(), AdamWSettings{}));
+  optimizer_ = std::make_unique<FlatAdamW>(
+      *model_, AdamWSettings{tc_.lr, tc_.beta1, tc_.beta2, tc_.eps, tc_.weight_decay});
+  if (!req_.resume) return;
+  optimizer_->Restore(LoadOptimizerState(req_.out, model_));
+  if (const auto kept = LoadLossSinceEval(req_.out, step_, tc_.eval_every)) {
+    loss_sum_ = kept->sum;
+    loss_count_ = kept->steps;
+  } else if (cb_.on_note) {
+    cb_.on_note(
+        "the checkpoint predates the saved training loss and lies between two evaluations: "
+        "the next log row averages the training loss from the resume on");
   }
-  const int workers = std::max(1, std::min(req.workers, shards));
+}
 
-  // Held-out prompts: a fixed seed, so every run is evaluated on the same set.
-  const data::PromptSet eval_set = data::SamplePrompts(tc.task, tc.eval_seed, 0, tc.eval_prompts);
-  const double ref_lambda = tc.task.noise > 0 ? tc.task.BayesLambda() : 0.0;
-  const std::string ref_name = tc.task.noise > 0 ? "bayes" : "ols";
-  const arma::vec ref_error =
-      arma::mean(PerPromptErrors(eval_set, RidgeLearner(ref_lambda, ref_name)), 1);
+// Data parallelism over the batch's shards: shard 0 runs on the model, shard s on replica s,
+// whose parameters are copied from the model before each step and whose gradient is added to
+// the model's in shard order after it (fixed arithmetic, whatever the number of threads).
+void Training::MakeReplicas() {
+  shards_ = std::min(tc_.shards, tc_.batch);
+  for (int s = 1; s < shards_; ++s) {
+    replicas_.emplace_back(mc_);
+    replicas_.back()->train();
+    replica_buffers_.push_back(std::make_unique<FlatAdamW>(*replicas_.back(), AdamWSettings{}));
+  }
+}
 
-  std::int64_t last_saved = req.resume ? step : -1;
-  double loss_sum = 0;
-  std::int64_t loss_count = 0;
-  if (req.resume) {
-    if (const auto kept = LoadLossSinceEval(req.out, step, tc.eval_every)) {
-      loss_sum = kept->sum;
-      loss_count = kept->steps;
-    } else if (cb.on_note) {
-      cb.on_note(
-          "the checkpoint predates the saved training loss and lies between two evaluations: "
-          "the next log row averages the training loss from the resume on");
+// Held-out prompts: a fixed seed, so every run is evaluated on the same set, against the
+// Bayes-optimal learner (OLS for a noiseless task).
+void Training::PrepareEvaluation() {
+  eval_set_ = data::SamplePrompts(tc_.task, tc_.eval_seed, 0, tc_.eval_prompts);
+  const double ref_lambda = tc_.task.noise > 0 ? tc_.task.BayesLambda() : 0.0;
+  ref_name_ = tc_.task.noise > 0 ? "bayes" : "ols";
+  ref_error_ = arma::mean(PerPromptErrors(eval_set_, RidgeLearner(ref_lambda, ref_name_)), 1);
+}
+
+double Training::Step() {
+  // Prompts of step s are prompts [s B, (s + 1) B) of the training stream: a function of
+  // (seed, step) only, which makes resuming exact without saving a sampler state.
+  const data::PromptSet batch =
+      data::SamplePrompts(tc_.task, tc_.seed, step_ * tc_.batch, tc_.batch);
+  const auto tokens = data::TokenTensor(batch, 0, tc_.batch);
+  const auto y = Targets(batch, 0, tc_.batch);
+  optimizer_->ZeroGrad();
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& b : replica_buffers_) {
+      b->flat().copy_(optimizer_->flat());
+      b->ZeroGrad();
     }
   }
-  const std::int64_t first = step;
-  auto save = [&] {
-    try {
-      SaveOptions so;
-      so.lock = false;  // held for the whole run above (or by the caller)
-      const LossSinceEval since{loss_sum, loss_count};
-      so.loss_since_eval = &since;
-      const AdamMoments moments = optimizer.Moments();
-      SaveCheckpoint(req.out, model, tc, step, &moments, so);
-    } catch (const std::runtime_error& e) {
-      const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
-                                                     std::to_string(last_saved) + ") is kept at '" +
-                                                     req.out + "'"
-                                               : "no checkpoint was written";
-      throw std::runtime_error(std::string(e.what()) + "; training stopped at step " +
-                               std::to_string(step) + ", " + kept);
-    }
-    last_saved = step;
-    if (cb.on_save) cb.on_save(step, req.out);
-  };
-  auto evaluate = [&] {
-    EvalRecord r;
-    r.step = step;
-    r.lr = tc.LearningRate(std::max<std::int64_t>(0, step - 1));
-    r.train_loss = loss_count ? loss_sum / loss_count : std::nan("");
-    r.model_error = arma::mean(TransformerErrors(model, eval_set), 1);
-    r.ref_error = ref_error;
-    r.ref_name = ref_name;
-    r.eval_loss = arma::mean(r.model_error);
-    loss_sum = 0;
-    loss_count = 0;
-    if (cb.on_eval) cb.on_eval(r);
-  };
-
-  while (step < tc.steps) {
-    if (req.stop_after_steps >= 0 && step - first >= req.stop_after_steps) break;
-    // Prompts of step s are prompts [s B, (s + 1) B) of the training stream: a function of
-    // (seed, step) only, which makes resuming exact without saving a sampler state.
-    const data::PromptSet batch = data::SamplePrompts(tc.task, tc.seed, step * tc.batch, tc.batch);
-    const auto tokens = data::TokenTensor(batch, 0, tc.batch);
-    const auto y = Targets(batch, 0, tc.batch);
-
-    optimizer.ZeroGrad();
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& b : replica_buffers) {
-        b->flat().copy_(optimizer.flat());
-        b->ZeroGrad();
-      }
-    }
-    std::vector<double> shard_loss(std::size_t(shards), 0.0);
-    auto run_shard = [&](int s) {
-      const std::int64_t b0 = std::int64_t(tc.batch) * s / shards,
-                         b1 = std::int64_t(tc.batch) * (s + 1) / shards;
-      Transformer& m = s == 0 ? model : replicas[std::size_t(s - 1)];
-      // The batch's mean loss is the shards' means weighted by their share of the rows.
-      const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
-                        (double(b1 - b0) / tc.batch / tc.task.d);
-      loss.backward();
-      shard_loss[std::size_t(s)] = loss.item<double>();
-    };
-    {
-      std::vector<std::thread> threads;
-      std::vector<std::exception_ptr> errors(static_cast<std::size_t>(workers));
-      for (int w = 1; w < workers; ++w)
-        threads.emplace_back([&, w] {
-          try {
-            for (int s = w; s < shards; s += workers)
-              run_shard(s);
-          } catch (...) {
-            errors[std::size_t(w)] = std::current_exception();
-          }
-        });
-      try {
-        for (int s = 0; s < shards; s += workers)
-          run_shard(s);
-      } catch (...) {
-        errors[0] = std::current_exception();
-      }
-      for (auto& t : threads)
-        t.join();
-      for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
-    }
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& b : replica_buffers)
-        optimizer.grad().add_(b->grad());
-    }
-    double loss_value = 0;
-    for (double l : shard_loss)
-      loss_value += l;
-    if (!std::isfinite(loss_value)) {
-      const std::string kept = last_saved >= 0 ? "the last good checkpoint (step " +
-                                                     std::to_string(last_saved) + ") is kept at '" +
-                                                     req.out + "'"
-                                               : "no checkpoint was written yet";
-      throw std::runtime_error("train: loss became " + std::to_string(loss_value) + " at step " +
-                               std::to_string(step + 1) + "; " + kept +
-                               "; try a lower {lr} or a smaller {clip}");
-    }
-    if (tc.clip > 0) optimizer.ClipGradNorm(tc.clip);
-    optimizer.Step(tc.LearningRate(step));
-    ++step;
-    loss_sum += loss_value;
-    ++loss_count;
-    if (cb.on_step) cb.on_step(step, tc.steps, loss_value);
-    if (step % tc.eval_every == 0 || step == tc.steps) evaluate();
-    if (step % tc.save_every == 0 || step == tc.steps) save();
+  std::vector<double> shard_loss(std::size_t(shards_), 0.0);
+  pool_.For(shards_, [&](std::int64_t s) {
+    const std::int64_t b0 = std::int64_t(tc_.batch) * s / shards_,
+                       b1 = std::int64_t(tc_.batch) * (s + 1) / shards_;
+    Transformer& m = s == 0 ? model_ : replicas_[std::size_t(s - 1)];
+    // The batch's mean loss is the shards' means weighted by their share of the rows.
+    const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
+                      (double(b1 - b0) / tc_.batch / tc_.task.d);
+    loss.backward();
+    shard_loss[std::size_t(s)] = loss.item<double>();
+  });
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& b : replica_buffers_)
+      optimizer_->grad().add_(b->grad());
   }
-  if (last_saved != step) save();
-  return TrainResult{step, step >= tc.steps};
+  double loss = 0;
+  for (double l : shard_loss)
+    loss += l;
+  if (!std::isfinite(loss))
+    throw std::runtime_error("train: loss became " + std::to_string(loss) + " at step " +
+                             std::to_string(step_ + 1) + "; " +
+                             KeptCheckpoint("no checkpoint was written yet") +
+                             "; try a lower {lr} or a smaller {clip}");
+  if (tc_.clip > 0) optimizer_->ClipGradNorm(tc_.clip);
+  optimizer_->Step(tc_.LearningRate(step_));
+  ++step_;
+  return loss;
+}
+
+void Training::Evaluate() {
+  EvalRecord r;
+  r.step = step_;
+  r.lr = tc_.LearningRate(std::max<std::int64_t>(0, step_ - 1));
+  r.train_loss = loss_count_ ? loss_sum_ / loss_count_ : std::nan("");
+  r.model_error = arma::mean(TransformerErrors(model_, eval_set_), 1);
+  r.ref_error = ref_error_;
+  r.ref_name = ref_name_;
+  r.eval_loss = arma::mean(r.model_error);
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  if (cb_.on_eval) cb_.on_eval(r);
+}
+
+void Training::Save() {
+  try {
+    SaveOptions so;
+    so.lock = false;  // held for the whole run (or by the caller)
+    const LossSinceEval since{loss_sum_, loss_count_};
+    so.loss_since_eval = &since;
+    const AdamMoments moments = optimizer_->Moments();
+    SaveCheckpoint(req_.out, model_, tc_, step_, &moments, so);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string(e.what()) + "; training stopped at step " +
+                             std::to_string(step_) + ", " +
+                             KeptCheckpoint("no checkpoint was written"));
+  }
+  last_saved_ = step_;
+  if (cb_.on_save) cb_.on_save(step_, req_.out);
+}
+
+TrainResult Training::Run() {
+  while (step_ < tc_.steps) {
+    if (req_.stop_after_steps >= 0 && step_ - first_ >= req_.stop_after_steps) break;
+    const double loss = Step();
+    loss_sum_ += loss;
+    ++loss_count_;
+    if (cb_.on_step) cb_.on_step(step_, tc_.steps, loss);
+    if (step_ % tc_.eval_every == 0 || step_ == tc_.steps) Evaluate();
+    if (step_ % tc_.save_every == 0 || step_ == tc_.steps) Save();
+  }
+  if (last_saved_ != step_) Save();
+  return TrainResult{step_, step_ >= tc_.steps};
+}
+
+}  // namespace
+
+TrainResult Train(const TrainRequest& req, core::ThreadPool& pool, const TrainCallbacks& cb) {
+  Training run(req, pool, cb);
+  run.Start();
+  run.MakeReplicas();
+  run.PrepareEvaluation();
+  return run.Run();
 }
 
 }  // namespace icl::learners

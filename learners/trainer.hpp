@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "core/thread_pool.hpp"
 #include "data/task.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/transformer.hpp"
@@ -58,9 +59,6 @@ struct TrainRequest {
   std::int64_t stop_after_steps =
       -1;            // stop (with a checkpoint) after this many steps of this call
   bool lock = true;  // hold the output lock for the run (false: the caller holds it)
-  // Threads computing a batch's shards (train.shards); the results do not depend on it. Each
-  // runs its kernels on the calling configuration's intra-op threads (the program keeps one).
-  int workers = 1;
 };
 
 struct TrainResult {
@@ -70,7 +68,11 @@ struct TrainResult {
 
 // Trains (or resumes) and returns where it stopped. A non-finite loss throws
 // std::runtime_error naming the step and the last good checkpoint, which is kept.
-TrainResult Train(const TrainRequest& request, const TrainCallbacks& callbacks = {});
+// The pool's workers compute a batch's shards (train.shards); the results do not depend on its
+// size. Each runs its kernels on the calling configuration's intra-op threads (the program
+// keeps one).
+TrainResult Train(const TrainRequest& request, core::ThreadPool& pool,
+                  const TrainCallbacks& callbacks = {});
 
 // Writes an untrained checkpoint (the random-initialisation control), seeded by train.seed.
 void WriteInitCheckpoint(const ModelConfig& model, const TrainConfig& train, const std::string& out,

@@ -1,24 +1,26 @@
 // Splits, target loading and hidden-state blocks.
 #include "probes/data_access.hpp"
-#include "data/errors.hpp"
+
+#include <cmath>
 
 #include <numeric>
 #include <stdexcept>
 
+#include "core/errors.hpp"
 #include "data/task.hpp"
 
 namespace icl::probes {
 
 std::vector<Role> SplitPrompts(std::int64_t n, const std::array<double, 3>& f, std::uint64_t seed) {
   for (double v : f)
-    if (!(v >= 0)) throw data::InputError("probe", "split", "fractions must be non-negative");
+    if (!(v >= 0)) throw core::InputError("probe", "split", "fractions must be non-negative");
   const double total = f[0] + f[1] + f[2];
-  if (!(total > 0)) throw data::InputError("probe", "split", "fractions sum to 0");
+  if (!(total > 0)) throw core::InputError("probe", "split", "fractions sum to 0");
   const std::int64_t n_train = std::llround(n * f[0] / total),
                      n_val = std::llround(n * f[1] / total);
   const std::int64_t n_test = n - n_train - n_val;
   if (n_train < 2 || n_val < 1 || n_test < 1)
-    throw data::InputError("probe", "split",
+    throw core::InputError("probe", "split",
                            std::to_string(n) + " prompts give " + std::to_string(n_train) +
                                " train / " + std::to_string(n_val) + " validation / " +
                                std::to_string(n_test) +
@@ -43,39 +45,21 @@ arma::uvec RoleIndices(const std::vector<Role>& roles, Role role) {
 }
 
 Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name) {
-  const auto it = std::find(info.targets.begin(), info.targets.end(), name);
-  if (it == info.targets.end()) {
-    std::string have;
-    for (const auto& t : info.targets)
-      have += (have.empty() ? "" : ", ") + t;
-    throw data::InputError("probe", "targets",
-                           "'" + name + "' is not in '" + info.path + "' (it has " + have + ")");
-  }
-  const bool per_k = info.target_per_k[it - info.targets.begin()];
-  const h5::File f = h5::File::Open(info.path);
-  const h5::Dataset ds = f.OpenDataset("targets/" + name);
-  const h5::Dims dims = ds.dims();
-  const std::vector<double> raw = ds.ReadAll<double>();
+  const extract::StoredTarget stored = extract::ReadTarget(info, name);
   const std::int64_t N = info.prompts;
   const int n = info.task.n;
-  const arma::uword row = ds.RowSize();           // per prompt
-  const arma::uword per = per_k ? row / n : row;  // per prompt and k
-  const bool symmetric = ds.HasAttr("symmetric") && ds.GetInt("symmetric") != 0;
-  arma::uword side = 0;
-  if (symmetric) {
-    side = static_cast<arma::uword>(std::llround(std::sqrt(double(per))));
-    if (side * side != per)
-      throw std::invalid_argument("'" + info.path + "': /targets/" + name +
-                                  " is marked symmetric but is not square");
-  }
+  const std::size_t per = stored.entries;
+  const std::size_t row = stored.per_k ? per * n : per;  // per prompt
+  const arma::uword side =
+      stored.symmetric ? static_cast<arma::uword>(std::llround(std::sqrt(double(per)))) : 0;
   Target t;
   t.name = name;
-  t.dims = symmetric ? side * (side + 1) / 2 : per;
+  t.dims = stored.symmetric ? side * (side + 1) / 2 : per;
   for (int k = 1; k <= n; ++k) {
     arma::mat m(t.dims, N);
     for (std::int64_t i = 0; i < N; ++i) {
-      const double* v = raw.data() + i * row + (per_k ? (k - 1) * per : 0);
-      if (symmetric) {
+      const double* v = stored.values.data() + i * row + (stored.per_k ? (k - 1) * per : 0);
+      if (stored.symmetric) {
         arma::uword e = 0;
         for (arma::uword r = 0; r < side; ++r)
           for (arma::uword c = r; c < side; ++c)
@@ -94,27 +78,6 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
     t.values.push_back(std::move(m));
   }
   return t;
-}
-
-HiddenReader::HiddenReader(const extract::ActivationsInfo& info, int layer)
-    : path_(info.path),
-      file_(h5::File::Open(info.path)),
-      ds_(file_.OpenDataset(extract::schema::Hidden(layer), /*chunk_cache_bytes=*/8 << 20)),
-      layer_(layer),
-      t_(info.positions_per_prompt),
-      h_(info.model.hidden) {}
-
-arma::fmat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
-  arma::fmat buf(std::size_t(t_) * h_, count);
-  ds_.ReadRows(start, count, buf.memptr(), buf.n_elem);
-  if (!buf.is_finite()) {
-    const arma::uvec bad = arma::find_nonfinite(buf);
-    const arma::uword col = bad(0) / buf.n_rows, pos = (bad(0) % buf.n_rows) / h_;
-    throw std::invalid_argument("'" + path_ + "': /hidden/" + extract::LayerName(layer_) +
-                                " has a non-finite value at prompt " + std::to_string(start + col) +
-                                ", position " + std::to_string(pos));
-  }
-  return buf;
 }
 
 int AfterKPosition(const extract::ActivationsInfo& info, int k) {

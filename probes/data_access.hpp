@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "extract/activations.hpp"
 
 namespace icl::probes {
@@ -34,23 +34,8 @@ struct Target {
 // Loads /targets/<name>; throws naming the file and the entry when a value is not finite.
 Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name);
 
-// Reads rows [start, start + count) of /hidden/<layer> as a (T * H) x count matrix of doubles
-// (column = prompt, entry t * H + h); throws naming the prompt and position of a non-finite value.
-class HiddenReader {
- public:
-  HiddenReader(const extract::ActivationsInfo& info, int layer);
-  // Rows [start, start + count) as a (T * H) x count matrix, float32 as stored (a reader
-  // converts the rows it uses); a non-finite value is an error naming the prompt and position.
-  arma::fmat Read(std::int64_t start, std::int64_t count) const;
-  int positions() const { return t_; }
-  int hidden() const { return h_; }
-
- private:
-  std::string path_;
-  h5::File file_;
-  h5::Dataset ds_;
-  int layer_, t_, h_;
-};
+// Blocks of hidden states, read through the activations file's one reader.
+using extract::HiddenReader;
 
 // Hidden-state row of the state after k examples inside the (T * H) block layout.
 int AfterKPosition(const extract::ActivationsInfo& info, int k);

@@ -12,11 +12,11 @@
 #include <set>
 #include <stdexcept>
 
-#include "data/hdf5.hpp"
-#include "data/json.hpp"
-#include "data/names.hpp"
+#include "core/hdf5.hpp"
+#include "core/json.hpp"
+#include "core/names.hpp"
+#include "core/sha256.hpp"
 #include "data/prompt_io.hpp"
-#include "data/sha256.hpp"
 #include "data/task.hpp"
 #include "extract/activations.hpp"
 #include "learners/model_config.hpp"
@@ -47,7 +47,7 @@ namespace {
 // Names read from the file end up in file names and plot scripts: they must be plain.
 const std::string& CheckName(const std::string& name, const std::string& path,
                              const std::string& where) {
-  if (!data::IsPlainName(name))
+  if (!core::IsPlainName(name))
     throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
                                 "' is not a plain name (1-64 letters, digits, _ . -)");
   return name;
@@ -127,13 +127,9 @@ void ReadErrors(const h5::File& f, ProbeResults& r) {
   }
 }
 
-}  // namespace
-
-ProbeResults ReadProbesFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kProbesFormat);
-  ProbeResults r;
-  r.path = path;
+// The root attributes: the task, the layers, k and seeds probed, the sources.
+void ReadLayout(const h5::File& f, ProbeResults& r) {
+  const std::string& path = r.path;
   const std::string where = "'" + path + "'";
   const auto task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
   r.d = task.d;
@@ -166,6 +162,12 @@ ProbeResults ReadProbesFile(const std::string& path) {
       throw std::invalid_argument(where + ": a layer or k is listed twice");
   for (const auto& s : r.sources)
     CheckName(s, path, "source");
+}
+
+// /metrics/<target>/<probe>/<source>/<metric>: [layer, k, seed], every value a number.
+void ReadMetrics(const h5::File& f, ProbeResults& r) {
+  const std::string& path = r.path;
+  const std::string where = "'" + path + "'";
   const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
   if (!f.Exists("metrics")) throw std::invalid_argument(where + ": no /metrics group");
   for (const auto& t : f.OpenGroup("metrics").Members()) {
@@ -197,6 +199,12 @@ ProbeResults ReadProbesFile(const std::string& path) {
     }
   }
   if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
+}
+
+// The optional attributes: the model (its layers bound the probed states), the checkpoint and
+// the extract's ridge lambda.
+void ReadProvenance(const h5::File& f, ProbeResults& r) {
+  const std::string where = "'" + r.path + "'";
   if (f.HasAttr("model_config")) {
     r.model_config = f.GetString("model_config");
     // The probed states exist in the model: 0 (embedding) .. L (where the file says L).
@@ -219,12 +227,14 @@ ProbeResults ReadProbesFile(const std::string& path) {
                                   ": attribute 'ridge_lambda' must be a finite lambda >= 0");
   }
   r.task_config = f.GetString("task_config");
-  if (f.Exists("errors")) ReadErrors(f, r);
-  // Canonical probe order.
-  std::vector<std::string> order;
-  for (const char* p : {"ridge", "linear", "mlp"})
-    if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
-  r.probes = order;
+}
+
+// /alpha/<target>/<probe>/<source>: pooling weights [layer, k, seed, position], averaged over
+// seeds.
+void ReadPooling(const h5::File& f, ProbeResults& r) {
+  const std::string& path = r.path;
+  const std::string where = "'" + path + "'";
+  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
   if (f.Exists("alpha"))
     for (const auto& t : f.OpenGroup("alpha").Members())
       for (const auto& p : f.OpenGroup("alpha/" + t).Members())
@@ -250,6 +260,25 @@ ProbeResults ReadProbesFile(const std::string& path) {
                 a(t2, cell) += raw[(cell * S + s2) * T + t2] / double(S);
           r.alpha[t + "/" + p + "/" + s] = std::move(a);
         }
+}
+
+}  // namespace
+
+ProbeResults ReadProbesFile(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  data::CheckFormat(f, kProbesFormat);
+  ProbeResults r;
+  r.path = path;
+  ReadLayout(f, r);
+  ReadMetrics(f, r);
+  ReadProvenance(f, r);
+  if (f.Exists("errors")) ReadErrors(f, r);
+  // Canonical probe order.
+  std::vector<std::string> order;
+  for (const char* p : {"ridge", "linear", "mlp"})
+    if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
+  r.probes = order;
+  ReadPooling(f, r);
   return r;
 }
 
@@ -337,7 +366,7 @@ InputRecord RecordInput(const std::string& path, bool verify_rows) {
     r.digest = info.content_sha256;
     r.kind = "content_sha256";
   } else {
-    r.digest = data::Sha256File(path);
+    r.digest = core::Sha256File(path);
     r.kind = "file_sha256";
   }
   struct stat st {};
@@ -348,14 +377,26 @@ InputRecord RecordInput(const std::string& path, bool verify_rows) {
   return r;
 }
 
-void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
-                     const std::map<std::string, InputRecord>& inputs) {
+namespace {
+
+// Where a (layer, k) lies in the file's [layer, k, ...] datasets.
+struct CellIndex {
+  const ProbeOutput& out;
+  std::ptrdiff_t Layer(int layer) const {
+    return std::find(out.layers.begin(), out.layers.end(), layer) - out.layers.begin();
+  }
+  std::ptrdiff_t K(int k) const {
+    return std::find(out.ks.begin(), out.ks.end(), k) - out.ks.begin();
+  }
+};
+
+void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
+                         const std::map<std::string, InputRecord>& inputs) {
   const auto info = extract::ReadActivationsInfo(req.activations);
   auto record = [&](const std::string& p) {
     const auto it = inputs.find(p);
     return it != inputs.end() ? it->second : RecordInput(p, false);
   };
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
   data::WriteFormatAttrs(f, kProbesFormat);
   f.SetAttr("activations", req.activations);
   const InputRecord a = record(req.activations);
@@ -386,12 +427,15 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
       "metric_layout",
       std::string("/metrics/<target>/<probe>/<source>/{mse,nmse,r2} [layer index, k index, seed] "
                   "with layers and ks as in the root attributes"));
+  f.SetAttr("bootstrap_replicates", req.bootstrap);
+  f.SetAttr("bootstrap_seed", static_cast<std::int64_t>(req.seed));
+  f.SetAttr("confidence", kConfidence);
+}
 
+// /errors: the per-prompt test errors the intervals resample, and /metrics and /selectivity.
+void WriteScores(h5::File& f, const ProbeOutput& out) {
   const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
-  auto li = [&](int layer) {
-    return std::find(out.layers.begin(), out.layers.end(), layer) - out.layers.begin();
-  };
-  auto ki = [&](int k) { return std::find(out.ks.begin(), out.ks.end(), k) - out.ks.begin(); };
+  const CellIndex at{out};
   std::map<std::string, std::array<arma::cube, 7>> metrics;  // key target/probe/source
   const hsize_t n_test = out.records.empty() ? 0 : out.records[0].sse.n_elem;
   std::map<std::string, std::vector<double>> sse;  // key target/probe/source: [L, K, S, n]
@@ -404,22 +448,20 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
         c.set_size(S, K, L), c.fill(arma::datum::nan);  // column-major S x K x L == [L, K, S]
     const double values[] = {r.mse, r.nmse, r.r2, r.r2_lo, r.r2_hi, r.nmse_lo, r.nmse_hi};
     for (int i = 0; i < 7; ++i)
-      m[i](r.seed, ki(r.k), li(r.layer)) = values[i];
+      m[i](r.seed, at.K(r.k), at.Layer(r.layer)) = values[i];
     if (r.sse.n_elem != n_test || r.sst.n_elem != n_test)
       throw std::logic_error("probes file: records with different numbers of test prompts");
     auto& e = sse[key];
     if (e.empty()) e.assign(L * K * S * n_test, NAN);
     std::copy(r.sse.begin(), r.sse.end(),
-              e.begin() + ((li(r.layer) * K + ki(r.k)) * S + r.seed) * n_test);
+              e.begin() + ((at.Layer(r.layer) * K + at.K(r.k)) * S + r.seed) * n_test);
     auto& t = sst[r.target];
     if (t.empty()) t.assign(K * S * n_test, NAN);
-    std::copy(r.sst.begin(), r.sst.end(), t.begin() + (ki(r.k) * S + r.seed) * n_test);
+    std::copy(r.sst.begin(), r.sst.end(), t.begin() + (at.K(r.k) * S + r.seed) * n_test);
   }
-  f.SetAttr("bootstrap_replicates", req.bootstrap);
-  f.SetAttr("bootstrap_seed", static_cast<std::int64_t>(req.seed));
-  f.SetAttr("confidence", kConfidence);
   for (const auto& [key, e] : sse) {
-    h5::Dataset d = f.CreateDataset<double>("errors/" + key + "/sse", {L, K, S, n_test});
+    h5::Dataset d = f.CreateDataset<double>("errors/" + key + "/sse", {L, K, S, n_test},
+                                            {"layer", "k", "seed", "test_prompt"});
     d.Write(e.data(), e.size());
     d.SetAttr("description",
               std::string("[layer, k, seed, test prompt]: squared error of the probe's prediction "
@@ -427,26 +469,33 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
                           "(/splits/seed_<s> == 2)"));
   }
   for (const auto& [target, t] : sst) {
-    h5::Dataset d = f.CreateDataset<double>("errors/" + target + "/sst", {K, S, n_test});
+    h5::Dataset d = f.CreateDataset<double>("errors/" + target + "/sst", {K, S, n_test},
+                                            {"k", "seed", "test_prompt"});
     d.Write(t.data(), t.size());
     d.SetAttr("description", std::string("[k, seed, test prompt]: squared distance of the target "
                                          "from its test-split mean (sum sse / sum sst = nmse)"));
   }
+  const std::vector<std::string> cell = {"layer", "k", "seed"};
   for (const auto& [key, m] : metrics) {
     const char* names[] = {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"};
     for (int i = 0; i < 7; ++i)
-      f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S})
+      f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S}, cell)
           .Write(m[i].memptr(), m[i].n_elem);
     // Selectivity of the model over each control: R2(model) - R2(control).
     const auto slash = key.rfind('/');
     const std::string base = key.substr(0, slash), source = key.substr(slash + 1);
     if (source != "model" && metrics.count(base + "/model")) {
       const arma::cube sel = metrics.at(base + "/model")[2] - m[2];
-      f.CreateDataset<double>("selectivity/" + base + "/" + source, {L, K, S})
+      f.CreateDataset<double>("selectivity/" + base + "/" + source, {L, K, S}, cell)
           .Write(sel.memptr(), sel.n_elem);
     }
   }
-  // Ridge weights at the selected lambda.
+}
+
+// /ridge: weights, intercepts, the chosen lambda and the leave-one-out curve of every fit.
+void WriteRidge(h5::File& f, const ProbeRequest& req, const ProbeOutput& out) {
+  const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
+  const CellIndex at{out};
   std::map<std::string, std::vector<const ProbeOutput::Ridge*>> ridge;
   for (const auto& r : out.ridge)
     ridge[r.target + "/" + r.source].push_back(&r);
@@ -456,7 +505,7 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     std::vector<double> w(L * K * S * p * m, NAN), b(L * K * S * m, NAN), lam(L * K * S, NAN),
         loo(L * K * S * nl, NAN), scale(L * K * S * p, NAN);
     for (const auto* r : list) {
-      const std::size_t cell = (li(r->layer) * K + ki(r->k)) * S + r->seed;
+      const std::size_t cell = (at.Layer(r->layer) * K + at.K(r->k)) * S + r->seed;
       const arma::mat wt = r->weights.t();  // m x p column-major == [p, m] row-major
       std::copy(wt.begin(), wt.end(), w.begin() + cell * p * m);
       std::copy(r->intercept.begin(), r->intercept.end(), b.begin() + cell * m);
@@ -465,16 +514,22 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
       if (r->feature_scale.n_elem == p)
         std::copy(r->feature_scale.begin(), r->feature_scale.end(), scale.begin() + cell * p);
     }
-    h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m});
+    h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m},
+                                             {"layer", "k", "seed", "feature", "output"});
     dw.Write(w.data(), w.size());
     dw.SetAttr(
         "description",
         std::string("[layer, k, seed, feature, output] on raw (unstandardised) hidden states"));
-    f.CreateDataset<double>("ridge/" + key + "/intercept", {L, K, S, m}).Write(b.data(), b.size());
-    f.CreateDataset<double>("ridge/" + key + "/lambda", {L, K, S}).Write(lam.data(), lam.size());
-    f.CreateDataset<double>("ridge/" + key + "/loo_mse", {L, K, S, nl})
+    f.CreateDataset<double>("ridge/" + key + "/intercept", {L, K, S, m},
+                            {"layer", "k", "seed", "output"})
+        .Write(b.data(), b.size());
+    f.CreateDataset<double>("ridge/" + key + "/lambda", {L, K, S}, {"layer", "k", "seed"})
+        .Write(lam.data(), lam.size());
+    f.CreateDataset<double>("ridge/" + key + "/loo_mse", {L, K, S, nl},
+                            {"layer", "k", "seed", "lambda"})
         .Write(loo.data(), loo.size());
-    h5::Dataset ds = f.CreateDataset<double>("ridge/" + key + "/feature_scale", {L, K, S, p});
+    h5::Dataset ds = f.CreateDataset<double>("ridge/" + key + "/feature_scale", {L, K, S, p},
+                                             {"layer", "k", "seed", "feature"});
     ds.Write(scale.data(), scale.size());
     ds.SetAttr("description",
                std::string("[layer, k, seed, feature] training standard deviation of each hidden "
@@ -484,17 +539,22 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     f.OpenGroup("ridge").SetAttr(
         "lambdas",
         nlohmann::json(std::vector<double>(req.lambdas.begin(), req.lambdas.end())).dump());
-  // The prompt splits of the main file, so that others can reproduce the fits.
+}
+
+// /splits: the prompt splits of the main file, so that others can reproduce the fits; /alpha:
+// the pooling weights of gradient probes.
+void WriteSplitsAndPooling(h5::File& f, const ProbeOutput& out) {
   for (std::size_t s = 0; s < out.roles.size(); ++s) {
     h5::Dataset d = f.CreateDataset<std::uint8_t>("splits/seed_" + std::to_string(s),
-                                                  {hsize_t(out.roles[s].size())});
+                                                  {hsize_t(out.roles[s].size())}, {"prompt"});
     d.Write(out.roles[s].data(), out.roles[s].size());
     d.SetAttr(
         "description",
         std::string(
             "role of each prompt of the main activations file: 0 train, 1 validation, 2 test"));
   }
-  // Pooling weights of gradient probes.
+  const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
+  const CellIndex at{out};
   std::map<std::string, std::vector<const ProbeOutput::Alpha*>> alphas;
   for (const auto& a : out.alphas)
     alphas[a.target + "/" + a.probe + "/" + a.source].push_back(&a);
@@ -502,16 +562,28 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
     const hsize_t T = list[0]->alpha.n_elem;
     std::vector<double> a(L * K * S * T, NAN);
     for (const auto* x : list) {
-      const std::size_t cell = (li(x->layer) * K + ki(x->k)) * S + x->seed;
+      const std::size_t cell = (at.Layer(x->layer) * K + at.K(x->k)) * S + x->seed;
       std::copy(x->alpha.begin(), x->alpha.end(), a.begin() + cell * T);
     }
-    h5::Dataset da = f.CreateDataset<double>("alpha/" + key, {L, K, S, T});
+    h5::Dataset da =
+        f.CreateDataset<double>("alpha/" + key, {L, K, S, T}, {"layer", "k", "seed", "position"});
     da.Write(a.data(), a.size());
     da.SetAttr(
         "description",
         std::string("[layer, k, seed, position]: softmax pooling weights; positions after the "
                     "state after k examples are 0"));
   }
+}
+
+}  // namespace
+
+void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
+                     const std::map<std::string, InputRecord>& inputs) {
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  WriteRootAttributes(f, req, out, inputs);
+  WriteScores(f, out);
+  WriteRidge(f, req, out);
+  WriteSplitsAndPooling(f, out);
   f.Close();
 }
 

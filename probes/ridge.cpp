@@ -1,6 +1,6 @@
 // Ridge probe: sufficient statistics, eigendecomposition, exact leave-one-out.
 #include "probes/ridge.hpp"
-#include "data/dist.hpp"
+#include "core/dist.hpp"
 
 #include <cmath>
 #include <cstring>

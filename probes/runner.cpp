@@ -1,12 +1,8 @@
 // The probing run: streaming passes over each layer, ridge and gradient probes, outputs.
 #include "probes/runner.hpp"
-#include "data/errors.hpp"
-#include "probes/uncertainty.hpp"
 
 #include <fmt/format.h>
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -17,16 +13,17 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 #include <tuple>
 
-#include "data/dist.hpp"
-#include "data/hdf5.hpp"
-#include "data/names.hpp"
+#include "core/dist.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/names.hpp"
+#include "core/sha256.hpp"
+#include "core/version.hpp"
 #include "data/prompt_io.hpp"
-#include "data/sha256.hpp"
-#include "data/version.hpp"
 #include "probes/data_access.hpp"
+#include "probes/uncertainty.hpp"
 
 namespace icl::probes {
 
@@ -79,12 +76,45 @@ std::string ProbeRequest::ToJson() const {
   return j.dump();
 }
 
-std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
-  if (r.seeds < 1) throw data::InputError("probe", "seeds", "must be at least 1");
-  if (r.bootstrap < 100 || r.bootstrap > 100000)
-    throw data::InputError("probe", "bootstrap",
-                           "must be 100..100000 replicates, got " + std::to_string(r.bootstrap));
-  std::vector<extract::ActivationsInfo> infos;
+void ProbeRequest::Validate() const {
+  auto fail = [](const std::string& field, const std::string& text) {
+    throw core::InputError("probe", field, text);
+  };
+  if (activations.empty()) fail("activations", "required (a file from extract)");
+  if (seeds < 1) fail("seeds", "must be at least 1");
+  if (bootstrap < 100 || bootstrap > 100000)
+    fail("bootstrap", "must be 100..100000 replicates, got " + std::to_string(bootstrap));
+  if (max_prompts < 0) fail("max_prompts", "must be 0 (all) or a positive count");
+  if (targets.empty()) fail("targets", "at least one target is needed");
+  for (const auto& t : targets)
+    if (!core::IsPlainName(t)) fail("targets", "'" + t.substr(0, 80) + "' is not a plain name");
+  if (families.empty()) fail("probes", "at least one probe family is needed");
+  if (lambdas.is_empty() || !lambdas.is_finite() || lambdas.min() < 0)
+    fail("lambdas", "must be finite non-negative penalties");
+  double sum = 0;
+  for (double f : split) {
+    if (!(f >= 0 && f <= 1)) fail("split", "each fraction must be in [0, 1]");
+    sum += f;
+  }
+  if (std::abs(sum - 1) > 1e-9) fail("split", "the fractions must sum to 1");
+  if (block_rows < 1) fail("block_rows", "must be positive");
+  auto positive = [&](const std::string& field, double v) {
+    if (!(v > 0) || !std::isfinite(v))
+      fail(field, "must be a positive finite number, got " + fmt::format("{}", v));
+  };
+  positive("mlp_hidden", gradient.mlp_hidden);
+  positive("lr", gradient.lr);
+  positive("epochs", gradient.max_epochs);
+  positive("patience", gradient.patience);
+  positive("batch", gradient.batch);
+}
+
+ProbePlan PlanProbes(const ProbeRequest& request) {
+  request.Validate();
+  ProbePlan plan;
+  ProbeRequest& r = plan.request;
+  r = request;
+  std::vector<extract::ActivationsInfo>& infos = plan.infos;
   infos.push_back(extract::ReadActivationsInfo(r.activations));
   for (const auto& c : r.controls)
     infos.push_back(extract::ReadActivationsInfo(c));
@@ -93,7 +123,7 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
   for (std::size_t i = 1; i < infos.size(); ++i) {
     const auto& c = infos[i];
     auto mismatch = [&](const std::string& what, const std::string& a, const std::string& b) {
-      throw data::InputError("probe", "control",
+      throw core::InputError("probe", "control",
                              "'" + c.path + "' has " + what + " " + b + " but '" + main.path +
                                  "' has " + a + "; controls must match the main file's shapes");
     };
@@ -108,13 +138,13 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     if (c.positions != main.positions) mismatch("positions", "another layout", "its layout");
     // Model and control are compared prompt by prompt (paired intervals): the same prompts.
     if (c.seed != main.seed)
-      throw data::InputError("probe", "control",
+      throw core::InputError("probe", "control",
                              "'" + c.path + "' was extracted on prompts of seed " +
                                  std::to_string(c.seed) + " but '" + main.path + "' on seed " +
                                  std::to_string(main.seed) +
                                  "; extract the control with the main file's prompt seed");
     if (c.prompts != main.prompts && (r.max_prompts <= 0 || c.prompts < r.max_prompts))
-      throw data::InputError(
+      throw core::InputError(
           "probe", "control",
           "'" + c.path + "' has " + std::to_string(c.prompts) + " prompts but '" + main.path +
               "' has " + std::to_string(main.prompts) +
@@ -125,26 +155,24 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
         std::min(c.prompts, r.max_prompts > 0 ? std::min<std::int64_t>(r.max_prompts, main.prompts)
                                               : main.prompts);
     if (extract::PromptsDigest(c.path, paired) != extract::PromptsDigest(main.path, paired))
-      throw data::InputError("probe", "control",
+      throw core::InputError("probe", "control",
                              "'" + c.path + "' holds other prompts than '" + main.path +
                                  "' (their /prompts differ among the first " +
                                  std::to_string(paired) +
                                  "); extract the control with the main file's task, seed and "
                                  "prompt count");
-    if (!data::IsPlainName(SourceName(c.path)))
-      throw data::InputError("probe", "control",
+    if (!core::IsPlainName(SourceName(c.path)))
+      throw core::InputError("probe", "control",
                              "the file name of '" + c.path +
                                  "' names its source in the outputs and must be plain (letters, "
                                  "digits, _ . -, at most 64); rename the file");
     if (!names.insert(SourceName(c.path)).second)
-      throw data::InputError("probe", "control",
+      throw core::InputError("probe", "control",
                              "two sources are named '" + SourceName(c.path) + "'; rename a file");
   }
-  if (r.max_prompts < 0)
-    throw data::InputError("probe", "max-prompts", "must be 0 (all) or a positive count");
   if (r.max_prompts > 0) {
     if (r.max_prompts > main.prompts)
-      throw data::InputError("probe", "max-prompts",
+      throw core::InputError("probe", "max_prompts",
                              std::to_string(r.max_prompts) + " is more than the " +
                                  std::to_string(main.prompts) + " prompts of '" + main.path + "'");
     // Every file is probed on its first max_prompts prompts (prompt i depends only on the seed
@@ -152,23 +180,20 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     for (auto& info : infos)
       info.prompts = r.max_prompts;
   }
-  for (const auto& t : r.targets)
-    if (!data::IsPlainName(t))
-      throw data::InputError("probe", "targets", "'" + t.substr(0, 80) + "' is not a plain name");
   for (const auto& info : infos)
     for (const auto& t : r.targets)
       if (std::find(info.targets.begin(), info.targets.end(), t) == info.targets.end()) {
         std::string have;
         for (const auto& x : info.targets)
           have += (have.empty() ? "" : ", ") + x;
-        throw data::InputError("probe", "targets",
+        throw core::InputError("probe", "targets",
                                "'" + t + "' is not in '" + info.path + "' (it has " + have + ")");
       }
   if (r.layers.empty()) r.layers = main.layers;
   for (const auto& info : infos)
     for (int l : r.layers)
       if (std::find(info.layers.begin(), info.layers.end(), l) == info.layers.end())
-        throw data::InputError(
+        throw core::InputError(
             "probe", "layers",
             "layer " + std::to_string(l) + " is not stored in '" + info.path + "'");
   if (r.ks.empty())
@@ -176,7 +201,7 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
       r.ks.push_back(k);
   for (int k : r.ks)
     if (k < 1 || k > main.task.n)
-      throw data::InputError("probe", "k",
+      throw core::InputError("probe", "k",
                              std::to_string(k) + " is outside 1.." + std::to_string(main.task.n));
   for (const auto& info : infos) {
     const auto roles = SplitPrompts(info.prompts, r.split, r.seed);  // throws on an empty part
@@ -184,13 +209,13 @@ std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& r) {
     if (r.lambdas.min() == 0 &&
         std::find(r.families.begin(), r.families.end(), Family::kRidge) != r.families.end() &&
         n_train <= arma::uword(info.model.hidden))
-      throw data::InputError("probe", "lambdas",
+      throw core::InputError("probe", "lambdas",
                              "0 is in the grid but '" + info.path + "' has " +
                                  std::to_string(n_train) + " training prompts for " +
                                  std::to_string(info.model.hidden) +
                                  " features; use lambdas > 0 or more prompts");
   }
-  return infos;
+  return plan;
 }
 
 namespace {
@@ -210,108 +235,69 @@ struct Variant {
   }
 };
 
-// One pool of worker threads for the whole run: For() hands out indices [0, count) to the
-// workers and the calling thread, and returns when all are done (rethrowing the first error).
-class WorkerPool {
- public:
-  explicit WorkerPool(int threads) {
-    for (int t = 1; t < threads; ++t)
-      workers_.emplace_back([this] { Work(); });
-  }
-  ~WorkerPool() {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (auto& t : workers_)
-      t.join();
-  }
-  WorkerPool(const WorkerPool&) = delete;
-  WorkerPool& operator=(const WorkerPool&) = delete;
-  int size() const { return static_cast<int>(workers_.size()) + 1; }  // the caller included
+// One source probed: its file, the prompts' roles per seed, and the target variants.
+struct SourceData {
+  std::string name;
+  const extract::ActivationsInfo* info;
+  std::vector<std::vector<Role>> roles;  // [seed][prompt]
+  std::vector<arma::uvec> train, val, test;
+  std::vector<Target> targets;
+  std::vector<Variant> variants;
+};
 
-  void For(int count, const std::function<void(int)>& f) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      job_ = &f;
-      count_ = count;
-      next_ = 0;
-      busy_ = 0;
-      error_ = nullptr;
-      ++generation_;
-    }
-    wake_.notify_all();
-    Run();
-    std::unique_lock<std::mutex> lock(m_);
-    done_.wait(lock, [this] { return busy_ == 0 && next_ >= count_; });
-    job_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+// The run's shared state: the plan, the pool and the results, filled from the workers through
+// the thread-safe Record / Keep / Advance.
+class ProbeRun {
+ public:
+  ProbeRun(const ProbePlan& plan, core::ThreadPool& pool,
+           const std::function<void(double, double)>& progress)
+      : r(plan.request), infos(plan.infos), pool(pool), progress_(progress) {}
+
+  const ProbeRequest& r;
+  const std::vector<extract::ActivationsInfo>& infos;
+  core::ThreadPool& pool;
+  ProbeOutput out;
+  double total = 0;  // progress units: (source, layer, k, family)
+
+  void Record(const SourceData& src, int layer, const std::string& target, Family f, int k, int s,
+              const Errors& e, double lambda, int epochs) {
+    if (!(e.sst > 0))
+      throw std::invalid_argument("'" + src.info->path + "': target " + target +
+                                  " has zero variance on the test split at k=" + std::to_string(k) +
+                                  "; nMSE is undefined");
+    if (e.row_sse.n_elem != src.test[s].n_elem || e.row_sst.n_elem != src.test[s].n_elem)
+      throw std::logic_error("probe: per-prompt test errors of the wrong length");
+    ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
+                    e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
+    std::lock_guard<std::mutex> lock(m_);
+    out.records.push_back(std::move(rec));
+  }
+  void Keep(ProbeOutput::Ridge x) {
+    std::lock_guard<std::mutex> lock(m_);
+    out.ridge.push_back(std::move(x));
+  }
+  void Keep(ProbeOutput::Alpha x) {
+    std::lock_guard<std::mutex> lock(m_);
+    out.alphas.push_back(std::move(x));
+  }
+  void Advance(double units) {
+    std::lock_guard<std::mutex> lock(m_);
+    done_ += units;
+    if (progress_) progress_(done_, total);
   }
 
  private:
-  // Takes indices until none are left.
-  void Run() {
-    std::unique_lock<std::mutex> lock(m_);
-    while (job_ && next_ < count_) {
-      const int i = next_++;
-      ++busy_;
-      const auto* job = job_;
-      lock.unlock();
-      try {
-        (*job)(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> g(m_);
-        if (!error_) error_ = std::current_exception();
-      }
-      lock.lock();
-      --busy_;
-    }
-    if (busy_ == 0) done_.notify_all();
-  }
-  void Work() {
-    std::uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(m_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      Run();
-    }
-  }
-
-  std::vector<std::thread> workers_;
+  std::function<void(double, double)> progress_;
   std::mutex m_;
-  std::condition_variable wake_, done_;
-  const std::function<void(int)>* job_ = nullptr;
-  int count_ = 0, next_ = 0, busy_ = 0;
-  std::uint64_t generation_ = 0;
-  bool stop_ = false;
-  std::exception_ptr error_;
+  double done_ = 0;
 };
 
 // What the probes of one (source, layer) share.
 struct LayerJob {
-  const ProbeRequest& r;
-  const extract::ActivationsInfo& info;
-  const std::string& source;
+  ProbeRun& run;
+  const SourceData& src;
   int layer;
   const HiddenReader& reader;
-  const std::vector<Variant>& variants;
-  const std::vector<std::vector<Role>>& roles;
-  const std::vector<arma::uvec>& train;
-  const std::vector<arma::uvec>& val;
-  const std::vector<arma::uvec>& test;
-  WorkerPool& pool;
-  // Thread-safe sinks for results and progress.
-  std::function<void(const std::string& target, Family, int k, int seed, const Errors&,
-                     double lambda, int epochs)>
-      record;
-  std::function<void(ProbeOutput::Ridge)> keep_ridge;
-  std::function<void(ProbeOutput::Alpha)> keep_alpha;
-  std::function<void(double units)> advance;
 };
 
 // Streams this rank's rows of the layer in blocks of r.block_rows, calling f(r0, count, block)
@@ -321,11 +307,11 @@ struct LayerJob {
 // the same either way.
 template <class F>
 void StreamBlocks(const LayerJob& job, const dist::Range& share, F&& f) {
-  const std::int64_t step = job.r.block_rows;
+  const std::int64_t step = job.run.r.block_rows;
   auto read = [&job, &share, step](std::int64_t r0) {
     return job.reader.Read(r0, std::min<std::int64_t>(step, share.hi - r0));
   };
-  const bool ahead = job.pool.size() > 1;
+  const bool ahead = job.run.pool.size() > 1;
   std::future<arma::fmat> next;  // joined by its destructor when f throws
   if (ahead && share.lo < share.hi) next = std::async(std::launch::async, read, share.lo);
   for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += step) {
@@ -339,11 +325,12 @@ void StreamBlocks(const LayerJob& job, const dist::Range& share, F&& f) {
 // target; the lambda sweep follows from one eigendecomposition each; pass 2 streams the
 // leave-one-out and held-out errors.
 void RidgeOverLayer(const LayerJob& job) {
-  const ProbeRequest& r = job.r;
-  const auto& info = job.info;
-  const auto& variants = job.variants;
-  const auto& roles = job.roles;
-  const auto& test = job.test;
+  const ProbeRequest& r = job.run.r;
+  core::ThreadPool& pool = job.run.pool;
+  const auto& info = *job.src.info;
+  const auto& variants = job.src.variants;
+  const auto& roles = job.src.roles;
+  const auto& test = job.src.test;
   const std::int64_t N = info.prompts;
   const int H = info.model.hidden, K = r.ks.size(), S = r.seeds, V = variants.size();
   // Pass 1: training sufficient statistics per (k, seed) and target variant.
@@ -375,7 +362,7 @@ void RidgeOverLayer(const LayerJob& job) {
   dist::Together([&] {
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
       const auto train_rows = split_block(r0, cnt, Role::kTrain);
-      job.pool.For(K * S, [&](int i) {
+      pool.For(K * S, [&](std::int64_t i) {
         const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
         const auto& [loc, glob] = train_rows[s];
         if (loc.is_empty()) return;
@@ -392,7 +379,7 @@ void RidgeOverLayer(const LayerJob& job) {
   probes.reserve(K * S * V);
   for (int i = 0; i < K * S * V; ++i)
     probes.emplace_back(r.lambdas);
-  job.pool.For(K * S, [&](int i) {
+  pool.For(K * S, [&](std::int64_t i) {
     RidgeProbe base(r.lambdas);
     base.Prepare(fstats[i]);
     for (int v = 0; v < V; ++v) {
@@ -405,7 +392,7 @@ void RidgeOverLayer(const LayerJob& job) {
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
       const auto train_rows = split_block(r0, cnt, Role::kTrain);
       const auto test_rows = split_block(r0, cnt, Role::kTest);
-      job.pool.For(K * S, [&](int i) {
+      pool.For(K * S, [&](std::int64_t i) {
         const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
         const arma::mat xk = arma::conv_to<arma::mat>::from(
             block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all));
@@ -439,21 +426,23 @@ void RidgeOverLayer(const LayerJob& job) {
       e.sst = arma::accu(e.row_sst);
       e.rows = yt.n_cols;
       e.dims = yt.n_rows;
-      job.record(variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0);
-      job.keep_ridge({variants[v].target, job.source, job.layer, k, s, p.lambda(), p.weights(),
-                      p.intercept(), p.loo_mse(), p.feature_scale()});
+      job.run.Record(job.src, job.layer, variants[v].target, Family::kRidge, k, s, e, p.lambda(),
+                     0);
+      job.run.Keep(ProbeOutput::Ridge{variants[v].target, job.src.name, job.layer, k, s, p.lambda(),
+                                      p.weights(), p.intercept(), p.loo_mse(), p.feature_scale()});
     }
   }
-  job.advance(K);
+  job.run.Advance(K);
 }
 
 // The layer's states, streamed into memory block by block: [N, T, H] float32.
 torch::Tensor LayerStates(const LayerJob& job) {
-  const std::int64_t N = job.info.prompts;
-  const int H = job.info.model.hidden, T = job.info.positions_per_prompt;
+  const extract::ActivationsInfo& info = *job.src.info;
+  const std::int64_t N = info.prompts, rows = job.run.r.block_rows;
+  const int H = info.model.hidden, T = info.positions_per_prompt;
   auto states = torch::empty({N, T, H}, torch::kFloat32);
-  for (std::int64_t r0 = 0; r0 < N; r0 += job.r.block_rows) {
-    const std::int64_t cnt = std::min<std::int64_t>(job.r.block_rows, N - r0);
+  for (std::int64_t r0 = 0; r0 < N; r0 += rows) {
+    const std::int64_t cnt = std::min<std::int64_t>(rows, N - r0);
     const arma::fmat block = job.reader.Read(r0, cnt);
     std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
   }
@@ -468,9 +457,9 @@ struct GradientTask {
 
 std::vector<GradientTask> GradientTasks(const LayerJob& job, const std::vector<Family>& gradient) {
   std::vector<GradientTask> tasks;
-  for (int ki = 0; ki < int(job.r.ks.size()); ++ki)
-    for (int s = 0; s < job.r.seeds; ++s)
-      for (int v = 0; v < int(job.variants.size()); ++v)
+  for (int ki = 0; ki < int(job.run.r.ks.size()); ++ki)
+    for (int s = 0; s < job.run.r.seeds; ++s)
+      for (int v = 0; v < int(job.src.variants.size()); ++v)
         for (auto f : gradient)
           tasks.push_back({ki, s, v, f});
   return tasks;
@@ -482,10 +471,10 @@ std::vector<GradientTask> GradientTasks(const LayerJob& job, const std::vector<F
 void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::Tensor>& states,
                      std::size_t j0, std::size_t j1, const GradientTask& t) {
   const LayerJob& job = jobs[j0];
-  const ProbeRequest& r = job.r;
-  const auto& info = job.info;
-  const auto& variants = job.variants;
-  const auto& test = job.test;
+  const ProbeRequest& r = job.run.r;
+  const auto& info = *job.src.info;
+  const auto& variants = job.src.variants;
+  const auto& test = job.src.test;
   const int T = info.positions_per_prompt, S = r.seeds, V = variants.size();
   const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
   // Pooled probes see the states up to and including the one after k examples.
@@ -500,17 +489,18 @@ void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::
   arma::mat y = variants[t.v].Y(t.s, k);
   y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
   const std::vector<GradientFit> fits =
-      FitGradientProbes(x, y, job.train[t.s], job.val[t.s], test[t.s], o);
+      FitGradientProbes(x, y, job.src.train[t.s], job.src.val[t.s], test[t.s], o);
   for (std::size_t j = j0; j < j1; ++j) {
     const GradientFit& fit = fits[j - j0];
-    jobs[j].record(variants[t.v].target, t.f, k, t.s, fit.test, -1, fit.epochs);
+    job.run.Record(job.src, jobs[j].layer, variants[t.v].target, t.f, k, t.s, fit.test, -1,
+                   fit.epochs);
     if (r.pooled) {
       arma::vec alpha(T, arma::fill::zeros);
       alpha.head(fit.alpha.n_elem) = fit.alpha;
-      jobs[j].keep_alpha(
-          {variants[t.v].target, FamilyName(t.f), job.source, jobs[j].layer, k, t.s, alpha});
+      job.run.Keep(ProbeOutput::Alpha{variants[t.v].target, FamilyName(t.f), job.src.name,
+                                      jobs[j].layer, k, t.s, alpha});
     }
-    jobs[j].advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
+    job.run.Advance(1.0 / (S * V));  // S * V probes make one (layer, k, family) unit
   }
 }
 
@@ -559,11 +549,23 @@ class Bytes {
   }
 };
 
+// The fields that travel between ranks, listed once for writing and for reading.
+template <class Io, class Record>
+void RecordFields(Io&& io, Record& rec) {
+  io(rec.target, rec.probe, rec.source, rec.layer, rec.k, rec.seed, rec.mse, rec.nmse, rec.r2,
+     rec.lambda, rec.epochs, rec.sse, rec.sst);
+}
+template <class Io, class Alpha>
+void AlphaFields(Io&& io, Alpha& a) {
+  io(a.target, a.probe, a.source, a.layer, a.k, a.seed, a.alpha);
+}
+
 // Under mpirun: the linear / MLP results of every rank on every rank (the ridge results are
 // already the same everywhere).
 void GatherGradientResults(ProbeOutput& out) {
   if (dist::Size() == 1) return;
   Bytes mine;
+  auto put = [&mine](const auto&... v) { (mine.Put(v), ...); };
   std::vector<ProbeRecord> kept;
   for (const auto& rec : out.records) {
     if (rec.probe == FamilyName(Family::kRidge)) {
@@ -571,20 +573,15 @@ void GatherGradientResults(ProbeOutput& out) {
       continue;
     }
     mine.Put(std::uint8_t{0});
-    mine.Put(rec.target), mine.Put(rec.probe), mine.Put(rec.source);
-    mine.Put(rec.layer), mine.Put(rec.k), mine.Put(rec.seed);
-    mine.Put(rec.mse), mine.Put(rec.nmse), mine.Put(rec.r2), mine.Put(rec.lambda);
-    mine.Put(rec.epochs);
-    mine.Put(rec.sse), mine.Put(rec.sst);
+    RecordFields(put, rec);
   }
   for (const auto& a : out.alphas) {
     mine.Put(std::uint8_t{1});
-    mine.Put(a.target), mine.Put(a.probe), mine.Put(a.source);
-    mine.Put(a.layer), mine.Put(a.k), mine.Put(a.seed);
-    mine.Put(a.alpha);
+    AlphaFields(put, a);
   }
   Bytes all;
   all.data = dist::Gather(mine.data);
+  auto take = [&all](auto&... v) { (all.Take(v), ...); };
   out.records = std::move(kept);
   out.alphas.clear();
   while (all.at < all.data.size()) {
@@ -592,211 +589,174 @@ void GatherGradientResults(ProbeOutput& out) {
     all.Take(kind);
     if (kind == 0) {
       ProbeRecord rec;
-      all.Take(rec.target), all.Take(rec.probe), all.Take(rec.source);
-      all.Take(rec.layer), all.Take(rec.k), all.Take(rec.seed);
-      all.Take(rec.mse), all.Take(rec.nmse), all.Take(rec.r2), all.Take(rec.lambda);
-      all.Take(rec.epochs);
-      all.Take(rec.sse), all.Take(rec.sst);
+      RecordFields(take, rec);
       out.records.push_back(std::move(rec));
     } else {
       ProbeOutput::Alpha a;
-      all.Take(a.target), all.Take(a.probe), all.Take(a.source);
-      all.Take(a.layer), all.Take(a.k), all.Take(a.seed);
-      all.Take(a.alpha);
+      AlphaFields(take, a);
       out.alphas.push_back(std::move(a));
     }
   }
 }
 
-}  // namespace
+// The prompts' roles for every seed, the targets, and (shuffle control) the targets permuted
+// across training prompts.
+SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t info_index,
+                         bool shuffled) {
+  const ProbeRequest& r = run.r;
+  SourceData src;
+  src.name = name;
+  src.info = &run.infos[info_index];
+  const std::int64_t N = src.info->prompts;
+  for (int s = 0; s < r.seeds; ++s) {
+    src.roles.push_back(SplitPrompts(N, r.split, SplitSeed(r.seed, s)));
+    src.train.push_back(RoleIndices(src.roles[s], Role::kTrain));
+    src.val.push_back(RoleIndices(src.roles[s], Role::kVal));
+    src.test.push_back(RoleIndices(src.roles[s], Role::kTest));
+    if (name == "model") {
+      std::vector<std::uint8_t> r8(N);
+      for (std::int64_t i = 0; i < N; ++i)
+        r8[i] = static_cast<std::uint8_t>(src.roles[s][i]);
+      run.out.roles.push_back(std::move(r8));
+    }
+  }
+  for (const auto& t : r.targets)
+    src.targets.push_back(LoadTarget(*src.info, t));
+  for (const auto& t : src.targets) {  // src.targets no longer grows: the pointers stay valid
+    Variant v{t.name, &t, {}};
+    if (shuffled) {
+      v.shuffled.resize(r.seeds);
+      for (int s = 0; s < r.seeds; ++s) {
+        data::Rng rng(SplitSeed(r.seed, s), /*stream=*/0x5a0f);
+        arma::uvec perm = src.train[s];
+        for (arma::uword i = perm.n_elem - 1; i > 0; --i)
+          std::swap(perm(i), perm(rng.NextU64() % (i + 1)));
+        for (int k = 1; k <= src.info->task.n; ++k) {
+          arma::mat y = t.values[k - 1];
+          y.cols(src.train[s]) = t.values[k - 1].cols(perm);
+          v.shuffled[s].push_back(std::move(y));
+        }
+      }
+    }
+    src.variants.push_back(std::move(v));
+  }
+  return src;
+}
 
-ProbeOutput RunProbes(ProbeRequest r, const std::function<void(double, double)>& progress) {
-  const auto infos = ValidateRequest(r);
-  const int threads = r.threads > 0 ? r.threads : std::max(1u, std::thread::hardware_concurrency());
-  // Work is spread over (k, seed) and probes by one pool of our own threads for the whole run.
-  // (The program keeps BLAS and torch serial meanwhile; libraries do not set thread counts.)
-  WorkerPool pool(threads);
+// The linear / MLP fits of a group of layers: each (k, seed, target, family) one batched model
+// over the group's layers, spread over the pool (split into as many layer batches as keep
+// every thread busy).
+void GradientOverLayers(ProbeRun& run, const std::deque<LayerJob>& jobs,
+                        const std::vector<Family>& gradient) {
+  std::vector<torch::Tensor> states;
+  dist::Together([&] {
+    for (const LayerJob& job : jobs)
+      states.push_back(LayerStates(job));
+  });
+  const std::vector<GradientTask> per_layer = GradientTasks(jobs[0], gradient);
+  const std::size_t parts = std::min<std::size_t>(
+      jobs.size(), std::max<std::size_t>(1, std::size_t(run.pool.size()) / per_layer.size()));
+  // Under mpirun the fits go round-robin to the ranks (each fit runs whole on one rank, so its
+  // result does not depend on the rank count); their results are gathered after the run.
+  std::vector<std::tuple<std::size_t, std::size_t, GradientTask>> tasks;
+  std::size_t task_index = 0;
+  for (std::size_t p = 0; p < parts; ++p)
+    for (const GradientTask& t : per_layer)
+      if (task_index++ % std::size_t(dist::Size()) == std::size_t(dist::Rank()))
+        tasks.emplace_back(p * jobs.size() / parts, (p + 1) * jobs.size() / parts, t);
+  dist::Together([&] {
+    run.pool.For(tasks.size(), [&](std::int64_t i) {
+      const auto& [j0, j1, t] = tasks[std::size_t(i)];
+      RunGradientTask(jobs, states, j0, j1, t);
+    });
+  });
+}
 
-  ProbeOutput out;
-  out.layers = r.layers;
-  out.ks = r.ks;
-  out.seeds = r.seeds;
+// Layers go in groups: ridge probes layer by layer (each spreads its (k, seed) work over the
+// pool), then the group's linear / MLP fits. Memory: the states of one group's layers, up to
+// ~1 GiB (at least as many layers as threads).
+void ProbeSource(ProbeRun& run, const SourceData& src) {
+  const ProbeRequest& r = run.r;
   const bool ridge =
       std::find(r.families.begin(), r.families.end(), Family::kRidge) != r.families.end();
   std::vector<Family> gradient;
   for (auto f : r.families)
     if (f != Family::kRidge) gradient.push_back(f);
-
-  struct Source {
-    std::string name;
-    std::size_t info;
-    bool shuffled;
-  };
-  std::vector<Source> sources = {{"model", 0, false}};
-  for (std::size_t i = 1; i < infos.size(); ++i)
-    sources.push_back({SourceName(infos[i].path), i, false});
-  if (r.shuffle_control) sources.push_back({"shuffled", 0, true});
-  for (const auto& s : sources)
-    out.sources.push_back(s.name);
-
-  const int K = r.ks.size(), S = r.seeds;
-  const double total = double(sources.size()) * r.layers.size() * K * r.families.size();
-  double done = 0;
-  std::mutex out_mutex;
-
-  for (const auto& src : sources) {
-    const auto& info = infos[src.info];
-    const std::int64_t N = info.prompts;
-    std::vector<std::vector<Role>> roles;
-    std::vector<arma::uvec> train, val, test;
-    for (int s = 0; s < S; ++s) {
-      roles.push_back(SplitPrompts(N, r.split, SplitSeed(r.seed, s)));
-      train.push_back(RoleIndices(roles[s], Role::kTrain));
-      val.push_back(RoleIndices(roles[s], Role::kVal));
-      test.push_back(RoleIndices(roles[s], Role::kTest));
-      if (src.name == "model") {
-        std::vector<std::uint8_t> r8(N);
-        for (std::int64_t i = 0; i < N; ++i)
-          r8[i] = static_cast<std::uint8_t>(roles[s][i]);
-        out.roles.push_back(std::move(r8));
-      }
+  const extract::ActivationsInfo& info = *src.info;
+  const double layer_bytes = 4.0 * info.prompts * info.positions_per_prompt * info.model.hidden;
+  const std::size_t group =
+      gradient.empty() ? 1
+                       : std::max<std::size_t>(
+                             run.pool.size(), static_cast<std::size_t>(1073741824.0 / layer_bytes));
+  for (std::size_t g0 = 0; g0 < r.layers.size(); g0 += group) {
+    const std::size_t g1 = std::min(r.layers.size(), g0 + group);
+    std::deque<HiddenReader> readers;
+    std::deque<LayerJob> jobs;
+    for (std::size_t li = g0; li < g1; ++li) {
+      readers.emplace_back(info, r.layers[li]);
+      jobs.push_back(LayerJob{run, src, r.layers[li], readers.back()});
+      if (ridge) RidgeOverLayer(jobs.back());
     }
-    std::vector<Target> targets;
-    for (const auto& t : r.targets)
-      targets.push_back(LoadTarget(info, t));
-    std::vector<Variant> variants;
-    for (const auto& t : targets) {
-      Variant v{t.name, &t, {}};
-      if (src.shuffled) {
-        v.shuffled.resize(S);
-        for (int s = 0; s < S; ++s) {
-          data::Rng rng(SplitSeed(r.seed, s), /*stream=*/0x5a0f);
-          arma::uvec perm = train[s];
-          for (arma::uword i = perm.n_elem - 1; i > 0; --i)
-            std::swap(perm(i), perm(rng.NextU64() % (i + 1)));
-          for (int k = 1; k <= info.task.n; ++k) {
-            arma::mat y = t.values[k - 1];
-            y.cols(train[s]) = t.values[k - 1].cols(perm);
-            v.shuffled[s].push_back(std::move(y));
-          }
-        }
-      }
-      variants.push_back(std::move(v));
-    }
-
-    // Layers go in groups: ridge probes layer by layer (each spreads its (k, seed) work over the
-    // pool), then the linear / MLP fits of the group, each (k, seed, target, family) one batched
-    // model over the group's layers, spread over the pool (split into as many layer batches as
-    // keep every thread busy). Memory: the states of one group's layers, up to ~1 GiB (at least
-    // as many layers as threads).
-    const double layer_bytes = 4.0 * N * info.positions_per_prompt * info.model.hidden;
-    const std::size_t group =
-        gradient.empty()
-            ? 1
-            : std::max<std::size_t>(threads, static_cast<std::size_t>(1073741824.0 / layer_bytes));
-    for (std::size_t g0 = 0; g0 < r.layers.size(); g0 += group) {
-      const std::size_t g1 = std::min(r.layers.size(), g0 + group);
-      std::deque<HiddenReader> readers;
-      std::deque<LayerJob> jobs;
-      for (std::size_t li = g0; li < g1; ++li) {
-        const int layer = r.layers[li];
-        readers.emplace_back(info, layer);
-        auto record = [&, layer](const std::string& target, Family f, int k, int s, const Errors& e,
-                                 double lambda, int epochs) {
-          if (!(e.sst > 0))
-            throw std::invalid_argument("'" + info.path + "': target " + target +
-                                        " has zero variance on the test split at k=" +
-                                        std::to_string(k) + "; nMSE is undefined");
-          if (e.row_sse.n_elem != test[s].n_elem || e.row_sst.n_elem != test[s].n_elem)
-            throw std::logic_error("probe: per-prompt test errors of the wrong length");
-          ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
-                          e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
-          std::lock_guard<std::mutex> lock(out_mutex);
-          out.records.push_back(rec);
-        };
-        jobs.push_back(LayerJob{r,
-                                info,
-                                src.name,
-                                layer,
-                                readers.back(),
-                                variants,
-                                roles,
-                                train,
-                                val,
-                                test,
-                                pool,
-                                record,
-                                {},
-                                {},
-                                {}});
-        LayerJob& job = jobs.back();
-        job.keep_ridge = [&](ProbeOutput::Ridge x) {
-          std::lock_guard<std::mutex> lock(out_mutex);
-          out.ridge.push_back(std::move(x));
-        };
-        job.keep_alpha = [&](ProbeOutput::Alpha x) {
-          std::lock_guard<std::mutex> lock(out_mutex);
-          out.alphas.push_back(std::move(x));
-        };
-        job.advance = [&](double units) {
-          std::lock_guard<std::mutex> lock(out_mutex);
-          done += units;
-          if (progress) progress(done, total);
-        };
-        if (ridge) RidgeOverLayer(job);
-      }
-      if (gradient.empty()) continue;
-      std::vector<torch::Tensor> states;
-      dist::Together([&] {
-        for (std::size_t j = 0; j < jobs.size(); ++j)
-          states.push_back(LayerStates(jobs[j]));
-      });
-      const std::vector<GradientTask> per_layer = GradientTasks(jobs[0], gradient);
-      const std::size_t parts = std::min<std::size_t>(
-          jobs.size(), std::max<std::size_t>(1, std::size_t(threads) / per_layer.size()));
-      // Under mpirun the fits go round-robin to the ranks (each fit runs whole on one rank,
-      // so its result does not depend on the rank count); their results are gathered below.
-      std::vector<std::tuple<std::size_t, std::size_t, GradientTask>> tasks;
-      std::size_t task_index = 0;
-      for (std::size_t p = 0; p < parts; ++p)
-        for (const GradientTask& t : per_layer)
-          if (task_index++ % std::size_t(dist::Size()) == std::size_t(dist::Rank()))
-            tasks.emplace_back(p * jobs.size() / parts, (p + 1) * jobs.size() / parts, t);
-      dist::Together([&] {
-        pool.For(tasks.size(), [&](int i) {
-          const auto& [j0, j1, t] = tasks[std::size_t(i)];
-          RunGradientTask(jobs, states, j0, j1, t);
-        });
-      });
-    }
+    if (!gradient.empty()) GradientOverLayers(run, jobs, gradient);
   }
-  GatherGradientResults(out);
-  // Intervals: every record of a seed is resampled with the same draws of its test prompts.
-  if (!out.records.empty()) {
-    const Bootstrap boot(out.records[0].sse.n_elem, S, r.bootstrap, r.seed);
-    for (auto& rec : out.records) {
-      const Interval i = PercentileInterval(boot.R2(rec.seed, rec.sse, rec.sst));
-      rec.r2_lo = i.lo, rec.r2_hi = i.hi;
-      rec.nmse_lo = 1.0 - i.hi, rec.nmse_hi = 1.0 - i.lo;
-    }
+}
+
+// Intervals: every record of a seed is resampled with the same draws of its test prompts.
+void AddIntervals(ProbeOutput& out, const ProbeRequest& r) {
+  if (out.records.empty()) return;
+  const Bootstrap boot(out.records[0].sse.n_elem, r.seeds, r.bootstrap, r.seed);
+  for (auto& rec : out.records) {
+    const Interval i = PercentileInterval(boot.R2(rec.seed, rec.sse, rec.sst));
+    rec.r2_lo = i.lo, rec.r2_hi = i.hi;
+    rec.nmse_lo = 1.0 - i.hi, rec.nmse_hi = 1.0 - i.lo;
   }
-  // A stable order: target, probe, source, layer, k, seed as requested.
+}
+
+// A stable order: target, probe, source, layer, k, seed as requested.
+void SortRecords(ProbeOutput& out, const ProbeRequest& r) {
   auto index_of = [](const auto& v, const auto& x) {
     return std::find(v.begin(), v.end(), x) - v.begin();
   };
   std::vector<std::string> fam;
   for (auto f : r.families)
     fam.push_back(FamilyName(f));
+  auto key = [&](const ProbeRecord& a) {
+    return std::make_tuple(index_of(r.targets, a.target), index_of(fam, a.probe),
+                           index_of(out.sources, a.source), index_of(r.layers, a.layer),
+                           index_of(r.ks, a.k), a.seed);
+  };
   std::sort(out.records.begin(), out.records.end(),
-            [&](const ProbeRecord& a, const ProbeRecord& b) {
-              return std::make_tuple(index_of(r.targets, a.target), index_of(fam, a.probe),
-                                     index_of(out.sources, a.source), index_of(r.layers, a.layer),
-                                     index_of(r.ks, a.k), a.seed) <
-                     std::make_tuple(index_of(r.targets, b.target), index_of(fam, b.probe),
-                                     index_of(out.sources, b.source), index_of(r.layers, b.layer),
-                                     index_of(r.ks, b.k), b.seed);
-            });
-  return out;
+            [&](const ProbeRecord& a, const ProbeRecord& b) { return key(a) < key(b); });
+}
+
+}  // namespace
+
+ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
+                      const std::function<void(double, double)>& progress) {
+  const ProbeRequest& r = plan.request;
+  // (The program keeps BLAS and torch serial meanwhile; libraries do not set thread counts.)
+  ProbeRun run(plan, pool, progress);
+  run.out.layers = r.layers;
+  run.out.ks = r.ks;
+  run.out.seeds = r.seeds;
+  struct Source {
+    std::string name;
+    std::size_t info;
+    bool shuffled;
+  };
+  std::vector<Source> sources = {{"model", 0, false}};
+  for (std::size_t i = 1; i < plan.infos.size(); ++i)
+    sources.push_back({SourceName(plan.infos[i].path), i, false});
+  if (r.shuffle_control) sources.push_back({"shuffled", 0, true});
+  for (const auto& s : sources)
+    run.out.sources.push_back(s.name);
+  run.total = double(sources.size()) * r.layers.size() * r.ks.size() * r.families.size();
+  for (const auto& s : sources)
+    ProbeSource(run, PrepareSource(run, s.name, s.info, s.shuffled));
+  GatherGradientResults(run.out);
+  AddIntervals(run.out, r);
+  SortRecords(run.out, r);
+  return std::move(run.out);
 }
 
 }  // namespace icl::probes

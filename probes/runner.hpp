@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.hpp"
 #include "extract/activations.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
@@ -34,13 +35,27 @@ struct ProbeRequest {
   GradientProbeOptions gradient;  // mlp / pooled / seed are set per probe
   std::vector<int> layers;        // empty: every stored layer
   std::vector<int> ks;            // empty: 1..n
-  int threads = 0;                // 0: all cores
   int block_rows = 2048;          // rows per read
   int bootstrap = 1000;           // replicates of the bootstrap over test prompts
   std::int64_t max_prompts = 0;   // probe only the first this many prompts of every file; 0: all
 
   std::string ToJson() const;
+  // The settings alone (counts, the grid, the split, names): throws core::InputError naming
+  // the setting. PlanProbes() checks them against the files.
+  void Validate() const;
 };
+
+// A request checked against its files: defaults resolved (every stored layer, k = 1..n) and
+// the files' descriptions, the main file first, then the controls (with prompts cut to
+// max_prompts where given).
+struct ProbePlan {
+  ProbeRequest request;
+  std::vector<extract::ActivationsInfo> infos;
+};
+
+// Validates the request, reads every file's description and checks the files against each
+// other and the request before any work (throws core::InputError naming the file or setting).
+ProbePlan PlanProbes(const ProbeRequest& request);
 
 struct ProbeRecord {
   std::string target, probe, source;
@@ -80,11 +95,9 @@ struct ProbeOutput {
   std::vector<Alpha> alphas;
 };
 
-// Checks every file and option against each other before any work (throws
-// std::invalid_argument with the file or option at fault); returns the files' descriptions.
-std::vector<extract::ActivationsInfo> ValidateRequest(ProbeRequest& request);
-
-ProbeOutput RunProbes(ProbeRequest request,
+// Runs the plan: work is spread over (k, seed) and probes by the pool; results do not depend
+// on its size.
+ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
                       const std::function<void(double done, double total)>& progress = {});
 
 // The stem naming a control source: "acts_init" for "runs/acts_init.h5".

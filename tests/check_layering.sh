@@ -1,19 +1,53 @@
 #!/bin/sh
-# DESIGN.md's arrows, checked on the sources: libraries do not parse command lines, do not name
+# DESIGN.md's arrows, checked on the sources: each library folder includes only the folders
+# below it (docs/ARCHITECTURE.md), libraries do not parse command lines, do not name
 # command-line options in their messages, do not set process-wide thread counts, and each file
 # format's name is spelled by its one owner.
 cd "$(dirname "$0")/.." || exit 2
-libs="data learners extract probes analysis"
 status=0
 fail() { echo "layering: $1"; status=1; }
+
+# folder: the folders it may include (itself included). A folder not listed here is an error:
+# a new library must say where it stands.
+allowed() {
+  case "$1" in
+    core) echo "core" ;;
+    data) echo "core data" ;;
+    learners) echo "core data learners" ;;
+    interop) echo "core data learners interop" ;;
+    construct) echo "core data learners construct" ;;
+    extract) echo "core data learners extract" ;;
+    probes) echo "core data learners extract probes" ;;
+    intervene) echo "core data learners extract probes intervene" ;;
+    analysis) echo "core data learners extract probes intervene analysis" ;;
+    *) echo "" ;;
+  esac
+}
+libs="core data learners interop construct extract probes intervene analysis"
+for dir in */; do
+  dir=${dir%/}
+  [ -f "$dir/CMakeLists.txt" ] || continue
+  case " $libs apps tests bench " in *" $dir "*) ;; *) fail "folder $dir/ is a library the check does not know (add it to tests/check_layering.sh)" ;; esac
+done
+for lib in $libs; do
+  ok=$(allowed "$lib")
+  for inc in $(grep -rhoE '^#include "[a-z_]+/' "$lib" --include=*.cpp --include=*.hpp | sed 's/#include "//; s/\///' | sort -u); do
+    case " $ok " in *" $inc "*) ;; *) fail "$lib/ includes $inc/ (an arrow up or sideways)" ;; esac
+  done
+done
+
 grep -rn 'boost/program_options' $libs && fail "a library includes Boost.Program_options"
 # String literals holding an option ("--name"), outside comments.
 grep -rnE '"[^"]*--[a-z]' $libs --include=*.cpp --include=*.hpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' \
   && fail "a library message names a command-line option"
 grep -rnE 'set_num_threads|omp_set_num_threads' $libs --include=*.cpp --include=*.hpp \
   | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' && fail "a library sets a process-wide thread count"
-for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"'; do
+for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"' '"iclprobe-interventions"' \
+         '"iclprobe-prompts"'; do
   n=$(grep -rln "$f" $libs apps --include=*.cpp --include=*.hpp | wc -l)
   [ "$n" -le 1 ] || fail "format $f is spelled in $n files (expected its one owner)"
 done
+# The activations file's datasets are addressed through its schema and reader (extract/) only.
+grep -rnE '"(targets|hidden|prompts)/' $libs apps --include=*.cpp --include=*.hpp | grep -v '^extract/' \
+  && fail "an activations dataset is addressed outside extract/ (use its schema and reader)"
 exit $status

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/targets.hpp"
 #include "extract/activations.hpp"
 #include "tests/test_util.hpp"

@@ -1,7 +1,7 @@
-// The command line as a whole: every subcommand's options, read from its --help, agree where
-// they are shared (same short alias, same kind: switch or value), a short alias means one
-// option everywhere, and the shared options every runner needs are there. Also the option-text
-// parsers of apps/ (lists, lambdas, splits).
+// The command line as a whole, read from the option registry (apps/options.hpp): every
+// subcommand's options agree where they are shared (same alias, kind and type), an alias means
+// one option everywhere, the shared options every runner needs are there, and --help shows the
+// registry. Also the option-text parsers of apps/ (lists, lambdas, splits).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -16,77 +16,128 @@ using namespace icl;
 
 namespace {
 
-struct Option {
-  std::string shortname;  // "" when none
-  std::string kind;       // "switch", "value", "implicit"
-};
+const std::vector<std::string> kSubcommands = {"baselines", "train",    "inspect", "extract",
+                                               "probe",     "compare",  "report",  "construct",
+                                               "import",    "intervene"};
 
-std::map<std::string, Option> OptionsOf(const std::string& subcommand) {
+// The long names --help lists (Boost's lines: "  -o [ --out ] arg   text", "  --d arg (=4)",
+// "  --force", "  --fixed-w [=arg(=1)]"), and the default each shows.
+std::map<std::string, std::string> HelpDefaults(const std::string& subcommand) {
   const auto r = test::RunIclprobe(subcommand + " --help");
   EXPECT_EQ(r.exit_code, 0) << subcommand;
-  std::map<std::string, Option> out;
-  // Boost's help lines: "  -o [ --out ] arg   text", "  --d arg (=4)   text", "  --force   text",
-  // "  --fixed-w [=arg(=1)]   text".
-  const std::regex line(R"(^  (?:-(\w) \[ --([\w-]+) \]|--([\w-]+))( \[=arg|\s+arg)?)");
+  std::map<std::string, std::string> out;
+  const std::regex line(R"(^  (?:-\w \[ --([\w-]+) \]|--([\w-]+))(?: arg \(=([^)]*)\))?)");
   std::istringstream in(r.out);
   std::string l;
   while (std::getline(in, l)) {
     std::smatch m;
     if (!std::regex_search(l, m, line)) continue;
-    const std::string name = m[2].matched ? m[2].str() : m[3].str();
-    Option o;
-    o.shortname = m[1].matched ? m[1].str() : "";
-    o.kind = !m[4].matched ? "switch"
-                           : (m[4].str().find('=') != std::string::npos ? "implicit" : "value");
-    out[name] = o;
+    out[m[1].matched ? m[1].str() : m[2].str()] = m[3].matched ? m[3].str() : "";
   }
   return out;
 }
 
-const std::vector<std::string> kSubcommands = {"baselines", "train",   "extract", "probe",
-                                               "report",    "compare", "inspect", "import"};
-
 }  // namespace
 
+// The registry read directly: every subcommand is there, an option means the same thing
+// wherever it appears (alias, kind, value type), a one-letter alias means one option, every
+// option says what it does and which setting it fills.
 TEST(CliOptions, SharedOptionsAgreeAcrossSubcommands) {
-  std::map<std::string, std::map<std::string, Option>> all;
+  const auto registry = cli::OptionRegistry();
   for (const auto& s : kSubcommands) {
-    all[s] = OptionsOf(s);
-    EXPECT_GT(all[s].size(), 1u) << s;
+    ASSERT_EQ(registry.count(s), 1u) << s << " is not in the registry";
+    EXPECT_GT(registry.at(s).size(), 1u) << s;
   }
-  std::map<std::string, std::pair<std::string, Option>> first;  // long name -> (subcommand, option)
-  std::map<std::string, std::pair<std::string, std::string>> shorts;  // alias -> (subcommand, long)
-  for (const auto& [sub, options] : all)
-    for (const auto& [name, o] : options) {
-      const auto it = first.find(name);
-      if (it == first.end()) {
-        first[name] = {sub, o};
-      } else {
-        EXPECT_EQ(o.shortname, it->second.second.shortname)
-            << "--" << name << ": short alias differs between " << sub << " and "
-            << it->second.first;
-        EXPECT_EQ(o.kind, it->second.second.kind)
-            << "--" << name << ": " << o.kind << " in " << sub << " but " << it->second.second.kind
-            << " in " << it->second.first;
+  EXPECT_EQ(registry.size(), kSubcommands.size());
+  std::map<std::string, std::pair<std::string, cli::OptionSpec>> first;  // name -> (sub, spec)
+  std::map<std::string, std::pair<std::string, std::string>> aliases;    // alias -> (sub, name)
+  for (const auto& [sub, specs] : registry)
+    for (const auto& o : specs) {
+      EXPECT_FALSE(o.help.empty()) << sub << " --" << o.name;
+      if (o.kind != cli::OptionSpec::Kind::kSwitch) {
+        EXPECT_FALSE(o.field.empty()) << sub << " --" << o.name << " names no setting";
       }
-      if (!o.shortname.empty()) {
-        const auto s = shorts.find(o.shortname);
-        if (s == shorts.end())
-          shorts[o.shortname] = {sub, name};
-        else
-          EXPECT_EQ(name, s->second.second)
-              << "-" << o.shortname << " means --" << name << " in " << sub << " but --"
-              << s->second.second << " in " << s->second.first;
+      const auto it = first.find(o.name);
+      if (it == first.end()) {
+        first[o.name] = {sub, o};
+      } else {
+        const cli::OptionSpec& p = it->second.second;
+        // A value and a repeatable value are the same kind on the command line; int, int64
+        // and uint64 are all integers.
+        auto kind = [](const cli::OptionSpec& x) {
+          return x.kind == cli::OptionSpec::Kind::kList ? std::string("value")
+                                                        : cli::KindName(x.kind);
+        };
+        auto type = [](const cli::OptionSpec& x) {
+          return x.type.find("int") != std::string::npos ? std::string("integer") : x.type;
+        };
+        EXPECT_EQ(kind(o), kind(p))
+            << "--" << o.name << " in " << sub << " and " << it->second.first;
+        // Known exceptions, kept for the documented recipes: train's --layers is the number of
+        // blocks, elsewhere a list of states; report's --metric (-m) is the score (r2, nmse,
+        // mse), intervene's the edit's norm.
+        if (o.name != "layers" && o.name != "metric") {
+          EXPECT_EQ(type(o), type(p))
+              << "--" << o.name << " in " << sub << " and " << it->second.first;
+        }
+        if (o.name != "metric") {
+          EXPECT_EQ(o.alias, p.alias)
+              << "--" << o.name << ": alias differs between " << sub << " and " << it->second.first;
+        }
+      }
+      if (o.alias.empty()) continue;
+      const auto a = aliases.find(o.alias);
+      if (a == aliases.end()) {
+        aliases[o.alias] = {sub, o.name};
+      } else {
+        EXPECT_EQ(o.name, a->second.second)
+            << "-" << o.alias << " means --" << o.name << " in " << sub << " but --"
+            << a->second.second << " in " << a->second.first;
       }
     }
+  auto has = [&](const std::string& sub, const std::string& name) {
+    for (const auto& o : registry.at(sub))
+      if (o.name == name) return true;
+    return false;
+  };
   // Options every subcommand of a kind must have.
-  for (const char* s : {"baselines", "train", "extract", "probe", "compare"})
-    EXPECT_EQ(all[s].count("threads"), 1u) << s << " lacks --threads";
-  for (const char* s : {"train", "extract", "probe", "compare"})
-    EXPECT_EQ(all[s].count("quiet"), 1u) << s << " lacks --quiet";
+  for (const char* s : {"baselines", "train", "extract", "probe", "compare", "intervene"})
+    EXPECT_TRUE(has(s, "threads")) << s << " lacks --threads";
+  for (const char* s : {"train", "extract", "probe", "compare", "intervene"})
+    EXPECT_TRUE(has(s, "quiet")) << s << " lacks --quiet";
   for (const auto& s : kSubcommands)
-    EXPECT_EQ(all[s].count("force"), 1u) << s << " lacks --force";
-  EXPECT_EQ(all["train"]["fixed-w"].kind, "implicit");  // --fixed-w alone means true everywhere
+    EXPECT_TRUE(has(s, "force")) << s << " lacks --force";
+  for (const auto& o : registry.at("train"))
+    if (o.name == "fixed-w") {  // --fixed-w alone means true everywhere
+      EXPECT_EQ(o.kind, cli::OptionSpec::Kind::kImplicit);
+    }
+}
+
+// A default is shown as the shortest text that reads back as the same value (issue 29: extract
+// showed --ridge-lambda (=0.10000000000000001)), and --help, built from the registry, lists
+// exactly its options with those defaults.
+TEST(CliOptions, HelpShowsTheRegistrysOptionsAndShortestDefaults) {
+  const auto registry = cli::OptionRegistry();
+  for (const auto& [sub, specs] : registry) {
+    const auto help = HelpDefaults(sub);
+    for (const auto& o : specs) {
+      ASSERT_EQ(help.count(o.name), 1u) << sub << " --help lacks --" << o.name;
+      if (o.has_default) {
+        EXPECT_EQ(help.at(o.name), o.default_text) << sub << " --" << o.name;
+      }
+      if (o.type == "double" && o.has_default) {
+        // Round trip: the text reads back as a double whose shortest text is the text itself.
+        EXPECT_EQ(cli::DefaultText(std::stod(o.default_text)), o.default_text)
+            << sub << " --" << o.name;
+      }
+    }
+    // --help adds only itself.
+    EXPECT_EQ(help.size(), specs.size() + 1) << sub;
+  }
+  for (const auto& o : registry.at("extract"))
+    if (o.name == "ridge-lambda") {
+      EXPECT_EQ(o.default_text, "0.1");
+    }
 }
 
 TEST(CliOptions, ListParsersRefuseWhatTheyCannotRead) {

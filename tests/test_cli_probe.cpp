@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "extract/activations_schema.hpp"
 #include "probes/runner.hpp"
@@ -255,10 +255,10 @@ TEST(CliProbe, RidgeProbesDoNotDependOnTheThreadCount) {
     req.activations = tmp / "acts.h5";
     req.targets = {"xty", "xtx"};
     req.seeds = 2;
-    req.threads = threads;
     req.block_rows = 300;
     req.bootstrap = 100;
-    outs.push_back(probes::RunProbes(req));
+    core::ThreadPool pool(threads);
+    outs.push_back(probes::RunProbes(probes::PlanProbes(req), pool));
   }
   ASSERT_EQ(outs[0].records.size(), outs[1].records.size());
   ASSERT_EQ(outs[0].records.size(), 2u * 3 * 3 * 2);  // targets x layers x k x seeds

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "analysis/report.hpp"
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -1183,7 +1183,7 @@ TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
        "--k: '2' is listed twice"},
       {"probe -a " + In("acts.h5") + " --probes linear --k 2 --lr inf --quiet --out " +
            (tmp / "p.h5"),
-       "--lr: must be a finite number"},
+       "--lr: must be a positive finite number"},
       {"probe -a " + In("acts.h5") + " --k 2 --split 1e308,0.1,0.1 --quiet --out " + (tmp / "p.h5"),
        "--split"},
       {"report --probes " + In("probes.h5") + " --compare-targets w_ols,w_ols", "listed twice"},
@@ -1194,7 +1194,7 @@ TEST_F(Reliability, DuplicatesAndImpossibleEntriesAreRefused) {
        "--ridge-lambda"},
       // Library text that named nothing: Armadillo's "pinv(): svd failed" on labels that
       // overflow, LibTorch's "cannot be converted to type float".
-      {"baselines --prompts 5 --w-scale 1e200", "w_scale and noise must be at most"},
+      {"baselines --prompts 5 --w-scale 1e200", "--w-scale: must be at most 1e+06"},
       {"train " + kTiny + "--steps 2 --lr 1e39 --quiet --out " + (tmp / "a.h5"), "fit float32"},
   };
   for (const auto& [cmd, says] : cases) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -88,10 +88,10 @@ TEST(CliTrain, BadOptionsAreOneLineExitTwoAndNoFile) {
   TempDir tmp;
   const std::string out = tmp / "m.h5";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--layers 0", "--layers: must be positive"},
+      {"--layers 0", "--layers: must be in 1.."},
       {"--hidden 30 --heads 4", "--hidden: 30 is not a multiple of --heads 4"},
-      {"--lr -1", "--lr: must be positive"},
-      {"--d 0", "--d: must be positive"},
+      {"--lr -1", "--lr: must be a positive number"},
+      {"--d 0", "--d: must be in 1.."},
       {"--batch 0", "--batch: must be positive"},
       {"--resume --layers 4", "--layers: --resume takes the configuration from the checkpoint"},
       {"--resume", "no checkpoint"},

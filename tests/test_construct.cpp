@@ -7,7 +7,8 @@
 
 #include "analysis/compare_run.hpp"
 #include "construct/construct.hpp"
-#include "data/hdf5.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
 #include "learners/classical.hpp"
 #include "learners/trainer.hpp"
 #include "probes/probes_file.hpp"
@@ -234,16 +235,46 @@ TEST(Construct, GdModelPredictsLikeTheGdLearner) {
   EXPECT_GT(r.entries[1].spd.mean(n - 1), 1e-2);             // and it is not OLS
 }
 
+// The library names the setting ("program"), not the option (issue 29, item 7): the program
+// renders it as --program.
+TEST(Construct, BadProgramIsAnInputErrorNamingTheSetting) {
+  for (const char* program : {"ridge", "gd:0", "gd:x", "gd:17", "gd:"}) {
+    try {
+      construct::ParseGdSteps(program);
+      ADD_FAILURE() << program << " was accepted";
+    } catch (const core::InputError& e) {
+      EXPECT_EQ(e.field(), "program") << program;
+      EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(construct::ParseGdSteps("gd"), 1);
+  EXPECT_EQ(construct::ParseGdSteps("gd:16"), 16);
+}
+
 TEST(Construct, CliWritesACheckpointWithItsConstruction) {
   TempDir tmp;
   const auto r =
       RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 5 --out " + (tmp / "gd.h5"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const h5::File f = h5::File::Open(tmp / "gd.h5");
-  EXPECT_EQ(f.OpenGroup("construction").GetString("program"), "gd");
-  EXPECT_EQ(f.OpenGroup("construction/quantities/xty").GetInt("layer"), 2);
+  // The record reads back through its owner (construct::ReadConstruction) and inspect shows it.
+  const auto c = construct::ReadConstruction(tmp / "gd.h5");
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->program, "gd");
+  EXPECT_EQ(c->alpha, 0.05);
+  EXPECT_EQ(c->steps, 1);
+  bool xty = false;
+  for (const auto& q : c->quantities)
+    if (q.name == "xty") {
+      xty = true;
+      EXPECT_EQ(q.layer, 2);
+    }
+  EXPECT_TRUE(xty);
+  EXPECT_EQ(c->layout.at("xty").size, 3);  // d rows
+  EXPECT_FALSE(c->ops.empty());
   const auto info = RunIclprobe("inspect " + (tmp / "gd.h5"));
   EXPECT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("construction program gd"), std::string::npos) << info.out;
+  EXPECT_NE(info.out.find("xty"), std::string::npos) << info.out;
   for (const char* program : {"ridge", "gd:0", "gd:x", "gd:17"}) {
     const auto bad =
         RunIclprobe(std::string("construct --program ") + program + " --out " + (tmp / "r.h5"));

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "tests/test_util.hpp"
 

@@ -11,7 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "learners/checkpoint.hpp"
 #include "tests/test_util.hpp"
 

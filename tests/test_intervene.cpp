@@ -5,8 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "analysis/intervene.hpp"
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
+#include "intervene/intervene.hpp"
 #include "test_util.hpp"
 
 namespace icl {
@@ -51,7 +51,7 @@ TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRe
                  " --target xty --response gd:0.05 --layers 2,3 --k 3,5 --pairs 400 --span "
                  "through-query --threads 1 --quiet --out " +
                  At("through.h5")));
-  const auto through = analysis::ReadInterventionsFile(At("through.h5"));
+  const auto through = intervene::ReadInterventionsFile(At("through.h5"));
   ASSERT_EQ(through.layers, (std::vector<int>{2, 3}));
   for (std::size_t ki = 0; ki < 2; ++ki) {
     const auto& at2 = through.Cell(0, ki);
@@ -65,7 +65,7 @@ TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRe
                  " --target xty --response gd:0.05 --layers 2 --k 3 --pairs 200 --threads 1 "
                  "--quiet --out " +
                  At("probed.h5")));
-  const auto probed = analysis::ReadInterventionsFile(At("probed.h5"));
+  const auto probed = intervene::ReadInterventionsFile(At("probed.h5"));
   EXPECT_NEAR(probed.Cell(0, 0).slope(0), 0.0, 0.02);
   // The CSV has a row per (layer, k, control).
   const std::string csv = test::ReadFile(At("through.csv"));

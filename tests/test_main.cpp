@@ -3,10 +3,10 @@
 // OpenBLAS kernels on both sides (and every child iclprobe inherits the choice).
 #include <gtest/gtest.h>
 
-#include "data/process.hpp"
+#include "core/process.hpp"
 
 int main(int argc, char** argv) {
-  icl::data::SetUpProcess(argv, /*passive_openmp=*/false);
+  icl::core::SetUpProcess(argv, /*passive_openmp=*/false);
   testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/process.hpp"
+#include "core/process.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -30,7 +30,7 @@ TEST(Process, AUsersOpenblasCoretypeIsKept) {
   const char* before = std::getenv("OPENBLAS_CORETYPE");  // this test program's own choice
   const std::string saved = before ? before : "";
   ASSERT_EQ(::setenv("OPENBLAS_CORETYPE", "Prescott", 1), 0);
-  EXPECT_EQ(data::BlasCoreOverride(), "");
+  EXPECT_EQ(core::BlasCoreOverride(), "");
   if (before) {
     ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
   } else {
@@ -57,10 +57,10 @@ TEST(Process, IclprobeRunsTheKernelsOfItsCpu) {
   const auto cores = CoresLoaded(r.err);
   ASSERT_FALSE(cores.empty()) << "OPENBLAS_VERBOSE=2 printed no core: " << r.err;
   // The core the program ran on (the last one loaded: after a re-execution, the second).
-  EXPECT_FALSE(data::IsGenericBlasCore(cores.back())) << r.err;
+  EXPECT_FALSE(core::IsGenericBlasCore(cores.back())) << r.err;
   // At most one re-execution, and only away from a generic core.
   ASSERT_LE(cores.size(), 2u) << r.err;
   if (cores.size() == 2) {
-    EXPECT_TRUE(data::IsGenericBlasCore(cores.front())) << r.err;
+    EXPECT_TRUE(core::IsGenericBlasCore(cores.front())) << r.err;
   }
 }

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "analysis/report.hpp"
-#include "data/errors.hpp"
-#include "data/hdf5.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "tests/test_util.hpp"
 
@@ -226,6 +226,18 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
                                  " --plot-dir " + (tmp / "figs"));
   EXPECT_EQ(plots.exit_code, 2);
   EXPECT_NE(plots.err.find("--plot-dir"), std::string::npos) << plots.err;
+  // Options of one learner's report are refused with several files, not ignored (issue 29:
+  // --compare-targets was dropped silently).
+  for (const std::string& option :
+       std::vector<std::string>{"--compare-targets", "--interventions " + (tmp / "x.h5")}) {
+    const auto one_only =
+        RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b.h5") + " " + option);
+    EXPECT_EQ(one_only.exit_code, 2) << option;
+    EXPECT_EQ(test::CountLines(one_only.err), 1) << one_only.err;
+    EXPECT_NE(one_only.err.find(option.substr(0, option.find(' '))), std::string::npos)
+        << one_only.err;
+    EXPECT_EQ(one_only.out, "") << option;
+  }
 }
 
 // Which target a layer carries best, on planted per-prompt errors (one seed, 200 test prompts,
@@ -275,8 +287,8 @@ TEST(Report, CompareTargetsFindsThePlantedBestAndTies) {
       line.str().find("w_ols at layers 0; no significant best at layers 1; w_ridge at layers 2"),
       std::string::npos)
       << line.str();
-  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols", "xty"}, 4), data::InputError);
-  EXPECT_THROW(analysis::CompareTargets(r, {"w"}, 4), data::InputError);
+  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols", "xty"}, 4), core::InputError);
+  EXPECT_THROW(analysis::CompareTargets(r, {"w"}, 4), core::InputError);
 }
 
 TEST(Report, CompareTargetsOnTheCommandLine) {

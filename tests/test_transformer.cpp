@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/checkpoint.hpp"
@@ -59,6 +59,7 @@ class SingleThread : public ::testing::Test {
     torch::set_num_threads(1);
     openblas_set_num_threads(1);
   }
+  core::ThreadPool serial{1};  // the calling thread only
 };
 
 }  // namespace
@@ -240,11 +241,12 @@ TEST(Checkpoint, RefusesWrongFormatMissingOrMisshapenParameters) {
 TEST_F(SingleThread, ResumedRunEqualsUninterruptedRun) {
   test::TempDir tmp;
   const auto train = TinyTrain(12);
-  learners::Train({Tiny(2), train, tmp / "full.h5", false, -1});
-  auto r1 = learners::Train({Tiny(2), train, tmp / "split.h5", false, /*stop_after_steps=*/7});
+  learners::Train({Tiny(2), train, tmp / "full.h5", false, -1}, serial);
+  auto r1 =
+      learners::Train({Tiny(2), train, tmp / "split.h5", false, /*stop_after_steps=*/7}, serial);
   EXPECT_EQ(r1.step, 7);
   EXPECT_FALSE(r1.finished);
-  auto r2 = learners::Train({Tiny(2), train, tmp / "split.h5", /*resume=*/true, -1});
+  auto r2 = learners::Train({Tiny(2), train, tmp / "split.h5", /*resume=*/true, -1}, serial);
   EXPECT_EQ(r2.step, 12);
   EXPECT_TRUE(r2.finished);
   Transformer a = learners::LoadCheckpoint(tmp / "full.h5"),
@@ -269,7 +271,7 @@ TEST_F(SingleThread, DivergenceStopsAndKeepsTheLastGoodCheckpoint) {
   train.warmup = 0;
   train.clip = 0;
   try {
-    learners::Train({Tiny(2), train, tmp / "nan.h5", false, -1});
+    learners::Train({Tiny(2), train, tmp / "nan.h5", false, -1}, serial);
     FAIL() << "expected divergence";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("loss became"), std::string::npos) << e.what();
@@ -401,12 +403,11 @@ TEST_F(SingleThread, ShardedTrainingDoesNotDependOnTheWorkerCount) {
   auto train = TinyTrain(6);
   train.shards = 3;
   learners::TrainRequest one{Tiny(2), train, tmp / "w1.h5", false, -1};
-  one.workers = 1;
   learners::TrainRequest three = one;
   three.out = tmp / "w3.h5";
-  three.workers = 3;
-  learners::Train(one);
-  learners::Train(three);
+  core::ThreadPool pool1(1), pool3(3);
+  learners::Train(one, pool1);
+  learners::Train(three, pool3);
   auto pa = learners::LoadCheckpoint(tmp / "w1.h5")->named_parameters();
   auto pb = learners::LoadCheckpoint(tmp / "w3.h5")->named_parameters();
   for (const auto& p : pa)

@@ -1,13 +1,15 @@
 // RAII wrappers over the HDF5 C API; every error becomes an exception naming file and object.
-#include "data/hdf5.hpp"
+#include "core/hdf5.hpp"
 
-#include "data/dist.hpp"
-#include "data/errors.hpp"
-#include "data/json.hpp"
+#include "core/dist.hpp"
+#include "core/errors.hpp"
+#include "core/json.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <H5DSpublic.h>
 
 #include <algorithm>
 #include <cctype>
@@ -168,6 +170,21 @@ bool Object::HasAttr(const std::string& attr) const {
   return r > 0;
 }
 
+std::vector<std::string> Object::AttrNames() const {
+  const Lock lock;
+  std::vector<std::string> names;
+  auto cb = [](hid_t, const char* name, const H5A_info_t*, void* op) -> herr_t {
+    auto* out = static_cast<std::vector<std::string>*>(op);
+    if (out->size() >= 100000) return 1;  // stop
+    out->emplace_back(name);
+    return 0;
+  };
+  hsize_t idx = 0;
+  if (H5Aiterate2(id(), H5_INDEX_NAME, H5_ITER_INC, &idx, cb, &names) < 0)
+    Fail(Where() + ": cannot list its attributes");
+  return names;
+}
+
 namespace {
 
 // Replaces an attribute: HDF5 cannot overwrite one of a different type in place.
@@ -310,7 +327,7 @@ std::vector<std::int64_t> Object::GetIntList(const std::string& attr) const {
   const H5T_class_t cls = H5Tget_class(type.id());
   if (cls == H5T_STRING) {
     // A JSON array of integers, as files written before lists were array attributes.
-    const auto v = data::json::IntList(GetString(attr), Where(attr), INT32_MIN, INT32_MAX);
+    const auto v = core::json::IntList(GetString(attr), Where(attr), INT32_MIN, INT32_MAX);
     return std::vector<std::int64_t>(v.begin(), v.end());
   }
   if (cls != H5T_INTEGER) Fail(Where(attr) + ": expected a list of integers");
@@ -328,7 +345,7 @@ std::vector<std::string> Object::GetStringList(const std::string& attr) const {
   Handle space(H5Aget_space(a.id()), H5Sclose);
   if (H5Sget_simple_extent_type(space.id()) == H5S_SCALAR) {
     // A JSON array of strings in one string, as files written before array attributes.
-    return data::json::StringList(GetString(attr), Where(attr));
+    return core::json::StringList(GetString(attr), Where(attr));
   }
   const hsize_t n = ListLength(*this, a.id(), attr);
   if (H5Tis_variable_str(type.id()) <= 0) Fail(Where(attr) + ": expected variable-length strings");
@@ -422,6 +439,42 @@ void Dataset::ExpectDims(const Dims& expected) const {
   const Dims d = dims();
   if (d != expected)
     Fail(Where() + ": has shape " + DimsStr(d) + ", expected " + DimsStr(expected));
+}
+
+void Dataset::ExpectRank(std::size_t rank) const {
+  const Dims d = dims();
+  if (d.size() != rank)
+    Fail(Where() + ": has " + std::to_string(d.size()) + " dimensions " + DimsStr(d) +
+         ", expected " + std::to_string(rank));
+}
+
+std::vector<std::string> Dataset::DimLabels() const {
+  const Lock lock;
+  const Dims d = dims();
+  std::vector<std::string> labels;
+  for (unsigned i = 0; i < d.size(); ++i) {
+    const ssize_t n = H5DSget_label(id(), i, nullptr, 0);
+    if (n <= 0 || n > 4096) {
+      labels.emplace_back();
+      continue;
+    }
+    std::string label(std::size_t(n) + 1, '\0');
+    H5DSget_label(id(), i, label.data(), label.size());
+    label.resize(std::size_t(n));
+    labels.push_back(label);
+  }
+  return labels;
+}
+
+void Dataset::SetDimLabels(const std::vector<std::string>& labels) {
+  const Lock lock;
+  const Dims d = dims();
+  if (labels.size() != d.size())
+    throw std::logic_error(Where() + ": " + std::to_string(labels.size()) + " labels for " +
+                           std::to_string(d.size()) + " dimensions");
+  for (unsigned i = 0; i < labels.size(); ++i)
+    if (H5DSset_label(id(), i, labels[i].c_str()) < 0)
+      Fail(Where() + ": cannot label dimension " + std::to_string(i));
 }
 
 void Dataset::Resize(hsize_t rows) {
@@ -631,7 +684,9 @@ Dataset Group::CreateDatasetTyped(const std::string& path, hid_t type, const Dim
            H5Dclose);
   if (!h.valid())
     Fail("'" + file_ + "': cannot create dataset '" + full + "' of shape " + DimsStr(dims));
-  return Dataset(std::move(h), file_, full);
+  Dataset out(std::move(h), file_, full);
+  if (!opts.labels.empty()) out.SetDimLabels(opts.labels);
+  return out;
 }
 
 void Group::HardLink(const std::string& target, const std::string& link) {
@@ -706,15 +761,15 @@ File File::Open(const std::string& path, Mode mode, Durability durability, Shari
   const auto st = std::filesystem::status(path, ec);
   // Bad input, found alike by every rank of an MPI run (so reported once, by rank 0).
   if (!std::filesystem::exists(st))
-    throw data::InputError("hdf5", "", "'" + path + "': no such file");
+    throw core::InputError("hdf5", "", "'" + path + "': no such file");
   // A FIFO or device would block or stream forever; iclprobe files are regular files.
   if (!std::filesystem::is_regular_file(st))
-    throw data::InputError(
+    throw core::InputError(
         "hdf5", "",
         "'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
-    throw data::InputError("hdf5", "",
+    throw core::InputError("hdf5", "",
                            "'" + path + "': not an HDF5 file (or its header is damaged)");
   }
   Handle fapl = durability == Durability::kFlushPoints

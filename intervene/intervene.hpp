@@ -12,12 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "analysis/report.hpp"
 #include "data/task.hpp"
 #include "learners/transformer.hpp"
 #include "probes/probes_file.hpp"
 
-namespace icl::analysis {
+namespace icl::intervene {
 
 inline constexpr const char* kInterventionsFormat = "iclprobe-interventions";
 
@@ -118,8 +117,5 @@ InterveneResult ReadInterventionsFile(const std::string& path);
 void WriteInterventionsCsv(std::ostream& os, const InterveneResult& result);
 // A short table on stdout: per k, the slopes by layer with intervals.
 void PrintInterventionSummary(std::ostream& os, const InterveneResult& result);
-// Adds to `files` a figure per k: slope of the probe edit and of the random control against
-// layer (95% intervals), next to the probe's R2.
-void PlanInterventionPlots(const InterveneResult& result, PlotFiles& files);
 
-}  // namespace icl::analysis
+}  // namespace icl::intervene

@@ -57,6 +57,8 @@ class Object {
   hid_t id() const { return h_.id(); }
 
   bool HasAttr(const std::string& attr) const;
+  // Names of the attributes, in name order (at most 100,000: a file is not trusted).
+  std::vector<std::string> AttrNames() const;
   void SetAttr(const std::string& attr, const std::string& value);  // UTF-8 string
   void SetAttr(const std::string& attr, const char* value) { SetAttr(attr, std::string(value)); }
   void SetAttr(const std::string& attr, std::int64_t value);
@@ -97,6 +99,9 @@ struct DatasetOptions {
   // pre-filled: what parallel HDF5 needs to write unfiltered chunks of a dataset a single
   // process created (resuming one process's partial file with several ranks).
   bool allocate_on_resize = false;
+  // What each axis means ("prompt", "k", "feature"), stored as HDF5 dimension labels (H5DS;
+  // h5py shows them as dims[i].label): empty, or one per dimension.
+  std::vector<std::string> labels;
 };
 
 class Dataset : public Object {
@@ -129,6 +134,12 @@ class Dataset : public Object {
   void Append(hsize_t count, const T* data, std::size_t elements);
   // Throws naming this dataset unless its shape equals `expected`.
   void ExpectDims(const Dims& expected) const;
+  // Throws naming this dataset unless it has `rank` dimensions.
+  void ExpectRank(std::size_t rank) const;
+  // The dimension labels (H5DS), one per dimension ("" where none is set).
+  std::vector<std::string> DimLabels() const;
+  // Sets one label per dimension.
+  void SetDimLabels(const std::vector<std::string>& labels);
   // Chunks that get their space at their first write (HDF5's default; see
   // DatasetOptions::allocate_on_resize).
   bool AllocatesOnWrite() const;
@@ -155,6 +166,13 @@ class Group : public Object {
   template <typename T>
   Dataset CreateDataset(const std::string& path, const Dims& dims,
                         const DatasetOptions& opts = {}) {
+    return CreateDatasetTyped(path, NativeType<T>(), dims, opts);
+  }
+  // The same with the axes' labels (one per dimension).
+  template <typename T>
+  Dataset CreateDataset(const std::string& path, const Dims& dims,
+                        const std::vector<std::string>& labels, DatasetOptions opts = {}) {
+    opts.labels = labels;
     return CreateDatasetTyped(path, NativeType<T>(), dims, opts);
   }
   // Makes `link` a second name of the existing object `target` (no copy).

@@ -1,5 +1,5 @@
 // SHA-256 through OpenSSL's EVP interface, streaming the file in 1 MiB blocks.
-#include "data/sha256.hpp"
+#include "core/sha256.hpp"
 
 #include <openssl/evp.h>
 
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace icl::data {
+namespace icl::core {
 
 std::string Sha256File(const std::string& path) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
@@ -64,4 +64,4 @@ Sha256::Digest Sha256::Final() {
   return d;
 }
 
-}  // namespace icl::data
+}  // namespace icl::core

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace icl::data {
+namespace icl::core {
 
 // Identity of a file on disk (device and inode, links followed); found = false when absent.
 struct FileId {
@@ -22,7 +22,7 @@ struct FileId {
 };
 FileId IdOf(const std::string& path);
 
-// Every check below throws data::InputError naming `label`: the setting that names the file
+// Every check below throws core::InputError naming `label`: the setting that names the file
 // ("out", "csv", "checkpoint"), which the program shows as its option.
 // Throws naming `label` unless `path` is an existing regular file (links
 // followed): a FIFO, a device or a folder given as an input would block or make no sense.
@@ -95,4 +95,4 @@ void WriteFileChecked(const std::string& path, const std::string& content);
 // than `bytes` free: a run that would fill the disk is refused before it starts.
 void RequireFreeSpace(const std::string& path, double bytes, const std::string& label);
 
-}  // namespace icl::data
+}  // namespace icl::core

@@ -5,7 +5,7 @@
 #include <cctype>
 #include <string>
 
-namespace icl::data {
+namespace icl::core {
 
 // 1..64 characters of [A-Za-z0-9_.-], starting with a letter or digit.
 inline bool IsPlainName(const std::string& name) {
@@ -17,4 +17,4 @@ inline bool IsPlainName(const std::string& name) {
   return true;
 }
 
-}  // namespace icl::data
+}  // namespace icl::core

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace icl::data::json {
+namespace icl::core::json {
 
 // Parses `text`; throws std::invalid_argument("<what>: not valid JSON (...)").
 nlohmann::json Parse(const std::string& text, const std::string& what);
@@ -29,4 +29,4 @@ std::vector<int> IntList(const std::string& text, const std::string& what, std::
 std::vector<std::string> StringList(const std::string& text, const std::string& what,
                                     std::size_t max_size = 1 << 20);
 
-}  // namespace icl::data::json
+}  // namespace icl::core::json

@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "learners/import_garg.hpp"
+#include "interop/tensors.hpp"
 
-namespace icl::learners {
+namespace icl::interop {
 
 struct TorchSaveContents {
   NamedTensors tensors;
@@ -24,10 +24,10 @@ struct TorchSaveContents {
 };
 
 // Every tensor comes back contiguous, as float32 (float, double, half, bfloat16 storages) or as
-// it is (uint8, bool, int32, int64). Throws data::InputError (setting `field`) naming the pickle
+// it is (uint8, bool, int32, int64). Throws core::InputError (setting `field`) naming the pickle
 // offset, the tensor or the storage record for a file that is not such an archive, a pickle
 // that uses anything but the opcodes and classes of a state dict, a storage that is missing or
 // whose size does not match, or a tensor view that runs past its storage.
 TorchSaveContents ReadTorchSave(const std::string& path, const std::string& field);
 
-}  // namespace icl::learners
+}  // namespace icl::interop

@@ -1,10 +1,10 @@
 // Strict JSON getters: type, range and finiteness checked, errors naming the source.
-#include "data/json.hpp"
+#include "core/json.hpp"
 
 #include <cmath>
 #include <stdexcept>
 
-namespace icl::data::json {
+namespace icl::core::json {
 
 namespace {
 
@@ -115,4 +115,4 @@ std::vector<std::string> StringList(const std::string& text, const std::string& 
   return out;
 }
 
-}  // namespace icl::data::json
+}  // namespace icl::core::json

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace icl::data {
+namespace icl::core {
 
 class InputError : public std::invalid_argument {
  public:
@@ -54,4 +54,4 @@ class InputError : public std::invalid_argument {
   std::string module_, field_, text_;
 };
 
-}  // namespace icl::data
+}  // namespace icl::core

@@ -1,7 +1,7 @@
 // AtomicOutput: checks before work, a lock against a second writer, partial file, fsync, rename.
-#include "data/output.hpp"
+#include "core/output.hpp"
 
-#include "data/errors.hpp"
+#include "core/errors.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <system_error>
 
-namespace icl::data {
+namespace icl::core {
 
 namespace fs = std::filesystem;
 
@@ -238,4 +238,4 @@ void RequireFreeSpace(const std::string& path, double bytes, const std::string& 
                          "positions)");
 }
 
-}  // namespace icl::data
+}  // namespace icl::core

@@ -1,5 +1,5 @@
 // Interchange interventions along ridge-probe directions, and the interventions file.
-#include "analysis/intervene.hpp"
+#include "intervene/intervene.hpp"
 
 #include <fmt/format.h>
 
@@ -11,15 +11,17 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "data/hdf5.hpp"
-#include "data/names.hpp"
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/names.hpp"
+#include "core/spec.hpp"
 #include "data/prompt_io.hpp"
 #include "data/targets.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
 #include "probes/uncertainty.hpp"
 
-namespace icl::analysis {
+namespace icl::intervene {
 
 namespace {
 
@@ -28,16 +30,9 @@ bool IsWeightTarget(const std::string& t) {
 }
 
 double ParseValue(const std::string& text, const std::string& spec, const std::string& expected) {
-  std::size_t used = 0;
-  double v = NAN;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !std::isfinite(v))
-    throw std::invalid_argument("response '" + spec + "': " + expected);
-  return v;
+  const auto v = core::ParseNumber(text);
+  if (!v) throw std::invalid_argument("response '" + spec + "': " + expected);
+  return *v;
 }
 
 // The edit of one (layer, k): the readout v = W^T h + b and, among the changes dh of h that
@@ -223,25 +218,25 @@ std::string EditSpanName(EditSpan span) {
 
 void InterveneRequest::Validate() const {
   if (pairs < 2 || pairs > 1000000)
-    throw std::invalid_argument("pairs must be in 2..1000000, got " + std::to_string(pairs));
+    throw core::InputError("intervene", "pairs",
+                           "must be in 2..1000000, got " + std::to_string(pairs));
   if (bootstrap < 1 || bootstrap > 1000000)
-    throw std::invalid_argument("bootstrap replicates must be in 1..1000000");
-  if (batch < 1) throw std::invalid_argument("batch must be positive");
+    throw core::InputError("intervene", "bootstrap", "replicates must be in 1..1000000");
+  if (batch < 1) throw core::InputError("intervene", "batch", "must be positive");
   if (calibration_prompts < 2 || calibration_prompts > 10000000)
-    throw std::invalid_argument("calibration prompts must be in 2..10000000");
+    throw core::InputError("intervene", "calibration_prompts", "must be in 2..10000000");
   ParseResponse(target, response);
 }
 
-InterveneResult RunIntervene(learners::Transformer model, const std::string& checkpoint_sha256,
-                             const probes::ProbeResults& probes, const InterveneRequest& request,
-                             const std::function<void(long long, long long)>& progress) {
-  request.Validate();
+namespace {
+
+// The probes file against the model and the request: the same checkpoint, prompts the model
+// reads, the target's ridge probes, and the layers and k to edit (the file's by default).
+void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
+                  const probes::ProbeResults& probes) {
+  const InterveneRequest& request = res.request;
   const std::string where = "'" + probes.path + "'";
-  InterveneResult res;
-  res.request = request;
-  res.response = ParseResponse(request.target, request.response);
-  res.checkpoint_sha256 = checkpoint_sha256;
-  res.probes = probes.path;
+  const std::string& checkpoint_sha256 = res.checkpoint_sha256;
   if (probes.checkpoint_sha256 != checkpoint_sha256)
     throw std::invalid_argument(
         where + " was fitted on activations of the checkpoint with SHA-256 " +
@@ -251,7 +246,6 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
         "...): probe this checkpoint's own activations");
   res.task = data::TaskConfig::FromJson(probes.task_config, where + " task_config");
   data::TaskConfig& task = res.task;
-  const learners::ModelConfig& mc = model->config;
   if (mc.d != task.d || mc.n_max < task.n)
     throw std::invalid_argument(where + " describes prompts of d=" + std::to_string(task.d) +
                                 ", n=" + std::to_string(task.n) +
@@ -296,16 +290,21 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
   for (const auto* list : {&res.layers, &res.ks})
     if (std::set<int>(list->begin(), list->end()).size() != list->size())
       throw std::invalid_argument("a layer or k is listed twice");
-  const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
   if (mc.hidden != 0 && !probes.model_config.empty() &&
       learners::ModelConfig::FromJson(probes.model_config, where + " model_config").hidden !=
           mc.hidden)
     throw std::invalid_argument(where + " was fitted on states of width other than the model's " +
                                 std::to_string(mc.hidden));
-  torch::NoGradGuard no_grad;
-  model->eval();
-  // The covariance metric: the states' covariance at each (layer, k) over calibration prompts of
-  // their own stream (disjoint from the pairs' prompts).
+}
+
+// The covariance metric: the states' covariance at each (layer, k) over calibration prompts of
+// their own stream (disjoint from the pairs' prompts).
+std::vector<arma::mat> CalibrationCovariances(learners::Transformer& model,
+                                              const InterveneResult& res) {
+  const InterveneRequest& request = res.request;
+  const data::TaskConfig& task = res.task;
+  const learners::ModelConfig& mc = model->config;
+  const std::size_t L = res.layers.size(), K = res.ks.size();
   std::vector<arma::mat> cov(L * K);
   if (request.metric == EditMetric::kCovariance) {
     std::vector<arma::vec> sum(L * K, arma::zeros<arma::vec>(mc.hidden));
@@ -328,6 +327,17 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
     for (std::size_t i = 0; i < L * K; ++i)
       cov[i] = arma::symmatu((sum2[i] - sum[i] * sum[i].t() / n) / (n - 1));
   }
+  return cov;
+}
+
+// Per (layer, k): the probe's reading and edit direction, and the cell's result arrays.
+std::vector<EditMap> PrepareEdits(InterveneResult& res, const learners::ModelConfig& mc,
+                                  const probes::ProbeResults& probes,
+                                  const std::vector<arma::mat>& cov) {
+  const InterveneRequest& request = res.request;
+  const std::string& target = request.target;
+  const std::string where = "'" + probes.path + "'";
+  const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
   std::vector<EditMap> maps(L * K);
   res.cells.resize(L * K);
   for (std::size_t li = 0; li < L; ++li)
@@ -362,68 +372,105 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
       c.state_norm.set_size(P);
     }
 
-  const long long total = static_cast<long long>(P) * L * K;
-  long long done = 0;
-  const int H = mc.hidden;
-  for (std::size_t first = 0; first < P; first += request.batch) {
-    const std::size_t cnt = std::min<std::size_t>(request.batch, P - first);
-    data::PromptSet a, b;
-    SamplePairs(task, request.seed, first, cnt, a, b);
-    std::vector<data::PrefixTargets> ta(cnt), tb(cnt);
-    for (std::size_t j = 0; j < cnt; ++j) {
-      data::ComputePrefixTargets(a.x.slice(j), a.y.col(j), std::max(target_lambda, 0.0), ta[j]);
-      data::ComputePrefixTargets(b.x.slice(j), b.y.col(j), std::max(target_lambda, 0.0), tb[j]);
-    }
-    learners::ForwardOptions fo;
-    fo.hidden_states = true;
-    const learners::ForwardResult run = model->Run(data::TokenTensor(a, 0, cnt), fo);
-    const torch::Tensor base = run.predictions.contiguous();
-    for (std::size_t li = 0; li < L; ++li) {
-      const int layer = res.layers[li];
-      const torch::Tensor& state = run.hidden[layer];
-      for (std::size_t ki = 0; ki < K; ++ki) {
-        const int k = res.ks[ki], pos = data::AfterKPos(k);
-        const EditMap& e = maps[li * K + ki];
-        InterventionCell& c = res.cells[li * K + ki];
-        const arma::mat h = StateAt(state, pos);  // H x cnt
-        arma::mat reading = e.weights.t() * h;
-        reading.each_col() += e.intercept;
-        arma::mat r(reading.n_rows, cnt);
-        for (std::size_t j = 0; j < cnt; ++j)
-          r.col(j) = TargetValue(target, b, j, tb[j], k) - reading.col(j);
-        const arma::mat dh = e.edit * r;  // H x cnt
-        arma::mat random(H, cnt);
-        for (std::size_t j = 0; j < cnt; ++j) {
-          const std::size_t p = first + j;
-          // x_q = x_{k+1} of prompt A: column k of its examples.
-          const arma::vec xq = a.x.slice(j).col(k);
-          c.predicted(p) = PredictedChange(res.response, xq, r.col(j), ta[j].xtx.slice(k - 1));
-          c.edit_norm(p) = arma::norm(dh.col(j));
-          c.state_norm(p) = arma::norm(h.col(j));
-          // The random control: a direction drawn per (pair, layer, k), scaled to the edit's norm.
-          data::Rng rng(request.seed ^ 0x9e3779b97f4a7c15ULL,
-                        (std::uint64_t(layer) << 48) ^ (std::uint64_t(k) << 32) ^ p);
-          arma::vec u(H);
-          for (int i = 0; i < H; ++i)
-            u(i) = rng.Normal();
-          random.col(j) = u * (c.edit_norm(p) / std::max(arma::norm(u), 1e-300));
-        }
-        for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci) {
-          const torch::Tensor edit = ToRows(ci == 0 ? dh : random);  // [cnt, H]
-          torch::Tensor edited = state.clone();
-          edited.select(/*dim=*/1, pos).add_(edit);
-          if (request.span == EditSpan::kThroughQuery)
-            edited.select(/*dim=*/1, data::XTokenPos(k)).add_(edit);
-          const torch::Tensor pred = model->RunFrom(layer, edited).contiguous();
-          const torch::Tensor change = (pred.select(1, k) - base.select(1, k)).contiguous();
-          for (std::size_t j = 0; j < cnt; ++j)
-            c.observed(first + j, ci) = change[j].item<float>();
-        }
-        done += cnt;
-        if (progress) progress(done, total);
+  return maps;
+}
+
+// One batch of pairs [first, first + cnt): A's state after k examples is edited so that the
+// probe reads B's value (and along a random direction of the same norm), the rest of the
+// network runs on the edited state, and the change of the prediction at A's query is kept
+// beside the change the algorithm predicts.
+void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vector<EditMap>& maps,
+              double target_lambda, std::size_t first,
+              const std::function<void(long long)>& advance) {
+  const InterveneRequest& request = res.request;
+  const std::string& target = request.target;
+  const data::TaskConfig& task = res.task;
+  const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.pairs;
+  const int H = model->config.hidden;
+  const std::size_t cnt = std::min<std::size_t>(request.batch, P - first);
+  data::PromptSet a, b;
+  SamplePairs(task, request.seed, first, cnt, a, b);
+  std::vector<data::PrefixTargets> ta(cnt), tb(cnt);
+  for (std::size_t j = 0; j < cnt; ++j) {
+    data::ComputePrefixTargets(a.x.slice(j), a.y.col(j), std::max(target_lambda, 0.0), ta[j]);
+    data::ComputePrefixTargets(b.x.slice(j), b.y.col(j), std::max(target_lambda, 0.0), tb[j]);
+  }
+  learners::ForwardOptions fo;
+  fo.hidden_states = true;
+  const learners::ForwardResult run = model->Run(data::TokenTensor(a, 0, cnt), fo);
+  const torch::Tensor base = run.predictions.contiguous();
+  for (std::size_t li = 0; li < L; ++li) {
+    const int layer = res.layers[li];
+    const torch::Tensor& state = run.hidden[layer];
+    for (std::size_t ki = 0; ki < K; ++ki) {
+      const int k = res.ks[ki], pos = data::AfterKPos(k);
+      const EditMap& e = maps[li * K + ki];
+      InterventionCell& c = res.cells[li * K + ki];
+      const arma::mat h = StateAt(state, pos);  // H x cnt
+      arma::mat reading = e.weights.t() * h;
+      reading.each_col() += e.intercept;
+      arma::mat r(reading.n_rows, cnt);
+      for (std::size_t j = 0; j < cnt; ++j)
+        r.col(j) = TargetValue(target, b, j, tb[j], k) - reading.col(j);
+      const arma::mat dh = e.edit * r;  // H x cnt
+      arma::mat random(H, cnt);
+      for (std::size_t j = 0; j < cnt; ++j) {
+        const std::size_t p = first + j;
+        // x_q = x_{k+1} of prompt A: column k of its examples.
+        const arma::vec xq = a.x.slice(j).col(k);
+        c.predicted(p) = PredictedChange(res.response, xq, r.col(j), ta[j].xtx.slice(k - 1));
+        c.edit_norm(p) = arma::norm(dh.col(j));
+        c.state_norm(p) = arma::norm(h.col(j));
+        // The random control: a direction drawn per (pair, layer, k), scaled to the edit's norm.
+        data::Rng rng(request.seed ^ 0x9e3779b97f4a7c15ULL,
+                      (std::uint64_t(layer) << 48) ^ (std::uint64_t(k) << 32) ^ p);
+        arma::vec u(H);
+        for (int i = 0; i < H; ++i)
+          u(i) = rng.Normal();
+        random.col(j) = u * (c.edit_norm(p) / std::max(arma::norm(u), 1e-300));
       }
+      for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci) {
+        const torch::Tensor edit = ToRows(ci == 0 ? dh : random);  // [cnt, H]
+        torch::Tensor edited = state.clone();
+        edited.select(/*dim=*/1, pos).add_(edit);
+        if (request.span == EditSpan::kThroughQuery)
+          edited.select(/*dim=*/1, data::XTokenPos(k)).add_(edit);
+        const torch::Tensor pred = model->RunFrom(layer, edited).contiguous();
+        const torch::Tensor change = (pred.select(1, k) - base.select(1, k)).contiguous();
+        for (std::size_t j = 0; j < cnt; ++j)
+          c.observed(first + j, ci) = change[j].item<float>();
+      }
+      advance(cnt);
     }
   }
+}
+
+}  // namespace
+
+InterveneResult RunIntervene(learners::Transformer model, const std::string& checkpoint_sha256,
+                             const probes::ProbeResults& probes, const InterveneRequest& request,
+                             const std::function<void(long long, long long)>& progress) {
+  request.Validate();
+  InterveneResult res;
+  res.request = request;
+  res.response = ParseResponse(request.target, request.response);
+  res.checkpoint_sha256 = checkpoint_sha256;
+  res.probes = probes.path;
+  ResolveCells(res, model->config, probes);
+  torch::NoGradGuard no_grad;
+  model->eval();
+  const std::vector<arma::mat> cov = request.metric == EditMetric::kCovariance
+                                         ? CalibrationCovariances(model, res)
+                                         : std::vector<arma::mat>();
+  const std::vector<EditMap> maps = PrepareEdits(res, model->config, probes, cov);
+  const std::size_t P = request.pairs;
+  const long long total = static_cast<long long>(P) * res.layers.size() * res.ks.size();
+  long long done = 0;
+  for (std::size_t first = 0; first < P; first += request.batch)
+    RunPairs(model, res, maps, probes.ridge_lambda, first, [&](long long count) {
+      done += count;
+      if (progress) progress(done, total);
+    });
   for (std::size_t i = 0; i < res.cells.size(); ++i)
     Summarise(res.cells[i], request.bootstrap, request.seed + 1 + i);
   return res;
@@ -480,20 +527,20 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
     for (hsize_t ci = 0; ci < C; ++ci)
       for (hsize_t cell = 0; cell < L * K; ++cell)
         v[ci * L * K + cell] = PerControl(res.cells[cell], i)(ci);
-    h5::Dataset ds = f.CreateDataset<double>(kPerControl[i], {C, L, K});
+    h5::Dataset ds = f.CreateDataset<double>(kPerControl[i], {C, L, K}, {"control", "layer", "k"});
     ds.Write(v.data(), v.size());
     ds.SetAttr("description", std::string("[control, layer, k]"));
   }
   std::vector<double> r2(L * K), pairs(L * K * P), obs(C * L * K * P);
   for (hsize_t cell = 0; cell < L * K; ++cell)
     r2[cell] = res.cells[cell].probe_r2;
-  f.CreateDataset<double>("probe_r2", {L, K}).Write(r2.data(), r2.size());
+  f.CreateDataset<double>("probe_r2", {L, K}, {"layer", "k"}).Write(r2.data(), r2.size());
   for (int i = 0; i < 3; ++i) {
     for (hsize_t cell = 0; cell < L * K; ++cell) {
       const arma::vec& v = PerPair(res.cells[cell], i);
       std::copy(v.begin(), v.end(), pairs.begin() + cell * P);
     }
-    h5::Dataset ds = f.CreateDataset<double>(kPerPair[i], {L, K, P});
+    h5::Dataset ds = f.CreateDataset<double>(kPerPair[i], {L, K, P}, {"layer", "k", "pair"});
     ds.Write(pairs.data(), pairs.size());
     ds.SetAttr("description", std::string("[layer, k, pair]"));
   }
@@ -502,7 +549,8 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
       const arma::vec o = res.cells[cell].observed.col(ci);
       std::copy(o.begin(), o.end(), obs.begin() + (ci * L * K + cell) * P);
     }
-  h5::Dataset ds = f.CreateDataset<double>("observed", {C, L, K, P});
+  h5::Dataset ds =
+      f.CreateDataset<double>("observed", {C, L, K, P}, {"control", "layer", "k", "pair"});
   ds.Write(obs.data(), obs.size());
   ds.SetAttr("description", std::string("[control, layer, k, pair] change of the prediction"));
 }
@@ -634,47 +682,4 @@ void PrintInterventionSummary(std::ostream& os, const InterveneResult& res) {
   }
 }
 
-void PlanInterventionPlots(const InterveneResult& res, PlotFiles& files) {
-  const auto q = GnuplotQuote;
-  std::string& gp = files.data["plots.gp"];
-  if (gp.empty())
-    gp = "# gnuplot script written by iclprobe report; rerun with: gnuplot plots.gp\n"
-         "set datafile separator ','\nset key outside right top\nset grid\n";
-  // The target was checked against the known names on read; it is quoted anyway.
-  const std::string& t = res.request.target;
-  for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
-    const std::string stem =
-        fmt::format("intervene_{}_{}_k{}", t, EditSpanName(res.request.span), res.ks[ki]);
-    if (files.data.count(stem + ".csv"))
-      throw std::invalid_argument(
-          "two interventions files of " + t + " with edits at " + EditSpanName(res.request.span) +
-          " at k = " + std::to_string(res.ks[ki]) + " would draw the same figure");
-    std::ostringstream dat;
-    dat << "layer,slope,slope_lo,slope_hi,random,random_lo,random_hi,probe_r2\n";
-    for (std::size_t li = 0; li < res.layers.size(); ++li) {
-      const InterventionCell& c = res.Cell(li, ki);
-      dat << fmt::format("{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n", c.layer,
-                         c.slope(0), c.slope_lo(0), c.slope_hi(0), c.slope(1), c.slope_lo(1),
-                         c.slope_hi(1), c.probe_r2);
-    }
-    files.data[stem + ".csv"] = dat.str();
-    for (const char* term : {"pngcairo size 900,560", "svg size 900,560"}) {
-      const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
-      files.images.push_back(stem + "." + ext);
-      gp += fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
-      gp += fmt::format(
-          "set title {} noenhanced\nset xlabel 'layer (0 = embedding)'\nset ylabel 'slope, R^2'\n"
-          "set yrange [*:*]\nset xtics 1\nset key inside top left box opaque\n",
-          q(fmt::format("is {} used? edits at {}, k = {}, {} pairs (95% intervals)", t,
-                        EditSpanName(res.request.span), res.ks[ki], res.request.pairs)));
-      gp += fmt::format(
-          "plot {0} using 1:2:3:4 with yerrorlines lw 2 lc rgb '#1f77b4' title 'slope, probe "
-          "edit', {0} using 1:5:6:7 with yerrorlines lw 2 dt 2 lc rgb '#7f7f7f' title 'slope, "
-          "random direction', {0} using 1:8 with linespoints lw 2 lc rgb '#d62728' title 'ridge "
-          "probe R^2'\nset key outside right top noopaque nobox\n",
-          q(stem + ".csv"));
-    }
-  }
-}
-
-}  // namespace icl::analysis
+}  // namespace icl::intervene

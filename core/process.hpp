@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace icl::data {
+namespace icl::core {
 
 // The OpenBLAS core type this CPU should run, when OpenBLAS chose a slower one itself; "" when
 // its own choice is right or the user set OPENBLAS_CORETYPE. OpenBLAS 0.3.21 (Debian 12) does
@@ -41,4 +41,4 @@ std::string BlasCoreName();
 // unchanged.
 void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory = true);
 
-}  // namespace icl::data
+}  // namespace icl::core

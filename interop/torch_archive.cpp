@@ -1,5 +1,5 @@
 // torch.save archives: LibTorch's zip reader, and a pickle machine restricted to state dicts.
-#include "learners/torch_archive.hpp"
+#include "interop/torch_archive.hpp"
 
 #include <caffe2/serialize/inline_container.h>
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "data/errors.hpp"
+#include "core/errors.hpp"
 
-namespace icl::learners {
+namespace icl::interop {
 
 namespace {
 
@@ -461,7 +461,7 @@ const Ref* Lookup(const Ref& dict, const std::string& key) {
 
 TorchSaveContents ReadTorchSave(const std::string& path, const std::string& field) {
   auto fail = [&](const std::string& what) {
-    throw data::InputError("import", field, "'" + path + "': " + what);
+    throw core::InputError("import", field, "'" + path + "': " + what);
   };
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   auto record = [&](const std::string& name) {
@@ -566,4 +566,4 @@ TorchSaveContents ReadTorchSave(const std::string& path, const std::string& fiel
   return out;
 }
 
-}  // namespace icl::learners
+}  // namespace icl::interop

@@ -1,4 +1,4 @@
-#include "data/process.hpp"
+#include "core/process.hpp"
 
 #include <malloc.h>
 #include <strings.h>
@@ -9,7 +9,7 @@
 
 extern "C" char* openblas_get_corename(void);
 
-namespace icl::data {
+namespace icl::core {
 
 bool IsGenericBlasCore(const std::string& core) {
   static const char* const kGeneric[] = {"Prescott",  "Core2",  "Penryn",     "Dunnington",
@@ -53,4 +53,4 @@ void SetUpProcess(char** argv, bool passive_openmp, bool keep_freed_memory) {
   }
 }
 
-}  // namespace icl::data
+}  // namespace icl::core

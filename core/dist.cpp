@@ -1,5 +1,5 @@
 // MPI for extract and probe across processes (see dist.hpp); one rank without it.
-#include "data/dist.hpp"
+#include "core/dist.hpp"
 
 #include <cstdlib>
 #include <exception>

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-namespace icl::data {
+namespace icl::core {
 
 // Throws std::runtime_error naming the file when it cannot be read.
 std::string Sha256File(const std::string& path);
@@ -31,4 +31,4 @@ class Sha256 {
 
 std::string Hex(const unsigned char* bytes, std::size_t n);
 
-}  // namespace icl::data
+}  // namespace icl::core

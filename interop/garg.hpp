@@ -10,25 +10,16 @@
 //   ln_1, ln_2, ln_f (eps 1e-5), tanh GELU, read-out at the x-tokens: as in iclprobe.
 #pragma once
 
-#include <torch/torch.h>
-
-#include <map>
 #include <string>
 
+#include "interop/tensors.hpp"
+#include "learners/model_config.hpp"
 #include "learners/transformer.hpp"
 
-namespace icl::learners {
+namespace icl::interop {
 
-using NamedTensors = std::map<std::string, torch::Tensor>;
-
-// A .safetensors file: an 8-byte little-endian header length, a JSON header {name: {dtype,
-// shape, data_offsets [begin, end)}, optional __metadata__}, then the tensors' little-endian
-// bytes, contiguous, in offset order, covering the data exactly. Every tensor is returned as
-// float32 (F32, F64, F16, BF16) or as it is (U8, BOOL, I32, I64). Throws data::InputError (setting
-// `field`) naming the tensor or the offset for a short file, a header that is not such JSON, a
-// dtype it cannot read, offsets that overlap, leave gaps or run past the data, or a byte count
-// that does not match the shape.
-NamedTensors ReadSafetensors(const std::string& path, const std::string& field);
+using learners::ModelConfig;
+using learners::Transformer;
 
 // What the tensors do not say: heads (required), and optionally d and the number of examples n
 // (defaults: read_in's input width; the positions the model has, n_positions). A value given
@@ -40,9 +31,9 @@ struct GargShape {
 };
 
 // Builds the iclprobe transformer (norm "layer", mlp_ratio from c_fc) with Garg's weights.
-// Throws data::InputError (setting `field`) naming the tensor: a missing or unexpected tensor, a
+// Throws core::InputError (setting `field`) naming the tensor: a missing or unexpected tensor, a
 // shape that does not fit the others, a value that is not finite.
 Transformer FromGarg(const NamedTensors& tensors, const GargShape& shape, const std::string& field,
                      ModelConfig* config);
 
-}  // namespace icl::learners
+}  // namespace icl::interop

@@ -1,0 +1,27 @@
+// The evaluation log of a training run, <checkpoint stem>.train.csv: one row per (evaluation,
+// k) with step,lr,train_loss,eval_loss,k,model_error,<ref>_error, where the reference is OLS
+// (noiseless task) or the Bayes ridge (noisy task). This file owns its name, header and rows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "learners/trainer.hpp"
+
+namespace icl::learners {
+
+// "runs/a.h5" -> "runs/a.train.csv".
+std::string TrainLogPath(const std::string& checkpoint);
+
+// Writes a fresh log holding only the header (atomically, replacing an old one).
+void StartTrainLog(const std::string& path, bool noisy_task);
+
+// Keeps the header and the rows of steps <= `step` (rows written after the last checkpoint of
+// an interrupted run are evaluated again on resume); rewritten atomically. A missing log is
+// left missing. Throws core::InputError (setting `field`) for a row without a step number.
+void TruncateTrainLog(const std::string& path, std::int64_t step, const std::string& field);
+
+// Appends the rows of one evaluation; throws std::runtime_error when the write fails.
+void AppendTrainLog(const std::string& path, const EvalRecord& record);
+
+}  // namespace icl::learners

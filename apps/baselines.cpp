@@ -99,12 +99,8 @@ int RunBaselines(int argc, char** argv) {
 
   if (vm.count("fixed-w")) task.fixed_w = fixed_w;
   // Everything is checked before any work or output starts.
-  RequirePositive("d", task.d);
-  RequirePositive("n", task.n);
   RequirePositive("prompts", prompts);
-  RequireNonNegative("noise", task.noise);
-  RequirePositive("w-scale", task.w_scale);
-  task.Validate();
+  task.Validate();  // names the setting at fault (--d, --n, --noise, --w-scale)
   const auto learners = learners::MakeLearners(learner_specs, task);
   CheckThreads(threads);
   std::unique_ptr<core::AtomicOutput> out;

@@ -116,14 +116,8 @@ int RunExtract(int argc, char** argv) {
   const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);
   cfg.task = info.train.task;
   if (vm.count("n")) cfg.task.n = n;
-  if (vm.count("noise")) {
-    RequireNonNegative("noise", noise);
-    cfg.task.noise = noise;
-  }
-  if (vm.count("w-scale")) {
-    RequirePositive("w-scale", w_scale);
-    cfg.task.w_scale = w_scale;
-  }
+  if (vm.count("noise")) cfg.task.noise = noise;  // checked by ValidateConfig (the task's)
+  if (vm.count("w-scale")) cfg.task.w_scale = w_scale;
   if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
   if (vm.count("d-effective")) {
     if (d_effective < 1 || d_effective > cfg.task.d)

@@ -84,15 +84,15 @@ TEST(CliBaselines, BadInputIsOneLineExitTwoAndNoFile) {
   TempDir tmp;
   const std::string csv = tmp / "out.csv";
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--d 0", "--d: must be positive"},
-      {"--d -3", "--d: must be positive"},
-      {"--n 0", "--n: must be positive"},
+      {"--d 0", "--d: must be an integer in 1.."},
+      {"--d -3", "--d: must be an integer in 1.."},
+      {"--n 0", "--n: must be an integer in 1.."},
       {"--prompts 0", "--prompts: must be positive"},
       {"--learners ols,lasso", "unknown learner spec 'lasso'"},
       {"--learners ridge:abc", "learner spec 'ridge:abc': expected ridge:LAMBDA"},
       {"--d abc", "--d"},
       {"--frobnicate 3", "unrecognised option"},
-      {"--noise -1", "--noise: must be non-negative"},
+      {"--noise -1", "--noise: must be a non-negative finite number"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("baselines " + args + " --csv " + csv);

@@ -10,7 +10,7 @@ namespace icl::analysis {
 
 Curve Spd(const arma::mat& a, const arma::mat& b, int d) {
   if (a.n_rows != b.n_rows || a.n_cols != b.n_cols)
-    throw std::invalid_argument("spd: prediction shapes differ");
+    throw std::logic_error("spd: prediction shapes differ");
   // The same per-k mean and normal 95% interval over prompts as the error curves.
   const ErrorCurve e = Summarize("", arma::square(a - b) / d);
   return Curve{e.mean, e.lo, e.hi};
@@ -18,7 +18,7 @@ Curve Spd(const arma::mat& a, const arma::mat& b, int d) {
 
 ImplicitFit FitImplicitWeights(const arma::mat& queries, const arma::vec& yhat) {
   const arma::uword d = queries.n_rows, q = queries.n_cols;
-  if (q < d + 1) throw std::invalid_argument("implicit weights: need at least d+1 queries");
+  if (q < d + 1) throw std::logic_error("implicit weights: need at least d+1 queries");
   const arma::mat design = arma::join_cols(arma::ones<arma::rowvec>(q), queries).t();  // Q x (d+1)
   const arma::vec coef = arma::solve(design, yhat);
   ImplicitFit f;
@@ -32,7 +32,7 @@ ImplicitFit FitImplicitWeights(const arma::mat& queries, const arma::vec& yhat) 
 }
 
 arma::vec Ilwd(const arma::cube& wa, const arma::cube& wb) {
-  if (arma::size(wa) != arma::size(wb)) throw std::invalid_argument("ilwd: weight shapes differ");
+  if (arma::size(wa) != arma::size(wb)) throw std::logic_error("ilwd: weight shapes differ");
   const double d = wa.n_rows;
   arma::vec out(wa.n_cols, arma::fill::zeros);
   for (arma::uword p = 0; p < wa.n_slices; ++p)

@@ -99,10 +99,10 @@ bool ParseFitSpec(const std::string& spec, FitSpec* out) {
   f.family = p.name;
   if (f.family == "gd" && p.args.size() == 2) {
     const auto steps = p.Integer(1, 1, 1000);
-    if (!steps) throw std::invalid_argument(expected);
+    if (!steps) throw core::InputError("compare", "learners", expected);
     f.steps = static_cast<int>(*steps);
   } else if (p.args.size() != 1 || (f.family != "gd" && f.family != "sgd" && f.family != "ridge")) {
-    throw std::invalid_argument(expected);
+    throw core::InputError("compare", "learners", expected);
   }
   // Step sizes from far below any useful one to past divergence for unit-variance inputs;
   // penalties from next to OLS to next to the zero predictor.
@@ -125,7 +125,7 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task) {
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
                     const std::vector<int>& ks) {
   if (ks.empty() || target.n_rows != arma::uword(set.task.n) || target.n_cols != set.size())
-    throw std::invalid_argument("compare: a fit needs predictions n x N and at least one k");
+    throw std::logic_error("compare: a fit needs predictions n x N and at least one k");
   const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
   const int d = set.task.d;
   auto spd = [&](double log_value) {
@@ -185,8 +185,9 @@ LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskC
 LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskConfig& task,
                                     std::shared_ptr<const learners::ClassicalLearner> learner) {
   if (!learner->is_linear())
-    throw std::invalid_argument("compare: '" + learner->spec() +
-                                "' is not linear; only linear learners answer queries here");
+    throw core::InputError(
+        "compare", "learners",
+        "'" + learner->spec() + "' is not linear; only linear learners answer queries here");
   LearnerUnderTest l;
   l.name = name;
   l.task = task;
@@ -219,7 +220,7 @@ void CompareRequest::Validate() const {
 
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const CompareRequest& req,
                          const std::function<void(long long, long long)>& progress) {
-  if (models.empty()) throw std::invalid_argument("compare: no learner to compare");
+  if (models.empty()) throw core::InputError("compare", "", "no learner to compare");
   CompareResult out;
   out.d = models[0].task.d;
   out.n = models[0].task.n;
@@ -228,10 +229,11 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   checked.Validate();
   for (const auto& m : models)
     if (m.task.d != out.d || m.task.n != out.n)
-      throw std::invalid_argument("compare: '" + m.name + "' reads d=" + std::to_string(m.task.d) +
-                                  ", n=" + std::to_string(m.task.n) + " but '" + models[0].name +
-                                  "' reads d=" + std::to_string(out.d) +
-                                  ", n=" + std::to_string(out.n));
+      throw core::InputError("compare", "",
+                             "'" + m.name + "' reads d=" + std::to_string(m.task.d) +
+                                 ", n=" + std::to_string(m.task.n) + " but '" + models[0].name +
+                                 "' reads d=" + std::to_string(out.d) +
+                                 ", n=" + std::to_string(out.n));
   // Fit specs are checked with a placeholder value and fitted per learner under test below.
   const std::vector<std::string> items = SplitSpecs(req.learner_specs);
   std::vector<FitSpec> fits(items.size());
@@ -241,8 +243,9 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     is_fit[i] = ParseFitSpec(items[i], &fits[i]);
   const bool any_fit = std::find(is_fit.begin(), is_fit.end(), true) != is_fit.end();
   if (any_fit && req.all_pairs)
-    throw std::invalid_argument(
-        "compare: all pairs compares reference learners with each other; a fitted learner "
+    throw core::InputError(
+        "compare", "all_pairs",
+        "all pairs compares reference learners with each other; a fitted learner "
         "(gd:fit, sgd:fit, ridge:fit) has a value only against a learner under test");
   if (any_fit && req.fit_prompts < 2)
     throw core::InputError("compare", "fit_prompts", "must be at least 2");

@@ -98,7 +98,7 @@ void WritePairedCsv(std::ostream& os, const PairedTable& t);
 
 // A learner spec whose hyperparameter is fitted to each learner under test: gd:fit (one GD step;
 // gd:fit:STEPS for more), sgd:fit (step size) or ridge:fit (lambda). Returns false for any other
-// spec; throws std::invalid_argument for a malformed fit spec.
+// spec; throws core::InputError for a malformed fit spec.
 struct FitSpec {
   std::string family;                    // gd, sgd, ridge
   int steps = 1;                         // gd only
@@ -106,7 +106,7 @@ struct FitSpec {
   std::string Spec(double value) const;  // the ordinary spec with that value, e.g. "gd:0.0213"
 };
 bool ParseFitSpec(const std::string& spec, FitSpec* out);
-// Checks a comma-separated list of specs, fit specs included; throws std::invalid_argument
+// Checks a comma-separated list of specs, fit specs included; throws core::InputError
 // naming the first malformed one.
 void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
 

@@ -2,6 +2,8 @@
 // random edit per layer, with the probe's R^2, one figure per k.
 #include <fmt/format.h>
 
+#include "core/errors.hpp"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -25,9 +27,10 @@ void PlanInterventionPlots(const InterveneResult& res, PlotFiles& files) {
     const std::string stem =
         fmt::format("intervene_{}_{}_k{}", t, EditSpanName(res.request.span), res.ks[ki]);
     if (files.data.count(stem + ".csv"))
-      throw std::invalid_argument(
+      throw core::InputError(
+          "report", "interventions",
           "two interventions files of " + t + " with edits at " + EditSpanName(res.request.span) +
-          " at k = " + std::to_string(res.ks[ki]) + " would draw the same figure");
+              " at k = " + std::to_string(res.ks[ki]) + " would draw the same figure");
     std::ostringstream dat;
     dat << "layer,slope,slope_lo,slope_hi,random,random_lo,random_hi,probe_r2\n";
     for (std::size_t li = 0; li < res.layers.size(); ++li) {

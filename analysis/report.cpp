@@ -109,7 +109,7 @@ Scorer::Score Scorer::TargetDifference(const std::string& ta, const std::string&
 std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule) {
   const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
   if (kit == r.ks.end())
-    throw std::invalid_argument("report: k=" + std::to_string(k) + " was not probed");
+    throw core::InputError("report", "k", "k=" + std::to_string(k) + " was not probed");
   const arma::uword ki = kit - r.ks.begin();
   const Scorer scorer(r);
   std::vector<Onset> out;

@@ -116,7 +116,7 @@ int RunExtract(int argc, char** argv) {
   const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);
   cfg.task = info.train.task;
   if (vm.count("n")) cfg.task.n = n;
-  if (vm.count("noise")) cfg.task.noise = noise;  // checked by ValidateConfig (the task's)
+  if (vm.count("noise")) cfg.task.noise = noise;  // checked by the config's Validate (the task's)
   if (vm.count("w-scale")) cfg.task.w_scale = w_scale;
   if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
   if (vm.count("d-effective")) {
@@ -125,7 +125,7 @@ int RunExtract(int argc, char** argv) {
                                   " (the learner's d), got " + std::to_string(d_effective));
     cfg.task.d_effective = d_effective == cfg.task.d ? 0 : d_effective;
   }
-  extract::ValidateConfig(cfg, info.model);
+  cfg.Validate(info.model);
   // Parallel over prompt groups, one intra-op thread each (see extract::Extract).
   SetSerialKernels();
   core::ThreadPool pool(ResolveThreads(threads));

@@ -80,14 +80,7 @@ void FillRequest(intervene::InterveneRequest& req, const InterveneArgs& a,
                                         : intervene::EditMetric::kStandardized;
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
-  try {
-    req.Validate();
-  } catch (const core::InputError&) {
-    throw;
-  } catch (const std::invalid_argument& e) {  // the response does not fit the target
-    throw std::invalid_argument(std::string(vm.count("response") ? "--response" : "--target") +
-                                ": " + e.what());
-  }
+  req.Validate();
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ int RunProbe(int argc, char** argv) {
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks);
   req.shuffle_control = vm.count("shuffle-control") > 0;
-  req.Validate();
+  req.Validate();  // before any output is created; PlanProbes checks again for library callers
   CheckThreads(a.threads);
   const bool force = vm.count("force") > 0;
   core::RequireRegularInput(req.activations, "activations");

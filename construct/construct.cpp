@@ -75,16 +75,16 @@ void SetMul(BlockImpl& b, const Layout& L, const Op& op, int unit) {
   switch (op.form) {
     case Op::kElementwise:
       if (bb.size != a.size && bb.size != 1)
-        throw std::invalid_argument("construct: mul needs rows of equal size or a scalar");
+        throw std::logic_error("construct: mul needs rows of equal size or a scalar");
       if (out.size != a.size && out.size != 1)
-        throw std::invalid_argument("construct: mul writes a.size rows or their sum in one row");
+        throw std::logic_error("construct: mul writes a.size rows or their sum in one row");
       for (int j = 0; j < a.size; ++j)
         SetProduct(b, a.begin + j, bb.size == 1 ? bb.begin : bb.begin + j,
                    out.size == 1 ? out.begin : out.begin + j, unit + 4 * j, s, op.coefficient);
       return;
     case Op::kOuter:
       if (out.size != a.size * bb.size)
-        throw std::invalid_argument("construct: an outer product writes |a| * |b| rows");
+        throw std::logic_error("construct: an outer product writes |a| * |b| rows");
       for (int i = 0; i < a.size; ++i)
         for (int j = 0; j < bb.size; ++j)
           SetProduct(b, a.begin + i, bb.begin + j, out.begin + i * bb.size + j,
@@ -92,7 +92,7 @@ void SetMul(BlockImpl& b, const Layout& L, const Op& op, int unit) {
       return;
     case Op::kMatVec:
       if (a.size != out.size * bb.size)
-        throw std::invalid_argument("construct: matvec needs |a| = |out| * |b|");
+        throw std::logic_error("construct: matvec needs |a| = |out| * |b|");
       for (int i = 0; i < out.size; ++i)
         for (int j = 0; j < bb.size; ++j)
           SetProduct(b, a.begin + i * bb.size + j, bb.begin + j, out.begin + i,
@@ -108,11 +108,11 @@ void SetAff(BlockImpl& b, const Layout& L, const Op& op, int unit) {
   torch::NoGradGuard no_grad;
   const Rows a = L[op.a], out = L[op.out];
   if (!op.matrix.empty() && op.matrix.size() != std::size_t(out.size) * a.size)
-    throw std::invalid_argument("construct: aff matrix must be |out| x |a|");
+    throw std::logic_error("construct: aff matrix must be |out| x |a|");
   if (op.matrix.empty() && a.size != out.size)
-    throw std::invalid_argument("construct: aff without a matrix needs |a| = |out|");
+    throw std::logic_error("construct: aff without a matrix needs |a| = |out|");
   if (!op.bias.empty() && op.bias.size() != std::size_t(out.size))
-    throw std::invalid_argument("construct: aff bias must have |out| entries");
+    throw std::logic_error("construct: aff bias must have |out| entries");
   auto w1 = b.fc1->weight, w2 = b.fc2->weight;
   for (int i = 0; i < out.size; ++i) {
     for (int j = 0; j < a.size; ++j) {
@@ -156,9 +156,9 @@ int Schedule(Construction& c, std::vector<int>& first_unit, int& max_units) {
     const bool attention = op.kind == Op::kMov || op.kind == Op::kMean;
     if (op.parallel) {
       if (i == 0 || (c.op_sublayer.back().second == "attention") != attention)
-        throw std::invalid_argument("construct: a parallel op must share its sublayer's kind");
+        throw std::logic_error("construct: a parallel op must share its sublayer's kind");
       if (attention && (op.kind == Op::kMov || c.ops[i - 1].kind == Op::kMov))
-        throw std::invalid_argument("construct: mov needs its attention sublayer to itself");
+        throw std::logic_error("construct: mov needs its attention sublayer to itself");
     } else if (attention) {
       if (attn_used || mlp_used) ++block, mlp_used = false;
       attn_used = true;
@@ -222,7 +222,7 @@ Rows Layout::Add(const std::string& name, int size) {
 Rows Layout::operator[](const std::string& name) const {
   for (const auto& [n, r] : entries_)
     if (n == name) return r;
-  throw std::invalid_argument("construct: no row range named '" + name + "'");
+  throw std::logic_error("construct: no row range named '" + name + "'");
 }
 
 double GeluProduct(double a, double b, double scale) {
@@ -263,11 +263,13 @@ void Assemble(Construction& c, int d, int n_max) {
 }
 
 Construction GdProgram(int d, int n_max, double alpha, int steps) {
-  if (d < 1 || n_max < 1) throw std::invalid_argument("construct: d and n must be positive");
+  if (d < 1 || n_max < 1)
+    throw core::InputError("construct", "program", "d and n must be positive");
   if (!(alpha > 0) || !std::isfinite(alpha))
-    throw std::invalid_argument("construct: alpha must be a positive number");
+    throw core::InputError("construct", "program", "alpha must be a positive number");
   if (steps < 1 || steps > kMaxGdSteps)
-    throw std::invalid_argument("construct: steps must be in 1.." + std::to_string(kMaxGdSteps));
+    throw core::InputError("construct", "program",
+                           "steps must be in 1.." + std::to_string(kMaxGdSteps));
   Construction c;
   c.program = steps == 1 ? "gd" : "gd:" + std::to_string(steps);
   c.alpha = alpha;
@@ -381,7 +383,7 @@ learners::Transformer Compile(const Construction& c) {
   int max_units = 0;
   Schedule(scheduled, first_unit, max_units);
   if (max_units > c.model.hidden * c.model.mlp_ratio)
-    throw std::invalid_argument("construct: the program needs more MLP units than the model has");
+    throw std::logic_error("construct: the program needs more MLP units than the model has");
   for (std::size_t i = 0; i < c.ops.size(); ++i) {
     auto& block = *(*m->blocks)[scheduled.op_sublayer[i].first - 1]->as<learners::Block>();
     switch (c.ops[i].kind) {
@@ -462,8 +464,9 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   const std::int64_t width = info.model.hidden;
   auto rows = [&](const std::vector<std::int64_t>& v, const std::string& what) {
     if (v.size() != 2 || v[0] < 0 || v[1] < 1 || v[0] + v[1] > width)
-      throw std::invalid_argument(where + ": " + what + " should be [first row, rows] inside the " +
-                                  std::to_string(width) + " rows of the residual stream");
+      throw core::InputError(where, "",
+                             what + " should be [first row, rows] inside the " +
+                                 std::to_string(width) + " rows of the residual stream");
     return Rows{static_cast<int>(v[0]), static_cast<int>(v[1])};
   };
   const h5::Group layout = g.OpenGroup("layout");
@@ -476,9 +479,9 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
     x.name = name;
     x.layer = static_cast<int>(e.GetInt("layer"));
     if (x.layer < 0 || x.layer > info.model.layers)
-      throw std::invalid_argument(where + ": quantity " + name + " lies in state " +
-                                  std::to_string(x.layer) + " of a model with states 0.." +
-                                  std::to_string(info.model.layers));
+      throw core::InputError(where, "",
+                             "quantity " + name + " lies in state " + std::to_string(x.layer) +
+                                 " of a model with states 0.." + std::to_string(info.model.layers));
     x.rows = rows(e.GetIntList("rows"), "quantities/" + name + " rows");
     x.positions = e.GetString("positions");
     x.meaning = e.GetString("meaning");

@@ -23,7 +23,8 @@ struct Rows {
 class Layout {
  public:
   Rows Add(const std::string& name, int size);
-  Rows operator[](const std::string& name) const;  // throws std::invalid_argument if unknown
+  Rows operator[](
+      const std::string& name) const;  // throws std::logic_error if unknown (a compiler bug)
   int width() const { return width_; }
   const std::vector<std::pair<std::string, Rows>>& entries() const { return entries_; }
 
@@ -88,7 +89,7 @@ struct Construction {
 // each (aff + matvec mul in one MLP); block K+2: the prediction.
 Construction GdProgram(int d, int n_max, double alpha, int steps = 1);
 
-// Parses "gd" or "gd:K" (K steps, 1 <= K <= kMaxGdSteps); throws std::invalid_argument naming
+// Parses "gd" or "gd:K" (K steps, 1 <= K <= kMaxGdSteps); throws core::InputError naming
 // what was expected.
 int ParseGdSteps(const std::string& program);
 constexpr int kMaxGdSteps = 16;

@@ -11,8 +11,10 @@ namespace icl::core {
 
 class InputError : public std::invalid_argument {
  public:
-  // `module` prefixes the message ("extract"); `field` is the setting at fault ("" when the
-  // fault is in a file); `text` says what was found and what was expected.
+  // `module` prefixes the message: the library ("extract") or, for a fault in a file, the file
+  // ("'runs/a.h5'", "checkpoint 'runs/a.h5'"); `field` is the setting at fault ("" when the
+  // fault is in a file); `text` says what was found and what was expected. Internal invariants
+  // (a caller's bug, not the user's input) throw std::logic_error instead.
   InputError(const std::string& module, const std::string& field, const std::string& text)
       : std::invalid_argument(module + ": " + (field.empty() ? "" : field + ": ") +
                               Render(text, "")),

@@ -1,6 +1,8 @@
 // Strict JSON getters: type, range and finiteness checked, errors naming the source.
 #include "core/json.hpp"
 
+#include "core/errors.hpp"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -9,11 +11,11 @@ namespace icl::core::json {
 namespace {
 
 [[noreturn]] void Bad(const std::string& what, const std::string& key, const std::string& why) {
-  throw std::invalid_argument(what + ": '" + key + "' " + why);
+  throw core::InputError(what, "", "'" + key + "' " + why);
 }
 
 const nlohmann::json& At(const nlohmann::json& j, const std::string& key, const std::string& what) {
-  if (!j.is_object()) throw std::invalid_argument(what + ": expected a JSON object");
+  if (!j.is_object()) throw core::InputError(what, "", "expected a JSON object");
   const auto it = j.find(key);
   if (it == j.end()) Bad(what, key, "is missing");
   return *it;
@@ -25,7 +27,7 @@ nlohmann::json Parse(const std::string& text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(what + ": not valid JSON (" + e.what() + ")");
+    throw core::InputError(what, "", std::string("not valid JSON (") + e.what() + ")");
   }
 }
 
@@ -80,21 +82,23 @@ std::string String(const nlohmann::json& j, const std::string& key, const std::s
 std::vector<int> IntList(const std::string& text, const std::string& what, std::int64_t lo,
                          std::int64_t hi, std::size_t max_size) {
   const auto j = Parse(text, what);
-  if (!j.is_array()) throw std::invalid_argument(what + ": expected a JSON array of integers");
+  if (!j.is_array()) throw core::InputError(what, "", "expected a JSON array of integers");
   if (j.size() > max_size)
-    throw std::invalid_argument(what + ": " + std::to_string(j.size()) +
-                                " entries, expected at most " + std::to_string(max_size));
+    throw core::InputError(
+        what, "",
+        std::to_string(j.size()) + " entries, expected at most " + std::to_string(max_size));
   std::vector<int> out;
   for (const auto& v : j) {
     if (!v.is_number_integer())
-      throw std::invalid_argument(what + ": entry " + v.dump() + " is not an integer");
+      throw core::InputError(what, "", "entry " + v.dump() + " is not an integer");
     const bool neg = !v.is_number_unsigned() && v.get<std::int64_t>() < 0;
     const std::int64_t x =
         neg ? v.get<std::int64_t>()
             : std::int64_t(std::min<std::uint64_t>(v.get<std::uint64_t>(), INT64_MAX));
     if (x < lo || x > hi)
-      throw std::invalid_argument(what + ": entry " + v.dump() + " is outside " +
-                                  std::to_string(lo) + ".." + std::to_string(hi));
+      throw core::InputError(
+          what, "",
+          "entry " + v.dump() + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
     out.push_back(static_cast<int>(x));
   }
   return out;
@@ -104,12 +108,11 @@ std::vector<std::string> StringList(const std::string& text, const std::string& 
                                     std::size_t max_size) {
   const auto j = Parse(text, what);
   if (!j.is_array() || j.size() > max_size)
-    throw std::invalid_argument(what + ": expected a JSON array of at most " +
-                                std::to_string(max_size) + " strings");
+    throw core::InputError(
+        what, "", "expected a JSON array of at most " + std::to_string(max_size) + " strings");
   std::vector<std::string> out;
   for (const auto& v : j) {
-    if (!v.is_string())
-      throw std::invalid_argument(what + ": entry " + v.dump() + " is not a string");
+    if (!v.is_string()) throw core::InputError(what, "", "entry " + v.dump() + " is not a string");
     out.push_back(v.get<std::string>());
   }
   return out;

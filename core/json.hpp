@@ -10,11 +10,11 @@
 
 namespace icl::core::json {
 
-// Parses `text`; throws std::invalid_argument("<what>: not valid JSON (...)").
+// Parses `text`; throws core::InputError("<what>: not valid JSON (...)").
 nlohmann::json Parse(const std::string& text, const std::string& what);
 
 // j[key] as an integer in [lo, hi]: a JSON integer (not 4.7, not "4"), else
-// std::invalid_argument("<what>: '<key>' ...").
+// core::InputError("<what>: '<key>' ...").
 std::int64_t Int(const nlohmann::json& j, const std::string& key, const std::string& what,
                  std::int64_t lo, std::int64_t hi);
 std::uint64_t UInt(const nlohmann::json& j, const std::string& key, const std::string& what);

@@ -30,7 +30,7 @@ void RequireRegularInput(const std::string& path, const std::string& label);
 
 // An exclusive advisory lock on "<path>.lock", held for the object's lifetime; the lock file is
 // removed when released. Throws std::runtime_error when another process holds it, and
-// std::invalid_argument when the folder does not admit the lock file (missing, read-only).
+// core::InputError when the folder does not admit the lock file (missing, read-only).
 class OutputLock {
  public:
   OutputLock(const std::string& path, const std::string& label);
@@ -53,7 +53,7 @@ struct OutputOptions {
 class AtomicOutput {
  public:
   // Checks everything that can be checked before work starts and throws
-  // std::invalid_argument naming `label` (a setting name: "out", "csv"): an empty
+  // core::InputError naming `label` (a setting name: "out", "csv"): an empty
   // path, a missing or unwritable folder, an existing path without force, a path that is not a
   // regular file, a path (or its partial file) that is the same file as an input.
   AtomicOutput(std::string path, const std::string& label, const OutputOptions& options);
@@ -81,7 +81,7 @@ class AtomicOutput {
   std::unique_ptr<OutputLock> lock_;
 };
 
-// Refuses (std::invalid_argument naming the labels) when two outputs of one run are the same
+// Refuses (core::InputError naming the labels) when two outputs of one run are the same
 // path or the same file.
 void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& label_path);
 
@@ -91,7 +91,7 @@ void SyncPath(const std::string& path);
 // Writes `content` to `path` (created or truncated) with checked writes and an fsync.
 void WriteFileChecked(const std::string& path, const std::string& content);
 
-// Throws std::invalid_argument naming `label` when the file system holding `path` has less
+// Throws core::InputError naming `label` when the file system holding `path` has less
 // than `bytes` free: a run that would fill the disk is refused before it starts.
 void RequireFreeSpace(const std::string& path, double bytes, const std::string& label);
 

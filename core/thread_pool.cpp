@@ -7,7 +7,7 @@
 namespace icl::core {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads < 1) throw std::invalid_argument("ThreadPool: needs at least 1 thread");
+  if (threads < 1) throw std::logic_error("ThreadPool: needs at least 1 thread");
   for (int t = 1; t < threads; ++t)
     workers_.emplace_back([this] { Work(); });
 }

@@ -1,6 +1,8 @@
 // Prompt-set HDF5 I/O and the format attributes every iclprobe file carries.
 #include "data/prompt_io.hpp"
 
+#include "core/errors.hpp"
+
 #include <stdexcept>
 
 #include "core/output.hpp"
@@ -52,17 +54,18 @@ void WriteFormatAttrs(h5::Group& root, const std::string& format) {
 
 void CheckFormat(const h5::Group& root, const std::string& format) {
   if (!root.HasAttr("format"))
-    throw std::invalid_argument("'" + root.file() + "' has no 'format' attribute; expected an " +
-                                format + " file written by iclprobe");
+    throw core::InputError(
+        "'" + root.file() + "'", "",
+        "has no 'format' attribute; expected an " + format + " file written by iclprobe");
   const std::string got = root.GetString("format");
   if (got != format)
-    throw std::invalid_argument("'" + root.file() + "' has format '" + got + "', expected '" +
-                                format + "'");
+    throw core::InputError("'" + root.file() + "'", "",
+                           "has format '" + got + "', expected '" + format + "'");
   const auto version = root.GetInt("format_version");
   if (version != kFormatVersion)
-    throw std::invalid_argument("'" + root.file() + "' has format_version " +
-                                std::to_string(version) + ", this iclprobe reads version " +
-                                std::to_string(kFormatVersion));
+    throw core::InputError("'" + root.file() + "'", "",
+                           "has format_version " + std::to_string(version) +
+                               ", this iclprobe reads version " + std::to_string(kFormatVersion));
 }
 
 void SavePromptSet(const std::string& path, const PromptSet& set, bool force) {

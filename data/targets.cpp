@@ -1,6 +1,8 @@
 // Incremental regression targets: rank-one updates of X^T X and X^T y per example.
 #include "data/targets.hpp"
 
+#include "core/errors.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -14,8 +16,9 @@ IncrementalRidge::IncrementalRidge(int d, double lambda)
       xty_(d, arma::fill::zeros),
       w_(d, arma::fill::zeros) {
   if (!(lambda >= 0) || !std::isfinite(lambda))
-    throw std::invalid_argument("ridge: lambda must be a non-negative finite number, got " +
-                                std::to_string(lambda));
+    throw core::InputError(
+        "ridge", "ridge_lambda",
+        "lambda must be a non-negative finite number, got " + std::to_string(lambda));
   xs_.set_size(d, 0);
 }
 

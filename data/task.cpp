@@ -80,7 +80,7 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
   try {
     t.Validate();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw core::InputError(what, "", e.what());
   }
   return t;
 }

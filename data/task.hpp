@@ -24,7 +24,7 @@ struct TaskConfig {
   int d_effective = 0;
   int EffectiveD() const { return d_effective > 0 ? d_effective : d; }
 
-  // Throws std::invalid_argument naming the field when d, n, w_scale or noise is out of range.
+  // Throws core::InputError naming the field when d, n, w_scale or noise is out of range.
   void Validate() const;
   std::string ToJson() const;
   // `what` names the source (file, attribute) in error messages.

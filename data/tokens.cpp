@@ -12,8 +12,8 @@ void FillTokens(const PromptSet& set, std::size_t begin, std::size_t count, floa
   const int d = set.task.d;
   const int n = n_used > 0 ? n_used : set.task.n;
   if (n > set.task.n)
-    throw std::invalid_argument("tokens: asked for " + std::to_string(n) +
-                                " examples but prompts have n=" + std::to_string(set.task.n));
+    throw std::logic_error("tokens: asked for " + std::to_string(n) +
+                           " examples but prompts have n=" + std::to_string(set.task.n));
   if (begin + count > set.size())
     throw std::out_of_range("tokens: prompts [" + std::to_string(begin) + ", " +
                             std::to_string(begin + count) + ") out of a set of " +

@@ -34,49 +34,52 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
   a.seed = static_cast<std::uint64_t>(seed);
   a.prompts = f.GetInt("prompts");
   if (a.prompts < 1)
-    throw std::invalid_argument("'" + path + "': attribute 'prompts' is " +
-                                std::to_string(a.prompts) + ", expected a positive count");
+    throw core::InputError(
+        "'" + path + "'", "",
+        "attribute 'prompts' is " + std::to_string(a.prompts) + ", expected a positive count");
   const std::int64_t done = f.GetInt("n_complete");
   if (done != a.prompts)
-    throw std::invalid_argument("'" + path + "' is incomplete: " + std::to_string(done) + " of " +
-                                std::to_string(a.prompts) +
-                                " prompts; finish it with iclprobe extract {resume}");
+    throw core::InputError("'" + path + "'", "",
+                           "is incomplete: " + std::to_string(done) + " of " +
+                               std::to_string(a.prompts) +
+                               " prompts; finish it with iclprobe extract {resume}");
   a.checkpoint_sha256 = f.GetString("checkpoint_sha256");
   if (f.HasAttr("content_sha256")) a.content_sha256 = f.GetString("content_sha256");
   const std::string pos = f.GetString("positions");
   if (pos != "all" && pos != "y")
-    throw std::invalid_argument("'" + path + "': unknown positions '" + pos + "'");
+    throw core::InputError("'" + path + "'", "", "unknown positions '" + pos + "'");
   a.positions = pos == "all" ? Positions::kAll : Positions::kY;
   a.positions_per_prompt = a.positions == Positions::kAll ? 2 * a.task.n : a.task.n;
   for (const std::int64_t l : f.GetIntList("layers")) {
     if (l < 0 || l > a.model.layers)
-      throw std::invalid_argument("'" + path + "': attribute 'layers' lists state " +
-                                  std::to_string(l) + "; the model has states 0.." +
-                                  std::to_string(a.model.layers));
+      throw core::InputError("'" + path + "'", "",
+                             "attribute 'layers' lists state " + std::to_string(l) +
+                                 "; the model has states 0.." + std::to_string(a.model.layers));
     a.layers.push_back(static_cast<int>(l));
   }
   if (a.layers.empty() || !std::is_sorted(a.layers.begin(), a.layers.end()) ||
       std::adjacent_find(a.layers.begin(), a.layers.end()) != a.layers.end())
-    throw std::invalid_argument("'" + path +
-                                "': attribute 'layers' must list stored states once each, "
-                                "ascending");
+    throw core::InputError("'" + path + "'", "",
+                           "attribute 'layers' must list stored states once each, "
+                           "ascending");
   const hsize_t N = a.prompts, T = a.positions_per_prompt, H = a.model.hidden, n = a.task.n,
                 d = a.task.d;
   for (int l : a.layers) {
     const h5::Dataset h = f.OpenDataset(schema::Hidden(l));
     h.ExpectDims({N, T, H});
     if (!h.IsFloat() || (h.ElementSize() != 2 && h.ElementSize() != 4))
-      throw std::invalid_argument("'" + path + "': /" + schema::Hidden(l) +
-                                  " should hold float32 or float16 values");
+      throw core::InputError("'" + path + "'", "",
+                             "/" + schema::Hidden(l) + " should hold float32 or float16 values");
   }
   f.OpenDataset(schema::kPredictions).ExpectDims({N, n});
   f.OpenDataset(schema::kPromptsX).ExpectDims({N, n, d});
   if (f.Exists("targets") && f.OpenGroup("targets").HasAttr("ridge_lambda")) {
     a.ridge_lambda = f.OpenGroup("targets").GetDouble("ridge_lambda");
     if (!(a.ridge_lambda >= 0) || !std::isfinite(a.ridge_lambda))
-      throw std::invalid_argument("'" + path + "': /targets attribute 'ridge_lambda' is " +
-                                  std::to_string(a.ridge_lambda) +
-                                  ", expected a finite lambda >= 0");
+      throw core::InputError("'" + path + "'", "",
+                             "/targets attribute 'ridge_lambda' is " +
+                                 std::to_string(a.ridge_lambda) +
+                                 ", expected a finite lambda >= 0");
   }
   for (const auto& name : f.OpenGroup("targets").Members()) {
     const h5::Dataset t = f.OpenDataset("targets/" + name);
@@ -86,9 +89,9 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
     const bool ok =
         per_k ? dims.size() >= 2 && dims[0] == N && dims[1] == n : !dims.empty() && dims[0] == N;
     if (!ok)
-      throw std::invalid_argument("'" + path + "': /targets/" + name + " should have dims [" +
-                                  std::to_string(N) +
-                                  (per_k ? ", " + std::to_string(n) + ", ...] (per k)" : ", ...]"));
+      throw core::InputError("'" + path + "'", "",
+                             "/targets/" + name + " should have dims [" + std::to_string(N) +
+                                 (per_k ? ", " + std::to_string(n) + ", ...] (per k)" : ", ...]"));
     a.targets.push_back(name);
     a.target_per_k.push_back(per_k);
   }
@@ -137,7 +140,7 @@ std::string ContentDigest(const std::string& path) {
   const h5::File f = h5::File::Open(path);
   const std::int64_t prompts = f.GetInt("prompts");
   if (prompts < 1 || prompts > (std::int64_t(1) << 40))
-    throw std::invalid_argument("'" + path + "': attribute 'prompts' is out of range");
+    throw core::InputError("'" + path + "'", "", "attribute 'prompts' is out of range");
   return ContentDigestOf(f.GetString("extract_config"), f.GetString("checkpoint_sha256"),
                          GroupDigests(f, path, prompts, "activations"));
 }
@@ -265,17 +268,19 @@ StoredTarget ReadTarget(const ActivationsInfo& info, const std::string& name) {
   // [N, n, entries...] per k, [N, entries...] otherwise; entries a vector or a square matrix.
   const std::size_t lead = t.per_k ? 2 : 1;
   if (dims.size() < lead + 1 || dims.size() > lead + 2 || dims[0] < N || (t.per_k && dims[1] != n))
-    throw std::invalid_argument("'" + info.path + "': /targets/" + name + " has shape " +
-                                fmt::format("[{}]", fmt::join(dims, ", ")) + ", expected [" +
-                                std::to_string(N) + (t.per_k ? ", " + std::to_string(n) : "") +
-                                ", entries] or [..., d, d]");
+    throw core::InputError("'" + info.path + "'", "",
+                           "/targets/" + name + " has shape " +
+                               fmt::format("[{}]", fmt::join(dims, ", ")) + ", expected [" +
+                               std::to_string(N) + (t.per_k ? ", " + std::to_string(n) : "") +
+                               ", entries] or [..., d, d]");
   t.entries = 1;
   for (std::size_t i = lead; i < dims.size(); ++i)
     t.entries *= dims[i];
   t.symmetric = ds.HasAttr("symmetric") && ds.GetInt("symmetric") != 0;
   if (t.symmetric && (dims.size() != lead + 2 || dims[lead] != dims[lead + 1]))
-    throw std::invalid_argument("'" + info.path + "': /targets/" + name +
-                                " is marked symmetric but is not square");
+    throw core::InputError("'" + info.path + "'", "",
+                           "/targets/" + name + " is marked symmetric but is not square");
+  if (t.symmetric) t.side = dims[lead];
   t.values.resize(std::size_t(N) * (t.per_k ? n : 1) * t.entries);
   ds.ReadRows(0, N, t.values.data(), t.values.size());
   return t;
@@ -297,9 +302,9 @@ arma::fmat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
   if (!buf.is_finite()) {
     const arma::uvec bad = arma::find_nonfinite(buf);
     const arma::uword col = bad(0) / buf.n_rows, pos = (bad(0) % buf.n_rows) / h_;
-    throw std::invalid_argument("'" + path_ + "': /hidden/" + LayerName(layer_) +
-                                " has a non-finite value at prompt " + std::to_string(start + col) +
-                                ", position " + std::to_string(pos));
+    throw core::InputError("'" + path_ + "'", "",
+                           "/hidden/" + LayerName(layer_) + " has a non-finite value at prompt " +
+                               std::to_string(start + col) + ", position " + std::to_string(pos));
   }
   return buf;
 }

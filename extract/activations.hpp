@@ -41,6 +41,7 @@ struct StoredTarget {
   std::string name;
   bool per_k = true;
   bool symmetric = false;
+  std::size_t side = 0;  // symmetric: the matrix is side x side (entries == side * side)
   std::size_t entries = 0;
   std::vector<double> values;  // row-major [N, n, entries] (per_k) or [N, entries]
 };

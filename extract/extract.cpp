@@ -170,7 +170,8 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
   return j.dump();
 }
 
-void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
+void ExtractConfig::Validate(const learners::ModelConfig& model) const {
+  const ExtractConfig& c = *this;
   if (c.prompts <= 0)
     throw core::InputError("extract", "prompts",
                            "must be positive, got " + std::to_string(c.prompts));
@@ -179,18 +180,15 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
   if (!(c.ridge_lambda >= 0) || !std::isfinite(c.ridge_lambda))
     throw core::InputError("extract", "ridge_lambda", "must be a finite non-negative number");
   if (c.task.d != model.d)
-    throw std::invalid_argument("checkpoint '" + c.checkpoint +
-                                "' has d=" + std::to_string(model.d) +
-                                " but the prompts have d=" + std::to_string(c.task.d));
+    throw core::InputError(
+        "checkpoint '" + c.checkpoint + "'", "",
+        "has d=" + std::to_string(model.d) + " but the prompts have d=" + std::to_string(c.task.d));
   if (c.task.n <= 0 || c.task.n > model.n_max)
     throw core::InputError("extract", "n",
                            "the checkpoint '" + c.checkpoint + "' reads 1.." +
                                std::to_string(model.n_max) + " examples, got " +
                                std::to_string(c.task.n));
   c.task.Validate();
-  if (c.layers.empty())
-    for (int l = 0; l <= model.layers; ++l)
-      c.layers.push_back(l);
   std::set<int> seen;
   for (int l : c.layers) {
     if (l < 0 || l > model.layers)
@@ -202,7 +200,15 @@ void ValidateConfig(ExtractConfig& c, const learners::ModelConfig& model) {
       throw core::InputError("extract", "layers",
                              "layer " + std::to_string(l) + " is listed twice");
   }
-  std::sort(c.layers.begin(), c.layers.end());
+}
+
+std::vector<int> ExtractConfig::StatesOf(const learners::ModelConfig& model) const {
+  std::vector<int> states = layers;
+  if (states.empty())
+    for (int l = 0; l <= model.layers; ++l)
+      states.push_back(l);
+  std::sort(states.begin(), states.end());
+  return states;
 }
 
 namespace {
@@ -297,7 +303,8 @@ class Extraction {
 void Extraction::LoadModel() {
   dist::Together([&] {
     model_ = learners::LoadCheckpoint(cfg_.checkpoint, &info_);
-    ValidateConfig(cfg_, info_.model);
+    cfg_.Validate(info_.model);
+    cfg_.layers = cfg_.StatesOf(info_.model);
     sha_ = core::Sha256File(cfg_.checkpoint);
   });
   model_->eval();

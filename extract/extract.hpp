@@ -39,6 +39,11 @@ struct ExtractConfig {
 
   // What determines the file's contents (not batch, threads or paths), as JSON.
   std::string ContentJson(const learners::ModelConfig& model) const;
+  // Checks every setting against the checkpoint's model before any file is touched; throws
+  // core::InputError naming the setting.
+  void Validate(const learners::ModelConfig& model) const;
+  // The stored states, ascending: `layers`, or every state 0..L when it is empty.
+  std::vector<int> StatesOf(const learners::ModelConfig& model) const;
 };
 
 struct ExtractOptions {
@@ -58,10 +63,6 @@ struct ExtractResult {
   int chunk_rows = 0, batch = 0;
   std::string written;  // the final path, or the partial file when stopped early
 };
-
-// Resolves the task from the checkpoint and checks every option before any file is touched;
-// throws std::invalid_argument naming the option on bad input.
-void ValidateConfig(ExtractConfig& config, const learners::ModelConfig& model);
 
 // The pool's workers compute prompt groups in parallel, each with one intra-op thread (the
 // caller sets torch's and OpenBLAS's pools to 1: 64-wide products gain nothing from splitting,

@@ -31,7 +31,7 @@ bool IsWeightTarget(const std::string& t) {
 
 double ParseValue(const std::string& text, const std::string& spec, const std::string& expected) {
   const auto v = core::ParseNumber(text);
-  if (!v) throw std::invalid_argument("response '" + spec + "': " + expected);
+  if (!v) throw core::InputError("intervene", "response", "'" + spec + "': " + expected);
   return *v;
 }
 
@@ -62,19 +62,19 @@ EditMap MakeEditMap(const probes::ProbeResults& file, const std::string& target,
   arma::mat mw;  // M W
   if (metric == EditMetric::kStandardized) {
     if (ro.feature_scale.is_empty())
-      throw std::invalid_argument("'" + file.path +
-                                  "' stores no feature scales of its ridge probes (written before "
-                                  "interventions existed): probe the activations again, or use "
-                                  "the covariance metric");
+      throw core::InputError("'" + file.path + "'", "",
+                             "stores no feature scales of its ridge probes (written before "
+                             "interventions existed): probe the activations again, or use "
+                             "the covariance metric");
     if (ro.feature_scale.n_elem != e.weights.n_rows)
-      throw std::invalid_argument("'" + file.path + "': feature scales and weights disagree");
+      throw core::InputError("'" + file.path + "'", "", "feature scales and weights disagree");
     mw = e.weights;
     mw.each_col() %= arma::square(ro.feature_scale);
   } else {
     if (cov.n_rows != e.weights.n_rows)
-      throw std::invalid_argument("'" + file.path + "': the ridge probe reads " +
-                                  std::to_string(e.weights.n_rows) +
-                                  " hidden units but the model has " + std::to_string(cov.n_rows));
+      throw core::InputError("'" + file.path + "'", "",
+                             "the ridge probe reads " + std::to_string(e.weights.n_rows) +
+                                 " hidden units but the model has " + std::to_string(cov.n_rows));
     mw = cov * e.weights;
   }
   e.edit = mw * arma::pinv(e.weights.t() * mw);
@@ -180,15 +180,16 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   Response r;
   if (IsWeightTarget(target)) {
     if (!spec.empty() && spec != "weights")
-      throw std::invalid_argument("response '" + spec + "': the weight target '" + target +
-                                  "' predicts x_q^T w; its response is 'weights'");
+      throw core::InputError("intervene", "response",
+                             "'" + spec + "': the weight target '" + target +
+                                 "' predicts x_q^T w; its response is 'weights'");
     r.kind = Response::kWeights;
     r.name = "weights";
     return r;
   }
   if (target != "xty")
-    throw std::invalid_argument("target '" + target.substr(0, 80) +
-                                "': expected w_ols, w_ridge, w or xty");
+    throw core::InputError("intervene", "target",
+                           "'" + target.substr(0, 80) + "': expected w_ols, w_ridge, w or xty");
   const std::string s = spec.empty() ? "ols" : spec;
   const std::string expected = "expected ols, ridge:LAMBDA (LAMBDA >= 0) or gd:ALPHA (ALPHA > 0)";
   r.name = s;
@@ -197,13 +198,14 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   } else if (s.rfind("gd:", 0) == 0) {
     r.kind = Response::kGd;
     r.value = ParseValue(s.substr(3), s, expected);
-    if (!(r.value > 0)) throw std::invalid_argument("response '" + s + "': " + expected);
+    if (!(r.value > 0)) throw core::InputError("intervene", "response", "'" + s + "': " + expected);
   } else if (s.rfind("ridge:", 0) == 0) {
     r.kind = Response::kRidge;
     r.value = ParseValue(s.substr(6), s, expected);
-    if (!(r.value >= 0)) throw std::invalid_argument("response '" + s + "': " + expected);
+    if (!(r.value >= 0))
+      throw core::InputError("intervene", "response", "'" + s + "': " + expected);
   } else {
-    throw std::invalid_argument("response '" + s.substr(0, 80) + "': " + expected);
+    throw core::InputError("intervene", "response", "'" + s.substr(0, 80) + "': " + expected);
   }
   return r;
 }
@@ -238,63 +240,68 @@ void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
   const std::string where = "'" + probes.path + "'";
   const std::string& checkpoint_sha256 = res.checkpoint_sha256;
   if (probes.checkpoint_sha256 != checkpoint_sha256)
-    throw std::invalid_argument(
-        where + " was fitted on activations of the checkpoint with SHA-256 " +
-        (probes.checkpoint_sha256.empty() ? std::string("(none recorded)")
-                                          : probes.checkpoint_sha256.substr(0, 12) + "...") +
-        ", not this checkpoint (" + checkpoint_sha256.substr(0, 12) +
-        "...): probe this checkpoint's own activations");
+    throw core::InputError(
+        where, "",
+        "was fitted on activations of the checkpoint with SHA-256 " +
+            (probes.checkpoint_sha256.empty() ? std::string("(none recorded)")
+                                              : probes.checkpoint_sha256.substr(0, 12) + "...") +
+            ", not this checkpoint (" + checkpoint_sha256.substr(0, 12) +
+            "...): probe this checkpoint's own activations");
   res.task = data::TaskConfig::FromJson(probes.task_config, where + " task_config");
   data::TaskConfig& task = res.task;
   if (mc.d != task.d || mc.n_max < task.n)
-    throw std::invalid_argument(where + " describes prompts of d=" + std::to_string(task.d) +
-                                ", n=" + std::to_string(task.n) +
-                                " that the checkpoint's model (d=" + std::to_string(mc.d) +
-                                ", n_max=" + std::to_string(mc.n_max) + ") cannot read");
+    throw core::InputError(where, "",
+                           "describes prompts of d=" + std::to_string(task.d) +
+                               ", n=" + std::to_string(task.n) +
+                               " that the checkpoint's model (d=" + std::to_string(mc.d) +
+                               ", n_max=" + std::to_string(mc.n_max) + ") cannot read");
   const std::string& target = request.target;
   if (std::find(probes.targets.begin(), probes.targets.end(), target) == probes.targets.end())
-    throw std::invalid_argument(where + " has no probes of target '" + target + "'");
+    throw core::InputError(where, "", "has no probes of target '" + target + "'");
   if (!probes.Find(target, "ridge", "model", "r2"))
-    throw std::invalid_argument(where + " has no ridge probe of '" + target +
-                                "' (interventions need the ridge probe's linear map)");
+    throw core::InputError(
+        where, "",
+        "has no ridge probe of '" + target + "' (interventions need the ridge probe's linear map)");
   const double target_lambda = probes.ridge_lambda;
   if (target == "w_ridge" && !(target_lambda >= 0))
-    throw std::invalid_argument(where + " does not record the lambda of its w_ridge target");
+    throw core::InputError(where, "", "does not record the lambda of its w_ridge target");
   res.layers = request.layers.empty() ? probes.layers : request.layers;
   for (const int l : res.layers) {
     if (std::find(probes.layers.begin(), probes.layers.end(), l) == probes.layers.end())
-      throw std::invalid_argument(where + " has no probes of layer " + std::to_string(l));
+      throw core::InputError(where, "", "has no probes of layer " + std::to_string(l));
     if (l > mc.layers)
-      throw std::invalid_argument(where + " lists layer " + std::to_string(l) +
-                                  " but the checkpoint's model has states 0.." +
-                                  std::to_string(mc.layers));
+      throw core::InputError(where, "",
+                             "lists layer " + std::to_string(l) +
+                                 " but the checkpoint's model has states 0.." +
+                                 std::to_string(mc.layers));
   }
   if (request.ks.empty()) {
     for (const int k : probes.ks)
       if (k < task.n) res.ks.push_back(k);
     if (res.ks.empty())
-      throw std::invalid_argument(where +
-                                  " has probes only at k = n; an intervention needs a "
-                                  "query after k examples (k <= n - 1)");
+      throw core::InputError(where, "",
+                             "has probes only at k = n; an intervention needs a "
+                             "query after k examples (k <= n - 1)");
   } else {
     res.ks = request.ks;
   }
   for (const int k : res.ks) {
     if (std::find(probes.ks.begin(), probes.ks.end(), k) == probes.ks.end())
-      throw std::invalid_argument(where + " has no probes at k = " + std::to_string(k));
+      throw core::InputError(where, "", "has no probes at k = " + std::to_string(k));
     if (k >= task.n)
-      throw std::invalid_argument("k = " + std::to_string(k) +
-                                  " leaves no query (the prompts have n = " +
-                                  std::to_string(task.n) + " examples; k must be <= n - 1)");
+      throw core::InputError("intervene", "k",
+                             std::to_string(k) + " leaves no query (the prompts have n = " +
+                                 std::to_string(task.n) + " examples; k must be <= n - 1)");
   }
   for (const auto* list : {&res.layers, &res.ks})
     if (std::set<int>(list->begin(), list->end()).size() != list->size())
-      throw std::invalid_argument("a layer or k is listed twice");
+      throw core::InputError("intervene", "layers", "a layer or k is listed twice");
   if (mc.hidden != 0 && !probes.model_config.empty() &&
       learners::ModelConfig::FromJson(probes.model_config, where + " model_config").hidden !=
           mc.hidden)
-    throw std::invalid_argument(where + " was fitted on states of width other than the model's " +
-                                std::to_string(mc.hidden));
+    throw core::InputError(
+        where, "",
+        "was fitted on states of width other than the model's " + std::to_string(mc.hidden));
 }
 
 // The covariance metric: the states' covariance at each (layer, k) over calibration prompts of
@@ -350,18 +357,21 @@ std::vector<EditMap> PrepareEdits(InterveneResult& res, const learners::ModelCon
       e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk, request.metric,
                       request.metric == EditMetric::kCovariance ? cov[li * K + ki] : arma::mat());
       if (e.weights.n_rows != arma::uword(mc.hidden))
-        throw std::invalid_argument(
-            where + ": the ridge probe reads " + std::to_string(e.weights.n_rows) +
-            " hidden units but the checkpoint's model has " + std::to_string(mc.hidden));
+        throw core::InputError(where, "",
+                               "the ridge probe reads " + std::to_string(e.weights.n_rows) +
+                                   " hidden units but the checkpoint's model has " +
+                                   std::to_string(mc.hidden));
       // A probe of zero weights reads nothing: no edit can move its reading, and every slope
       // would be a 0 [0, 0] that looks like "not used" for edits never made.
       if (!e.weights.is_finite() || !e.edit.is_finite() || arma::norm(e.weights, "inf") == 0 ||
           arma::norm(e.edit, "inf") == 0)
-        throw std::invalid_argument(fmt::format(
-            "{}: the ridge probe of {} at layer {}, k = {} has {} weights, so no edit along it "
-            "can be made; probe that layer again",
-            where, target, res.layers[li], res.ks[ki],
-            e.weights.is_finite() ? "all-zero" : "non-finite"));
+        throw core::InputError(
+            where, "",
+            fmt::format(
+                "the ridge probe of {} at layer {}, k = {} has {} weights, so no edit along it "
+                "can be made; probe that layer again",
+                target, res.layers[li], res.ks[ki],
+                e.weights.is_finite() ? "all-zero" : "non-finite"));
       InterventionCell& c = res.cells[li * K + ki];
       c.layer = res.layers[li];
       c.k = res.ks[ki];
@@ -566,43 +576,49 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
   res.probes_digest = f.GetString("probes_digest");
   res.request.target = f.GetString("target");
   res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
-  res.response = ParseResponse(res.request.target, f.GetString("response"));
+  try {  // a response read from the file is the file's fault, not a setting's
+    res.response = ParseResponse(res.request.target, f.GetString("response"));
+  } catch (const core::InputError& e) {
+    throw core::InputError(where, "", "attribute 'response': " + e.text());
+  }
   res.request.response = res.response.name;
   const std::string span = f.GetString("span");
   if (span != "probed" && span != "through-query")
-    throw std::invalid_argument(where + ": attribute 'span' is '" + span.substr(0, 40) +
-                                "', expected probed or through-query");
+    throw core::InputError(
+        where, "",
+        "attribute 'span' is '" + span.substr(0, 40) + "', expected probed or through-query");
   res.request.span = span == "probed" ? EditSpan::kProbed : EditSpan::kThroughQuery;
   const std::string metric = f.GetString("metric");
   if (metric != "covariance" && metric != "standardized")
-    throw std::invalid_argument(where + ": attribute 'metric' is '" + metric.substr(0, 40) +
-                                "', expected covariance or standardized");
+    throw core::InputError(where, "",
+                           "attribute 'metric' is '" + metric.substr(0, 40) +
+                               "', expected covariance or standardized");
   res.request.metric = metric == "covariance" ? EditMetric::kCovariance : EditMetric::kStandardized;
   res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
   const std::int64_t pairs = f.GetInt("pairs");
   if (pairs < 2 || pairs > 1000000)
-    throw std::invalid_argument(where + ": attribute 'pairs' is " + std::to_string(pairs) +
-                                ", expected 2..1000000");
+    throw core::InputError(
+        where, "", "attribute 'pairs' is " + std::to_string(pairs) + ", expected 2..1000000");
   res.request.pairs = static_cast<int>(pairs);
   res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
   for (const std::int64_t l : f.GetIntList("layers")) {
     if (l < 0 || l > learners::kMaxLayers)
-      throw std::invalid_argument(where + ": attribute 'layers' holds " + std::to_string(l));
+      throw core::InputError(where, "", "attribute 'layers' holds " + std::to_string(l));
     res.layers.push_back(static_cast<int>(l));
   }
   for (const std::int64_t k : f.GetIntList("ks")) {
     if (k < 1 || k >= res.task.n)
-      throw std::invalid_argument(where + ": attribute 'ks' holds " + std::to_string(k) +
-                                  ", outside 1..n-1");
+      throw core::InputError(where, "",
+                             "attribute 'ks' holds " + std::to_string(k) + ", outside 1..n-1");
     res.ks.push_back(static_cast<int>(k));
   }
   if (res.layers.empty() || res.ks.empty())
-    throw std::invalid_argument(where + ": attributes 'layers' and 'ks' must not be empty");
+    throw core::InputError(where, "", "attributes 'layers' and 'ks' must not be empty");
   if (std::set<int>(res.layers.begin(), res.layers.end()).size() != res.layers.size() ||
       std::set<int>(res.ks.begin(), res.ks.end()).size() != res.ks.size())
-    throw std::invalid_argument(where + ": attribute 'layers' or 'ks' lists an entry twice");
+    throw core::InputError(where, "", "attribute 'layers' or 'ks' lists an entry twice");
   if (f.GetStringList("controls") != kInterventionControls)
-    throw std::invalid_argument(where + ": attribute 'controls' should be probe, random");
+    throw core::InputError(where, "", "attribute 'controls' should be probe, random");
   const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
                 P = pairs;
   res.cells.resize(L * K);
@@ -618,7 +634,8 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
     std::vector<double> v = ds.ReadAll<double>();
     for (const double x : v)
       if (!std::isfinite(x))
-        throw std::invalid_argument(where + ": /" + name + " holds NaN or infinite values");
+        throw core::InputError(where, "",
+                               "/" + std::string(name) + " holds NaN or infinite values");
     return v;
   };
   for (int i = 0; i < 4; ++i) {

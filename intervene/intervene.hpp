@@ -32,7 +32,7 @@ struct Response {
   std::string name;  // as given: "weights", "gd:0.05", "ridge:0.1", "ols"
 };
 // Parses `spec` for `target` ("" = the default: weights for weight targets, ols for xty);
-// throws std::invalid_argument saying what was expected.
+// throws core::InputError (setting "response" or "target") saying what was expected.
 Response ParseResponse(const std::string& target, const std::string& spec);
 
 // Where the edit is added: the state the probe reads (the y-token of example k), or every
@@ -94,7 +94,7 @@ struct InterveneResult {
 
 // Checks the request against the probes file and the model before any work, then runs it.
 // `checkpoint_sha256` is the SHA-256 of the checkpoint file `model` was loaded from: it must be
-// the one the probes' activations were extracted from. Throws std::invalid_argument naming the
+// the one the probes' activations were extracted from. Throws core::InputError naming the
 // file and what is wrong (another checkpoint, a target / layer / k / probe family the probes
 // file lacks, a probes file without feature scales).
 InterveneResult RunIntervene(

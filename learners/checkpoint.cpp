@@ -56,19 +56,19 @@ void WriteTensor(h5::Group& g, const std::string& name, const torch::Tensor& t) 
 void ReadTensorInto(const h5::Group& g, const std::string& name, torch::Tensor& dst,
                     const std::string& what) {
   if (!g.Exists(name))
-    throw std::invalid_argument("checkpoint '" + g.file() + "': missing " + what + " '" + name +
-                                "'");
+    throw core::InputError("checkpoint '" + g.file() + "'", "",
+                           "missing " + what + " '" + name + "'");
   const h5::Dataset ds = g.OpenDataset(name);
   if (ds.dims() != DimsOf(dst))
-    throw std::invalid_argument("checkpoint '" + g.file() + "': " + what + " '" + name +
-                                "' has shape " + ShapeStr(ds.dims()) + ", the model expects " +
-                                ShapeStr(DimsOf(dst)));
+    throw core::InputError("checkpoint '" + g.file() + "'", "",
+                           what + " '" + name + "' has shape " + ShapeStr(ds.dims()) +
+                               ", the model expects " + ShapeStr(DimsOf(dst)));
   auto buf = torch::empty(dst.sizes(), torch::kFloat32);
   ds.Read(buf.data_ptr<float>(), buf.numel());
   // A NaN or infinite weight would make every prediction NaN, and NaN errors sort first.
   if (!torch::isfinite(buf).all().item<bool>())
-    throw std::invalid_argument("checkpoint '" + g.file() + "': " + what + " '" + name +
-                                "' holds NaN or infinite values");
+    throw core::InputError("checkpoint '" + g.file() + "'", "",
+                           what + " '" + name + "' holds NaN or infinite values");
   torch::NoGradGuard no_grad;
   dst.copy_(buf);
 }
@@ -86,18 +86,18 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
       TrainConfig::FromJson(f.GetString("train_config"), "checkpoint '" + path + "' train_config");
   info.step = f.GetInt("step");
   if (info.step < 0)
-    throw std::invalid_argument("checkpoint '" + path + "': step " + std::to_string(info.step) +
-                                " is negative");
+    throw core::InputError("checkpoint '" + path + "'", "",
+                           "step " + std::to_string(info.step) + " is negative");
   info.has_train_state = f.Exists("train_state");
   if (f.HasAttr("created_by")) info.created_by = f.GetString("created_by");
   if (info.train.task.d != info.model.d)
-    throw std::invalid_argument("checkpoint '" + path +
-                                "': train task d=" + std::to_string(info.train.task.d) +
-                                " differs from model d=" + std::to_string(info.model.d));
+    throw core::InputError("checkpoint '" + path + "'", "",
+                           "train task d=" + std::to_string(info.train.task.d) +
+                               " differs from model d=" + std::to_string(info.model.d));
   if (info.train.task.n > info.model.n_max)
-    throw std::invalid_argument("checkpoint '" + path +
-                                "': train task n=" + std::to_string(info.train.task.n) +
-                                " exceeds the model's n_max=" + std::to_string(info.model.n_max));
+    throw core::InputError("checkpoint '" + path + "'", "",
+                           "train task n=" + std::to_string(info.train.task.n) +
+                               " exceeds the model's n_max=" + std::to_string(info.model.n_max));
   return info;
 }
 
@@ -123,8 +123,9 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
   // file exists (construct with an overflowing step size, an import of infinities).
   for (const auto& p : model->named_parameters())
     if (!torch::isfinite(p.value()).all().item<bool>())
-      throw std::invalid_argument("checkpoint '" + path + "': parameter '" + p.key() +
-                                  "' would hold NaN or infinite values; nothing was written");
+      throw core::InputError(
+          "checkpoint '" + path + "'", "",
+          "parameter '" + p.key() + "' would hold NaN or infinite values; nothing was written");
   core::AtomicOutput out(path, options.field, oo);
   h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
   data::WriteFormatAttrs(f, kCheckpointFormat);
@@ -177,8 +178,9 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
   }
   for (const auto& name : params.Members())
     if (!expected.count(name))
-      throw std::invalid_argument("checkpoint '" + path + "': unexpected parameter '" + name +
-                                  "' for model_config " + info.model.ToJson());
+      throw core::InputError(
+          "checkpoint '" + path + "'", "",
+          "unexpected parameter '" + name + "' for model_config " + info.model.ToJson());
   if (info_out) *info_out = info;
   return model;
 }
@@ -186,9 +188,8 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
 AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
   const h5::File f = h5::File::Open(path);
   if (!f.Exists("train_state"))
-    throw std::invalid_argument(
-        "checkpoint '" + path +
-        "' has no /train_state (shipped checkpoints leave it out); cannot resume");
+    throw core::InputError("checkpoint '" + path + "'", "",
+                           "has no /train_state (shipped checkpoints leave it out); cannot resume");
   const h5::Group ts = f.OpenGroup("train_state");
   AdamMoments m;
   m.step = ts.GetInt("adam_step");
@@ -197,10 +198,11 @@ AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
   // 1 - beta^t) without a visible error.
   const std::int64_t step = f.GetInt("step");
   if (ts.GetInt("step") != step || m.step != step)
-    throw std::invalid_argument(fmt::format(
-        "checkpoint '{}': /train_state is of step {} with {} optimizer steps, but the checkpoint "
-        "is of step {}; it is not a state train wrote (start the run over)",
-        path, ts.GetInt("step"), m.step, step));
+    throw core::InputError(
+        "checkpoint '" + path + "'", "",
+        fmt::format("/train_state is of step {} with {} optimizer steps, but the checkpoint "
+                    "is of step {}; it is not a state train wrote (start the run over)",
+                    ts.GetInt("step"), m.step, step));
   if (m.step == 0) return m;
   const h5::Group m1 = ts.OpenGroup("exp_avg"), m2 = ts.OpenGroup("exp_avg_sq");
   for (auto& p : model->named_parameters()) {
@@ -208,8 +210,9 @@ AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
     ReadTensorInto(m1, p.key(), a, "optimizer moment");
     ReadTensorInto(m2, p.key(), b, "optimizer moment");
     if ((b < 0).any().item<bool>())  // a mean of squared gradients
-      throw std::invalid_argument("checkpoint '" + path + "': optimizer moment '" + p.key() +
-                                  "' of exp_avg_sq holds negative values");
+      throw core::InputError(
+          "checkpoint '" + path + "'", "",
+          "optimizer moment '" + p.key() + "' of exp_avg_sq holds negative values");
     m.exp_avg[p.key()] = a;
     m.exp_avg_sq[p.key()] = b;
   }
@@ -227,10 +230,11 @@ std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int
   }
   LossSinceEval l{ts.GetDouble("loss_sum_since_eval"), ts.GetInt("loss_steps_since_eval")};
   if (!std::isfinite(l.sum) || l.sum < 0 || l.steps != since)
-    throw std::invalid_argument(fmt::format(
-        "checkpoint '{}': /train_state holds a training loss of {} over {} steps since the last "
-        "evaluation, but step {} is {} steps past one; it is not a state train wrote",
-        path, l.sum, l.steps, step, since));
+    throw core::InputError(
+        "checkpoint '" + path + "'", "",
+        fmt::format("/train_state holds a training loss of {} over {} steps since the last "
+                    "evaluation, but step {} is {} steps past one; it is not a state train wrote",
+                    l.sum, l.steps, step, since));
   return l;
 }
 

@@ -1,6 +1,8 @@
 // Classical learners and their spec strings.
 #include "learners/classical.hpp"
 
+#include "core/errors.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -52,7 +54,8 @@ const char* kSpecHelp =
 RidgeLearner::RidgeLearner(double lambda, std::string spec)
     : lambda_(lambda), spec_(std::move(spec)) {
   if (!(lambda >= 0))
-    throw std::invalid_argument("learner spec '" + spec_ + "': lambda must be >= 0");
+    throw core::InputError("learners", "learners",
+                           "learner spec '" + spec_ + "': lambda must be >= 0");
 }
 
 void RidgeLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
@@ -166,7 +169,8 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
   const core::Spec p = core::ParseSpec(raw);
   const std::string& spec = p.text;
   auto fail = [&](const std::string& expected) {
-    throw std::invalid_argument("learner spec '" + spec + "': expected " + expected);
+    throw core::InputError("learners", "learners",
+                           "learner spec '" + spec + "': expected " + expected);
   };
   auto arity = [&](std::size_t lo, std::size_t hi, const std::string& expected) {
     if (p.args.size() < lo || p.args.size() > hi) fail(expected);
@@ -211,7 +215,8 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
     arity(0, 0, "zero");
     return std::make_unique<ZeroLearner>();
   }
-  throw std::invalid_argument("unknown learner spec '" + spec + "': expected " + kSpecHelp);
+  throw core::InputError("learners", "learners",
+                         "unknown learner spec '" + spec + "': expected " + kSpecHelp);
 }
 
 std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
@@ -219,16 +224,19 @@ std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& s
   std::vector<std::unique_ptr<ClassicalLearner>> out;
   for (const std::string& s : Split(specs, ',')) {
     if (Trim(s).empty())
-      throw std::invalid_argument("learner list '" + specs +
-                                  "': empty entry; expected comma-separated " + kSpecHelp);
+      throw core::InputError(
+          "learners", "learners",
+          "learner list '" + specs + "': empty entry; expected comma-separated " + kSpecHelp);
     out.push_back(MakeLearner(s, task));
     for (std::size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i]->spec() == out.back()->spec())
-        throw std::invalid_argument("learner list '" + specs + "': " + out.back()->spec() +
-                                    " is listed twice");
+        throw core::InputError(
+            "learners", "learners",
+            "learner list '" + specs + "': " + out.back()->spec() + " is listed twice");
   }
   if (out.empty())
-    throw std::invalid_argument("learner list is empty; expected " + std::string(kSpecHelp));
+    throw core::InputError("learners", "learners",
+                           "learner list is empty; expected " + std::string(kSpecHelp));
   return out;
 }
 

@@ -33,7 +33,7 @@ arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& le
 
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA | knn:K[:weighted] |
 // zero.
-// `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws std::invalid_argument
+// `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws core::InputError
 // saying what was expected for an unknown or malformed spec.
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
                                               const data::TaskConfig& task);

@@ -1,6 +1,8 @@
 // AdamW over one flat parameter buffer.
 #include "learners/flat_adamw.hpp"
 
+#include "core/errors.hpp"
+
 #include <stdexcept>
 
 namespace icl::learners {
@@ -72,7 +74,7 @@ void FlatAdamW::Restore(const AdamMoments& m) {
   for (const Slot& s : slots_) {
     const auto ia = m.exp_avg.find(s.name), ib = m.exp_avg_sq.find(s.name);
     if (ia == m.exp_avg.end() || ib == m.exp_avg_sq.end())
-      throw std::invalid_argument("optimizer state: no moments for parameter '" + s.name + "'");
+      throw core::InputError("optimizer state", "", "no moments for parameter '" + s.name + "'");
     View(a, s).copy_(ia->second);
     View(b, s).copy_(ib->second);
   }

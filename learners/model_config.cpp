@@ -68,7 +68,7 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw core::InputError(what, "", e.what());
   }
   return c;
 }
@@ -145,7 +145,7 @@ TrainConfig TrainConfig::FromJson(const std::string& json, const std::string& wh
   TrainConfig c;
   const auto j = js::Parse(json, what);
   if (!j.is_object() || !j.contains("task") || !j["task"].is_object())
-    throw std::invalid_argument(what + ": 'task' is missing or not an object");
+    throw core::InputError(what, "", "'task' is missing or not an object");
   c.task = data::TaskConfig::FromJson(j["task"].dump(), what + " task");
   constexpr std::int64_t kBig = std::int64_t(1) << 53;
   c.steps = js::Int(j, "steps", what, 0, kBig);
@@ -167,7 +167,7 @@ TrainConfig TrainConfig::FromJson(const std::string& json, const std::string& wh
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(what + ": " + e.what());
+    throw core::InputError(what, "", e.what());
   }
   return c;
 }

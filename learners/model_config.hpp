@@ -30,7 +30,7 @@ struct ModelConfig {
   // quantities in fixed rows, which a LayerNorm would rescale.
   std::string norm = "layer";
 
-  void Validate() const;  // throws std::invalid_argument naming the field
+  void Validate() const;  // throws core::InputError naming the field
   std::string ToJson() const;
   static ModelConfig FromJson(const std::string& json, const std::string& what);
 };

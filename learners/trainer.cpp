@@ -26,12 +26,13 @@ torch::Tensor Targets(const data::PromptSet& set, std::size_t begin, std::size_t
 
 void CheckCompatible(const ModelConfig& model, const data::TaskConfig& task) {
   if (model.d != task.d)
-    throw std::invalid_argument("train: model d=" + std::to_string(model.d) +
-                                " but task d=" + std::to_string(task.d));
+    throw core::InputError(
+        "train", "",
+        "model d=" + std::to_string(model.d) + " but task d=" + std::to_string(task.d));
   if (task.n > model.n_max)
-    throw std::invalid_argument(
-        "train: prompts of n=" + std::to_string(task.n) +
-        " examples exceed the model's n_max=" + std::to_string(model.n_max));
+    throw core::InputError("train", "",
+                           "prompts of n=" + std::to_string(task.n) +
+                               " examples exceed the model's n_max=" + std::to_string(model.n_max));
 }
 
 }  // namespace

@@ -64,9 +64,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& c)
 
 torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
   if (tokens.dim() != 3 || tokens.size(2) != config.d + 1 || tokens.size(1) > 2L * config.n_max)
-    throw std::invalid_argument(
-        "transformer: tokens must be [B, T, d+1] with T <= 2 n_max, d=" + std::to_string(config.d) +
-        " and n <= " + std::to_string(config.n_max));
+    throw std::logic_error("transformer: tokens must be [B, T, d+1] with T <= 2 n_max, d=" +
+                           std::to_string(config.d) + " and n <= " + std::to_string(config.n_max));
   const auto T = tokens.size(1);
   return input_proj(tokens) + pos_embed.slice(/*dim=*/0, 0, T);
 }
@@ -100,11 +99,11 @@ ForwardResult TransformerImpl::Run(const torch::Tensor& tokens, const ForwardOpt
 
 torch::Tensor TransformerImpl::RunFrom(int layer, const torch::Tensor& state) {
   if (layer < 0 || layer > config.layers)
-    throw std::invalid_argument("transformer: state " + std::to_string(layer) + " is outside 0.." +
-                                std::to_string(config.layers));
+    throw std::logic_error("transformer: state " + std::to_string(layer) + " is outside 0.." +
+                           std::to_string(config.layers));
   if (state.dim() != 3 || state.size(2) != config.hidden || state.size(1) > 2L * config.n_max)
-    throw std::invalid_argument("transformer: a state must be [B, T, " +
-                                std::to_string(config.hidden) + "] with T <= 2 n_max");
+    throw std::logic_error("transformer: a state must be [B, T, " + std::to_string(config.hidden) +
+                           "] with T <= 2 n_max");
   auto h = state;
   for (int b = layer; b < config.layers; ++b)
     h = blocks[b]->as<Block>()->forward(h);

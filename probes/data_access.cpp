@@ -50,8 +50,7 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
   const int n = info.task.n;
   const std::size_t per = stored.entries;
   const std::size_t row = stored.per_k ? per * n : per;  // per prompt
-  const arma::uword side =
-      stored.symmetric ? static_cast<arma::uword>(std::llround(std::sqrt(double(per)))) : 0;
+  const arma::uword side = stored.side;
   Target t;
   t.name = name;
   t.dims = stored.symmetric ? side * (side + 1) / 2 : per;
@@ -71,9 +70,9 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
     }
     if (!m.is_finite()) {
       const arma::uvec bad = arma::find_nonfinite(m);
-      throw std::invalid_argument("'" + info.path + "': /targets/" + name +
-                                  " has a non-finite value at prompt " +
-                                  std::to_string(bad(0) / t.dims) + ", k=" + std::to_string(k));
+      throw core::InputError("'" + info.path + "'", "",
+                             "/targets/" + name + " has a non-finite value at prompt " +
+                                 std::to_string(bad(0) / t.dims) + ", k=" + std::to_string(k));
     }
     t.values.push_back(std::move(m));
   }

@@ -15,7 +15,7 @@ namespace icl::probes {
 enum class Role : std::uint8_t { kTrain = 0, kVal = 1, kTest = 2 };
 
 // A seeded split of prompts 0..N-1 into train / validation / test by the given fractions
-// (normalised). Throws std::invalid_argument when any part would be empty.
+// (normalised). Throws core::InputError when any part would be empty.
 std::vector<Role> SplitPrompts(std::int64_t prompts, const std::array<double, 3>& fractions,
                                std::uint64_t seed);
 

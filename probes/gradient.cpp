@@ -1,5 +1,6 @@
 // Pooled linear / MLP probes trained with LibTorch.
 #include "probes/gradient.hpp"
+#include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -131,7 +132,7 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
   const int T = o.pooled ? features[0].size(1) : 1;
   for (const auto& f : features)
     if (f.sizes() != features[0].sizes())
-      throw std::invalid_argument("probe: batched probes need features of one shape");
+      throw std::logic_error("probe: batched probes need features of one shape");
 
   // Standardise each probe's features with its own training statistics (per feature over
   // training rows and positions); targets are shared.

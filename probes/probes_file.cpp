@@ -1,6 +1,8 @@
 // probes.h5: writer, CSV, and the checked reader.
 #include "probes/probes_file.hpp"
 
+#include "core/errors.hpp"
+
 #include <sys/stat.h>
 
 #include <fmt/format.h>
@@ -48,8 +50,9 @@ namespace {
 const std::string& CheckName(const std::string& name, const std::string& path,
                              const std::string& where) {
   if (!core::IsPlainName(name))
-    throw std::invalid_argument("'" + path + "': " + where + " name '" + name.substr(0, 80) +
-                                "' is not a plain name (1-64 letters, digits, _ . -)");
+    throw core::InputError("'" + path + "'", "",
+                           where + " name '" + name.substr(0, 80) +
+                               "' is not a plain name (1-64 letters, digits, _ . -)");
   return name;
 }
 
@@ -61,8 +64,9 @@ void ReadErrors(const h5::File& f, ProbeResults& r) {
   if (f.HasAttr("bootstrap_replicates")) {
     const auto b = f.GetInt("bootstrap_replicates");
     if (b < 100 || b > 100000)
-      throw std::invalid_argument(where + ": attribute 'bootstrap_replicates' is " +
-                                  std::to_string(b) + ", expected 100..100000");
+      throw core::InputError(
+          where, "",
+          "attribute 'bootstrap_replicates' is " + std::to_string(b) + ", expected 100..100000");
     r.bootstrap = static_cast<int>(b);
     r.bootstrap_seed = static_cast<std::uint64_t>(f.GetInt("bootstrap_seed"));
   }
@@ -72,24 +76,26 @@ void ReadErrors(const h5::File& f, ProbeResults& r) {
     if (dims.size() != dims_prefix.size() + 1 ||
         !std::equal(dims_prefix.begin(), dims_prefix.end(), dims.begin()) || dims.back() < 1 ||
         dims.back() > 100000000)
-      throw std::invalid_argument(where + ": /" + name + " has the wrong shape; expected [" +
-                                  fmt::format("{}", fmt::join(dims_prefix, ", ")) +
-                                  ", test prompts]");
+      throw core::InputError(where, "",
+                             "/" + name + " has the wrong shape; expected [" +
+                                 fmt::format("{}", fmt::join(dims_prefix, ", ")) +
+                                 ", test prompts]");
     if (r.n_test == 0) r.n_test = dims.back();
     if (dims.back() != r.n_test)
-      throw std::invalid_argument(where + ": /" + name + " has " + std::to_string(dims.back()) +
-                                  " test prompts, other errors " + std::to_string(r.n_test));
+      throw core::InputError(where, "",
+                             "/" + name + " has " + std::to_string(dims.back()) +
+                                 " test prompts, other errors " + std::to_string(r.n_test));
     std::vector<double> raw = ds.ReadAll<double>();
     for (double v : raw)
       if (!(v >= 0) || !std::isfinite(v))
-        throw std::invalid_argument(where + ": /" + name +
-                                    " holds a negative, NaN or infinite squared error");
+        throw core::InputError(where, "",
+                               "/" + name + " holds a negative, NaN or infinite squared error");
     return raw;
   };
   for (const auto& t : f.OpenGroup("errors").Members()) {
     if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
-      throw std::invalid_argument(where + ": /errors/" + t.substr(0, 80) +
-                                  " is not a target of /metrics");
+      throw core::InputError(where, "",
+                             "/errors/" + t.substr(0, 80) + " is not a target of /metrics");
     const auto sst = read("errors/" + t + "/sst", {K, S});
     std::vector<arma::mat> per_k;
     for (hsize_t ki = 0; ki < K; ++ki) {
@@ -98,20 +104,21 @@ void ReadErrors(const h5::File& f, ProbeResults& r) {
         for (hsize_t i = 0; i < r.n_test; ++i)
           m(i, s) = sst[(ki * S + s) * r.n_test + i];
       if (!(arma::min(arma::sum(m, 0)) > 0))
-        throw std::invalid_argument(where + ": /errors/" + t +
-                                    "/sst sums to 0 on a test split; R2 is undefined");
+        throw core::InputError(where, "",
+                               "/errors/" + t + "/sst sums to 0 on a test split; R2 is undefined");
       per_k.push_back(std::move(m));
     }
     r.sst[t] = std::move(per_k);
     for (const auto& p : f.OpenGroup("errors/" + t).Members()) {
       if (p == "sst") continue;
       if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end())
-        throw std::invalid_argument(where + ": /errors/" + t + "/" + p.substr(0, 80) +
-                                    " is not a probe of /metrics");
+        throw core::InputError(
+            where, "", "/errors/" + t + "/" + p.substr(0, 80) + " is not a probe of /metrics");
       for (const auto& s : f.OpenGroup("errors/" + t + "/" + p).Members()) {
         if (!r.Find(t, p, s, "r2"))
-          throw std::invalid_argument(where + ": /errors/" + t + "/" + p + "/" + s.substr(0, 80) +
-                                      " has no /metrics counterpart");
+          throw core::InputError(
+              where, "",
+              "/errors/" + t + "/" + p + "/" + s.substr(0, 80) + " has no /metrics counterpart");
         const auto sse = read("errors/" + t + "/" + p + "/" + s + "/sse", {L, K, S});
         std::vector<arma::mat> cells;
         for (hsize_t cell = 0; cell < L * K; ++cell) {
@@ -138,9 +145,9 @@ void ReadLayout(const h5::File& f, ProbeResults& r) {
     std::vector<int> out;
     for (const std::int64_t v : f.GetIntList(attr)) {
       if (v < lo || v > hi)
-        throw std::invalid_argument(where + ": attribute '" + attr + "' holds " +
-                                    std::to_string(v) + ", outside " + std::to_string(lo) + ".." +
-                                    std::to_string(hi));
+        throw core::InputError(where, "",
+                               "attribute '" + attr + "' holds " + std::to_string(v) +
+                                   ", outside " + std::to_string(lo) + ".." + std::to_string(hi));
       out.push_back(static_cast<int>(v));
     }
     return out;
@@ -149,17 +156,17 @@ void ReadLayout(const h5::File& f, ProbeResults& r) {
   r.ks = ints("ks", 1, r.n);
   const std::int64_t seeds = f.GetInt("seeds");
   if (seeds < 1 || seeds > 100000)
-    throw std::invalid_argument(where + ": attribute 'seeds' is " + std::to_string(seeds) +
-                                ", expected 1..100000");
+    throw core::InputError(
+        where, "", "attribute 'seeds' is " + std::to_string(seeds) + ", expected 1..100000");
   r.seeds = static_cast<int>(seeds);
   r.sources = f.GetStringList("sources");
   if (r.layers.empty() || r.ks.empty() || r.sources.empty() || r.sources[0] != "model")
-    throw std::invalid_argument(where +
-                                ": expected non-empty layers, ks and sources starting "
-                                "with 'model'");
+    throw core::InputError(where, "",
+                           "expected non-empty layers, ks and sources starting "
+                           "with 'model'");
   for (const auto* list : {&r.layers, &r.ks})
     if (std::set<int>(list->begin(), list->end()).size() != list->size())
-      throw std::invalid_argument(where + ": a layer or k is listed twice");
+      throw core::InputError(where, "", "a layer or k is listed twice");
   for (const auto& s : r.sources)
     CheckName(s, path, "source");
 }
@@ -169,18 +176,20 @@ void ReadMetrics(const h5::File& f, ProbeResults& r) {
   const std::string& path = r.path;
   const std::string where = "'" + path + "'";
   const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
-  if (!f.Exists("metrics")) throw std::invalid_argument(where + ": no /metrics group");
+  if (!f.Exists("metrics")) throw core::InputError(where, "", "no /metrics group");
   for (const auto& t : f.OpenGroup("metrics").Members()) {
     r.targets.push_back(CheckName(t, path, "target"));
     for (const auto& p : f.OpenGroup("metrics/" + t).Members()) {
       if (p != "ridge" && p != "linear" && p != "mlp")
-        throw std::invalid_argument(where + ": unknown probe family '" + p.substr(0, 80) +
-                                    "' under /metrics/" + t + " (expected ridge, linear, mlp)");
+        throw core::InputError(where, "",
+                               "unknown probe family '" + p.substr(0, 80) + "' under /metrics/" +
+                                   t + " (expected ridge, linear, mlp)");
       if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end()) r.probes.push_back(p);
       for (const auto& s : f.OpenGroup("metrics/" + t + "/" + p).Members()) {
         if (std::find(r.sources.begin(), r.sources.end(), s) == r.sources.end())
-          throw std::invalid_argument(where + ": /metrics/" + t + "/" + p + " has source '" +
-                                      s.substr(0, 80) + "' that is not in the 'sources' attribute");
+          throw core::InputError(where, "",
+                                 "/metrics/" + t + "/" + p + " has source '" + s.substr(0, 80) +
+                                     "' that is not in the 'sources' attribute");
         for (const char* m : {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"}) {
           const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
           if (std::string(m).find('_') != std::string::npos && !f.Exists(name)) continue;
@@ -190,15 +199,16 @@ void ReadMetrics(const h5::File& f, ProbeResults& r) {
           ds.Read(c.memptr(), c.n_elem);
           // A NaN would silently fail or pass every comparison of the onset rule.
           if (!c.is_finite())
-            throw std::invalid_argument(where + ": /" + name +
-                                        " holds NaN or infinite values; every probe score must "
-                                        "be a number");
+            throw core::InputError(where, "",
+                                   "/" + name +
+                                       " holds NaN or infinite values; every probe score must "
+                                       "be a number");
           r.metric[t + "/" + p + "/" + s + "/" + m] = std::move(c);
         }
       }
     }
   }
-  if (r.targets.empty()) throw std::invalid_argument(where + ": /metrics holds no target");
+  if (r.targets.empty()) throw core::InputError(where, "", "/metrics holds no target");
 }
 
 // The optional attributes: the model (its layers bound the probed states), the checkpoint and
@@ -215,16 +225,15 @@ void ReadProvenance(const h5::File& f, ProbeResults& r) {
             : learners::kMaxLayers;
     for (const int l : r.layers)
       if (l > L)
-        throw std::invalid_argument(where + ": attribute 'layers' lists layer " +
-                                    std::to_string(l) + " of a model with states 0.." +
-                                    std::to_string(L));
+        throw core::InputError(where, "",
+                               "attribute 'layers' lists layer " + std::to_string(l) +
+                                   " of a model with states 0.." + std::to_string(L));
   }
   if (f.HasAttr("checkpoint_sha256")) r.checkpoint_sha256 = f.GetString("checkpoint_sha256");
   if (f.HasAttr("ridge_lambda")) {
     r.ridge_lambda = f.GetDouble("ridge_lambda");
     if (!(r.ridge_lambda >= 0) || !std::isfinite(r.ridge_lambda))
-      throw std::invalid_argument(where +
-                                  ": attribute 'ridge_lambda' must be a finite lambda >= 0");
+      throw core::InputError(where, "", "attribute 'ridge_lambda' must be a finite lambda >= 0");
   }
   r.task_config = f.GetString("task_config");
 }
@@ -247,10 +256,10 @@ void ReadPooling(const h5::File& f, ProbeResults& r) {
           const auto dims = ds.dims();  // [L, K, S, T]
           if (dims.size() != 4 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
               dims[3] > hsize_t(2 * r.n))
-            throw std::invalid_argument(where + ": /" + name + " should have shape [" +
-                                        std::to_string(L) + ", " + std::to_string(K) + ", " +
-                                        std::to_string(S) + ", T] with T in 1.." +
-                                        std::to_string(2 * r.n));
+            throw core::InputError(where, "",
+                                   "/" + name + " should have shape [" + std::to_string(L) + ", " +
+                                       std::to_string(K) + ", " + std::to_string(S) +
+                                       ", T] with T in 1.." + std::to_string(2 * r.n));
           const std::vector<double> raw = ds.ReadAll<double>();
           const hsize_t T = dims[3];
           arma::mat a(T, L * K, arma::fill::zeros);
@@ -265,7 +274,7 @@ void ReadPooling(const h5::File& f, ProbeResults& r) {
 }  // namespace
 
 ProbeResults ReadProbesFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
+  h5::File f = h5::File::Open(path);
   data::CheckFormat(f, kProbesFormat);
   ProbeResults r;
   r.path = path;
@@ -279,6 +288,7 @@ ProbeResults ReadProbesFile(const std::string& path) {
     if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
   r.probes = order;
   ReadPooling(f, r);
+  r.file = std::make_shared<const h5::File>(std::move(f));
   return r;
 }
 
@@ -288,16 +298,18 @@ RidgeReadout ReadRidgeReadout(const ProbeResults& r, const std::string& target, 
   const auto li = std::find(r.layers.begin(), r.layers.end(), layer);
   const auto ki = std::find(r.ks.begin(), r.ks.end(), k);
   if (li == r.layers.end())
-    throw std::invalid_argument(where + " has no probes of layer " + std::to_string(layer));
+    throw core::InputError(where, "", "has no probes of layer " + std::to_string(layer));
   if (ki == r.ks.end())
-    throw std::invalid_argument(where + " has no probes at k = " + std::to_string(k));
+    throw core::InputError(where, "", "has no probes at k = " + std::to_string(k));
   if (seed < 0 || seed >= r.seeds)
-    throw std::invalid_argument(where + " has no probe seed " + std::to_string(seed));
+    throw core::InputError(where, "", "has no probe seed " + std::to_string(seed));
   const std::string group = "ridge/" + target + "/" + source;
-  const h5::File f = h5::File::Open(r.path);
+  if (!r.file) throw std::logic_error("ReadRidgeReadout: the results were not read from a file");
+  const h5::File& f = *r.file;
   if (!f.Exists(group + "/weights"))
-    throw std::invalid_argument(where + " has no ridge probe of '" + target.substr(0, 80) +
-                                "' (no /" + group + "/weights); probe it with the ridge family");
+    throw core::InputError(where, "",
+                           "has no ridge probe of '" + target.substr(0, 80) + "' (no /" + group +
+                               "/weights); probe it with the ridge family");
   const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds;
   const hsize_t l = li - r.layers.begin(), cell = (ki - r.ks.begin()) * S + seed;
   const h5::Dataset dw = f.OpenDataset(group + "/weights");
@@ -311,9 +323,10 @@ RidgeReadout ReadRidgeReadout(const ProbeResults& r, const std::string& target, 
   const hsize_t max_m = hsize_t(r.d) * r.d;
   if (dims.size() != 5 || dims[0] != L || dims[1] != K || dims[2] != S || dims[3] < 1 ||
       dims[3] > max_p || (model && dims[3] != max_p) || dims[4] < 1 || dims[4] > max_m)
-    throw std::invalid_argument(where + ": /" + group + "/weights should have shape [" +
-                                std::to_string(L) + ", " + std::to_string(K) + ", " +
-                                std::to_string(S) + ", hidden, m] with m <= d^2");
+    throw core::InputError(where, "",
+                           "/" + group + "/weights should have shape [" + std::to_string(L) + ", " +
+                               std::to_string(K) + ", " + std::to_string(S) +
+                               ", hidden, m] with m <= d^2");
   const hsize_t p = dims[3], m = dims[4];
   RidgeReadout out;
   std::vector<double> w(K * S * p * m);
@@ -337,13 +350,13 @@ RidgeReadout ReadRidgeReadout(const ProbeResults& r, const std::string& target, 
     ds.ReadRows(l, 1, sc.data(), sc.size());
     out.feature_scale = arma::vec(sc.data() + cell * p, p);
     if (!out.feature_scale.is_finite() || out.feature_scale.min() <= 0)
-      throw std::invalid_argument(where + ": /" + group +
-                                  "/feature_scale holds a non-positive or non-finite scale");
+      throw core::InputError(
+          where, "", "/" + group + "/feature_scale holds a non-positive or non-finite scale");
   }
   if (!out.weights.is_finite() || !out.intercept.is_finite() || !std::isfinite(out.lambda))
-    throw std::invalid_argument(where + ": the ridge probe of '" + target + "' at layer " +
-                                std::to_string(layer) + ", k = " + std::to_string(k) +
-                                " holds NaN or infinite weights");
+    throw core::InputError(where, "",
+                           "the ridge probe of '" + target + "' at layer " + std::to_string(layer) +
+                               ", k = " + std::to_string(k) + " holds NaN or infinite weights");
   return out;
 }
 

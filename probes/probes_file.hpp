@@ -19,10 +19,12 @@
 
 #include <armadillo>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "core/hdf5.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::probes {
@@ -48,6 +50,9 @@ struct ProbeResults {
   std::string model_config, task_config;  // JSON, as stored
   std::string checkpoint_sha256;          // of the checkpoint the activations came from
   double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
+  // The file these fields were read from, kept open: ReadRidgeReadout reads the weights from
+  // the same file that passed the checks, never a file put at `path` since.
+  std::shared_ptr<const h5::File> file;
   bool has_errors() const { return !sse.empty(); }
   const arma::cube* Find(const std::string& target, const std::string& probe,
                          const std::string& source, const std::string& metric) const;
@@ -59,7 +64,7 @@ struct ProbeResults {
 };
 
 // Reads and checks a probes file: names plain, shapes as the attributes say, every score
-// finite; throws std::invalid_argument naming the file and the object.
+// finite; throws core::InputError naming the file and the object.
 ProbeResults ReadProbesFile(const std::string& path);
 
 // One fitted ridge readout: target ~= weights^T h + intercept on the raw hidden state h (the
@@ -71,8 +76,8 @@ struct RidgeReadout {
   double lambda = 0;
 };
 // The ridge readout of (target, layer, k, seed) for `source` from a file that `ReadProbesFile`
-// accepted; throws std::invalid_argument naming the file and what is missing or malformed
-// (no ridge probe of that target, a layer or k the file lacks, non-finite weights).
+// accepted, from its open file; throws core::InputError naming the file and what is missing or
+// malformed (no ridge probe of that target, a layer or k the file lacks, non-finite weights).
 RidgeReadout ReadRidgeReadout(const ProbeResults& file, const std::string& target, int layer, int k,
                               int seed = 0, const std::string& source = "model");
 

@@ -1,6 +1,8 @@
 // Ridge probe: sufficient statistics, eigendecomposition, exact leave-one-out.
 #include "probes/ridge.hpp"
+
 #include "core/dist.hpp"
+#include "core/errors.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -86,16 +88,16 @@ void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>&
 
 RidgeProbe::RidgeProbe(arma::vec lambdas, bool standardize)
     : lambdas_(std::move(lambdas)), standardize_(standardize) {
-  if (lambdas_.is_empty()) throw std::invalid_argument("ridge: empty lambda grid");
+  if (lambdas_.is_empty()) throw core::InputError("ridge", "", "empty lambda grid");
   for (double l : lambdas_)
     if (!(l >= 0) || !std::isfinite(l))
-      throw std::invalid_argument("ridge: lambdas must be finite and >= 0");
+      throw core::InputError("ridge", "", "lambdas must be finite and >= 0");
 }
 
 void RidgeProbe::Prepare(const FeatureStats& train) {
   n_ = train.count;
   const arma::uword p = train.sx.n_elem;
-  if (n_ < 2) throw std::invalid_argument("ridge: fewer than 2 training rows");
+  if (n_ < 2) throw core::InputError("ridge", "", "fewer than 2 training rows");
   mu_ = train.sx / double(n_);
   arma::mat c = train.sxx - double(n_) * mu_ * mu_.t();  // centred X^T X
   sigma_.ones(p);
@@ -113,9 +115,10 @@ void RidgeProbe::Prepare(const FeatureStats& train) {
   eigval_ = arma::clamp(eigval_, 0.0, arma::datum::inf);
   if (lambdas_.min() == 0 &&
       (n_ <= static_cast<std::int64_t>(p) || eigval_.min() <= 1e-10 * eigval_.max()))
-    throw std::invalid_argument(
-        "ridge: " + std::to_string(n_) + " training prompts for " + std::to_string(p) +
-        " features and lambda = 0 in the grid: the fit is not unique; use lambdas > 0");
+    throw core::InputError(
+        "ridge", "",
+        std::to_string(n_) + " training prompts for " + std::to_string(p) +
+            " features and lambda = 0 in the grid: the fit is not unique; use lambdas > 0");
 }
 
 void RidgeProbe::Begin(const TargetStats& train) {

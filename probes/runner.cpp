@@ -262,9 +262,9 @@ class ProbeRun {
   void Record(const SourceData& src, int layer, const std::string& target, Family f, int k, int s,
               const Errors& e, double lambda, int epochs) {
     if (!(e.sst > 0))
-      throw std::invalid_argument("'" + src.info->path + "': target " + target +
-                                  " has zero variance on the test split at k=" + std::to_string(k) +
-                                  "; nMSE is undefined");
+      throw core::InputError("'" + src.info->path + "'", "",
+                             "target " + target + " has zero variance on the test split at k=" +
+                                 std::to_string(k) + "; nMSE is undefined");
     if (e.row_sse.n_elem != src.test[s].n_elem || e.row_sst.n_elem != src.test[s].n_elem)
       throw std::logic_error("probe: per-prompt test errors of the wrong length");
     ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),

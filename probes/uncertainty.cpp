@@ -1,6 +1,8 @@
 // Percentile bootstrap over test prompts, two-stage over seeds.
 #include "probes/uncertainty.hpp"
 
+#include "core/errors.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -29,7 +31,7 @@ Interval PercentileInterval(const arma::vec& replicates, double level) {
 Bootstrap::Bootstrap(arma::uword n, int seeds, int replicates, std::uint64_t seed)
     : n_(n), seeds_(seeds), replicates_(replicates) {
   if (n < 1 || seeds < 1 || replicates < 10)
-    throw std::invalid_argument("bootstrap: needs test prompts, seeds and >= 10 replicates");
+    throw core::InputError("bootstrap", "", "needs test prompts, seeds and >= 10 replicates");
   for (int s = 0; s < seeds; ++s) {
     data::Rng rng(seed * 1000003ULL + static_cast<std::uint64_t>(s), /*stream=*/0xb0075);
     arma::mat c(replicates, n, arma::fill::zeros);
@@ -47,22 +49,21 @@ Bootstrap::Bootstrap(arma::uword n, int seeds, int replicates, std::uint64_t see
 
 arma::vec Bootstrap::R2(int s, const arma::vec& sse, const arma::vec& sst) const {
   if (sse.n_elem != n_ || sst.n_elem != n_)
-    throw std::invalid_argument("bootstrap: expected " + std::to_string(n_) +
-                                " per-prompt errors, got " + std::to_string(sse.n_elem));
+    throw std::logic_error("bootstrap: expected " + std::to_string(n_) +
+                           " per-prompt errors, got " + std::to_string(sse.n_elem));
   return 1.0 - (counts_.at(s) * sse) / (counts_.at(s) * sst);
 }
 
 arma::vec Bootstrap::Mean(int s, const arma::vec& x) const {
   if (x.n_elem != n_)
-    throw std::invalid_argument("bootstrap: expected " + std::to_string(n_) +
-                                " per-prompt values, got " + std::to_string(x.n_elem));
+    throw std::logic_error("bootstrap: expected " + std::to_string(n_) +
+                           " per-prompt values, got " + std::to_string(x.n_elem));
   return (counts_.at(s) * x) / double(n_);
 }
 
 arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
   if (sse.n_cols != arma::uword(seeds_) || sst.n_cols != arma::uword(seeds_))
-    throw std::invalid_argument("bootstrap: expected errors of " + std::to_string(seeds_) +
-                                " seeds");
+    throw std::logic_error("bootstrap: expected errors of " + std::to_string(seeds_) + " seeds");
   if (seeds_ == 1) return R2(0, sse.col(0), sst.col(0));
   arma::mat per(replicates_, seeds_);
   for (int s = 0; s < seeds_; ++s)

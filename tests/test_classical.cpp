@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "analysis/learner_errors.hpp"
+#include "core/errors.hpp"
 #include "data/targets.hpp"
 #include "learners/classical.hpp"
 
@@ -200,6 +201,14 @@ TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
   EXPECT_NE(ErrorOf("knn:3:heavy").find("knn:K:weighted"), std::string::npos);
   EXPECT_NE(ErrorOf("lasso:1").find("unknown learner spec 'lasso:1'"), std::string::npos);
   EXPECT_THROW(learners::MakeLearners("ols,,knn:3", noisy), std::invalid_argument);
+  // A bad spec is the user's setting, named as such (the CLI shows it as --learners).
+  try {
+    MakeLearner("lasso:1", Task(2, 2));
+    ADD_FAILURE() << "lasso:1 was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.field(), "learners");
+    EXPECT_NE(e.text().find("lasso:1"), std::string::npos);
+  }
 }
 
 TEST(Bayes, IsRidgeWithNoiseOverScaleSquaredAndBestOnNoisyData) {

@@ -1,10 +1,12 @@
-// core/: the spec parser, whole-string numbers and the thread pool (issue 29).
+// core/: the spec parser, whole-string numbers, the thread pool and the error kinds (issue 29).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <vector>
 
+#include "core/errors.hpp"
+#include "core/json.hpp"
 #include "core/spec.hpp"
 #include "core/thread_pool.hpp"
 
@@ -56,7 +58,29 @@ TEST(ThreadPool, RunsEveryIndexOnceAndRethrowsTheFirstError) {
     EXPECT_EQ(ran.load(), 50) << threads;
     pool.For(0, [](std::int64_t) { FAIL(); });
   }
-  EXPECT_THROW(core::ThreadPool(0), std::invalid_argument);
+}
+
+// A fault in a file is an InputError with no setting, prefixed by the file's description; a
+// caller's bug (a pool of no threads) is a logic_error, which the CLI does not call bad input.
+TEST(InputError, FileFaultsNameTheFileAndNoSetting) {
+  try {
+    core::json::Parse("{\"d\": ", "checkpoint 'a.h5' model_config");
+    ADD_FAILURE() << "truncated JSON was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.field(), "");
+    EXPECT_EQ(e.module(), "checkpoint 'a.h5' model_config");
+    EXPECT_EQ(std::string(e.what()).rfind("checkpoint 'a.h5' model_config: not valid JSON", 0), 0u)
+        << e.what();
+  }
+  EXPECT_THROW(core::ThreadPool(0), std::logic_error);
+  bool is_input = false;
+  try {
+    core::ThreadPool pool(0);
+  } catch (const std::invalid_argument&) {
+    is_input = true;
+  } catch (const std::logic_error&) {
+  }
+  EXPECT_FALSE(is_input);
 }
 
 }  // namespace icl

@@ -51,6 +51,6 @@ TEST(Tokens, FewerExamplesAndBadRanges) {
   t.n = 5;
   const PromptSet s = SamplePrompts(t, 3, 0, 2);
   EXPECT_EQ(TokenMatrix(s, 0, 1, 3).n_cols, 6u);
-  EXPECT_THROW(TokenMatrix(s, 0, 1, 6), std::invalid_argument);
+  EXPECT_THROW(TokenMatrix(s, 0, 1, 6), std::logic_error);
   EXPECT_THROW(TokenMatrix(s, 1, 2), std::out_of_range);
 }

@@ -91,7 +91,7 @@ TEST(Transformer, ReturnsEveryHiddenStateAndAttention) {
   EXPECT_TRUE(none.attention.empty());
   // Shorter prompts than n_max are fine; wider tokens are not.
   EXPECT_EQ(m->forward(Tokens(2, 3)).sizes(), (std::vector<int64_t>{2, 3}));
-  EXPECT_THROW(m->forward(torch::zeros({1, 12, 4})), std::invalid_argument);
+  EXPECT_THROW(m->forward(torch::zeros({1, 12, 4})), std::logic_error);
 }
 
 // The interventions' entry point: continuing from an unedited state gives Run's predictions,
@@ -112,8 +112,8 @@ TEST(Transformer, RunFromAnyStateReproducesTheForwardPass) {
   const auto moved = m->RunFrom(3, edited);
   EXPECT_FALSE(torch::equal(moved.select(1, 2), r.predictions.select(1, 2)));
   EXPECT_TRUE(torch::equal(moved.select(1, 1), r.predictions.select(1, 1)));
-  EXPECT_THROW(m->RunFrom(4, r.hidden[3]), std::invalid_argument);
-  EXPECT_THROW(m->RunFrom(0, torch::zeros({1, 10, 8})), std::invalid_argument);
+  EXPECT_THROW(m->RunFrom(4, r.hidden[3]), std::logic_error);
+  EXPECT_THROW(m->RunFrom(0, torch::zeros({1, 10, 8})), std::logic_error);
 }
 
 TEST(Transformer, IsCausal) {

@@ -1,0 +1,174 @@
+// Benchmark (issue 35): where a training step's time goes, by LibTorch operator. Runs the
+// trainer's per-shard work (forward, MSE loss, backward) of the shipped configuration on one
+// thread under the legacy autograd profiler and prints each operator's self time (its time
+// less that of the operators it called) as a share of the profiled wall time, with the step's
+// GEMM work and the rate it reached. Use it to see what a change to the transformer removes.
+//
+// Then times the attention scores q k^T of one block as torch::matmul does them (bmm: one
+// dispatched matrix product per prompt and head) against the same products called on the BLAS
+// directly, and says whether the two agree bit for bit.
+//
+// Usage: bench_train_ops [steps=30] [batch=64] [d n layers hidden heads]
+//        (default model: the shipped d=4 n=12 L=8 H=64 M=4)
+#include <torch/csrc/autograd/profiler_legacy.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/process.hpp"
+#include "data/task.hpp"
+#include "data/tokens_torch.hpp"
+#include "learners/transformer.hpp"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
+                       const int* k, const float* alpha, const float* a, const int* lda,
+                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
+
+using namespace icl;
+namespace prof = torch::autograd::profiler;
+
+namespace {
+
+struct OpTime {
+  double self_us = 0;
+  long calls = 0;
+};
+
+// Self time per operator name from push/pop pairs of one thread's events.
+void AddSelfTimes(const std::vector<prof::LegacyEvent>& events,
+                  std::map<std::string, OpTime>& out) {
+  struct Open {
+    const prof::LegacyEvent* push;
+    double children_us;
+  };
+  std::vector<Open> stack;
+  for (const auto& e : events) {
+    if (e.kind() == prof::EventKind::PushRange) {
+      stack.push_back({&e, 0});
+    } else if (e.kind() == prof::EventKind::PopRange && !stack.empty()) {
+      const Open o = stack.back();
+      stack.pop_back();
+      const double total = o.push->cpuElapsedUs(e);
+      OpTime& t = out[o.push->name()];
+      t.self_us += total - o.children_us;
+      ++t.calls;
+      if (!stack.empty()) stack.back().children_us += total;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  core::SetUpProcess(argv, /*passive_openmp=*/false);
+  torch::set_num_threads(1);
+  openblas_set_num_threads(1);
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 30;
+  const int batch = argc > 2 ? std::atoi(argv[2]) : 64;
+  learners::ModelConfig mc{4, 12, 8, 64, 4, 4};
+  if (argc == 8)
+    mc = {std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
+          std::atoi(argv[6]), std::atoi(argv[7]), 4};
+  if (steps < 1 || batch < 1 || (argc != 8 && argc > 3)) {
+    std::fprintf(stderr, "usage: bench_train_ops [steps] [batch] [d n layers hidden heads]\n");
+    return 2;
+  }
+  torch::manual_seed(1);
+  learners::Transformer model(mc);
+  model->train();
+  data::TaskConfig task;
+  task.d = mc.d;
+  task.n = mc.n_max;
+  const data::PromptSet set = data::SamplePrompts(task, 1, 0, batch);
+  const auto tokens = data::TokenTensor(set, 0, batch);
+  const auto y = torch::randn({batch, long(mc.n_max)});
+  auto step = [&] {
+    model->zero_grad();
+    torch::mse_loss(model->forward(tokens), y).backward();
+  };
+  for (int i = 0; i < 3; ++i)
+    step();  // warm-up: allocator, OpenBLAS buffers
+
+  // Plain wall time first (the profiler adds its own overhead per operator).
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i)
+    step();
+  const double plain_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+
+  std::map<std::string, OpTime> ops;
+  double profiled_s = 0;
+  {
+    prof::TLSLegacyProfilerGuard guard(
+        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
+        [&](const prof::thread_event_lists& lists) {
+          for (const auto& l : lists)
+            AddSelfTimes(l, ops);
+        });
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i)
+      step();
+    profiled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  // GEMM FLOP of one step: per block, QKV (3H^2), out (H^2), MLP (2 r H^2) per token, and
+  // attention's two T x T x H products; backward does twice the forward's.
+  const double T = 2.0 * mc.n_max, H = mc.hidden, r = mc.mlp_ratio;
+  const double fwd = batch * mc.layers * (2 * T * (4 + 2 * r) * H * H + 2 * 2 * T * T * H);
+  std::printf("model d=%d n=%d L=%d H=%d M=%d, batch %d, one thread, OpenBLAS core %s\n", mc.d,
+              mc.n_max, mc.layers, mc.hidden, mc.heads, batch, core::BlasCoreName().c_str());
+  std::printf("step: %.2f ms unprofiled; GEMM work %.2f GFLOP (fwd + bwd) -> %.1f GFLOP/s\n",
+              plain_s * 1e3, 3 * fwd / 1e9, 3 * fwd / plain_s / 1e9);
+  std::vector<std::pair<std::string, OpTime>> sorted(ops.begin(), ops.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
+  std::printf("%-44s %10s %8s %10s\n", "operator (self time)", "ms/step", "share", "calls/step");
+  double listed = 0;
+  for (std::size_t i = 0; i < sorted.size() && i < 25; ++i) {
+    const double ms = sorted[i].second.self_us / 1e3 / steps;
+    listed += ms;
+    std::printf("%-44s %10.3f %7.1f%% %10.1f\n", sorted[i].first.substr(0, 44).c_str(), ms,
+                100 * ms / (profiled_s * 1e3 / steps), double(sorted[i].second.calls) / steps);
+  }
+  std::printf("profiled step: %.2f ms (profiler overhead %.2f ms); top 25 operators %.2f ms\n",
+              profiled_s * 1e3 / steps, (profiled_s / steps - plain_s) * 1e3, listed);
+
+  // Attention scores of one block: [B*M, T, hd] x [B*M, hd, T].
+  const long BM = long(batch) * mc.heads, Tn = 2L * mc.n_max, hd = mc.hidden / mc.heads;
+  const auto q = torch::randn({BM, Tn, hd}), k = torch::randn({BM, Tn, hd});
+  torch::Tensor via_torch;
+  auto time_it = [&](auto&& f) {
+    std::vector<double> t;
+    for (int r = 0; r < 7; ++r) {
+      const auto a = std::chrono::steady_clock::now();
+      for (int i = 0; i < 20; ++i)
+        f();
+      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / 20);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  const double t_torch = time_it([&] { via_torch = torch::matmul(q, k.transpose(1, 2)); });
+  auto direct = torch::empty({BM, Tn, Tn});
+  const double t_blas = time_it([&] {
+    // Row-major S = Q K^T is column-major S^T = K Q^T: K is column-major hd x T, read transposed.
+    const int m = int(Tn), n = int(Tn), kk = int(hd), ld = int(hd), ldc = int(Tn);
+    const float one = 1, zero = 0;
+    for (long b = 0; b < BM; ++b)
+      sgemm_("T", "N", &m, &n, &kk, &one, k[b].data_ptr<float>(), &ld, q[b].data_ptr<float>(), &ld,
+             &zero, direct[b].data_ptr<float>(), &ldc);
+  });
+  const double flop = 2.0 * BM * Tn * Tn * hd;
+  std::printf(
+      "attention scores [%ld, %ld, %ld] x [.., %ld, %ld]: torch::matmul %.3f ms (%.1f GFLOP/s), "
+      "BLAS called directly %.3f ms (%.1f GFLOP/s): %.1fx; bit-identical: %s\n",
+      BM, Tn, hd, hd, Tn, t_torch * 1e3, flop / t_torch / 1e9, t_blas * 1e3, flop / t_blas / 1e9,
+      t_torch / t_blas, torch::equal(via_torch, direct) ? "yes" : "no");
+  return 0;
+}

@@ -49,6 +49,9 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
   t.Value("hidden", &model.hidden, "model.hidden", "hidden size H");
   t.Value("heads", &model.heads, "model.heads", "attention heads M");
   t.Value("mlp-ratio", &model.mlp_ratio, "model.mlp_ratio", "MLP width as a multiple of H");
+  t.Value("kernels", &model.kernels, "model.kernels", "arithmetic of the passes: 2 = fused GELU "
+       "(faster), 1 = LibTorch's operators throughout (what runs before this option computed; "
+       "pass it to repeat one of them bit for bit)");
   t.Value("steps", &train.steps, "train.steps", "training steps");
   t.Value("batch", &train.batch, "train.batch", "prompts per step (fresh every step)");
   t.Value("shards", &train.shards, "train.shards", "split each batch into this many shards, computed in parallel on --threads workers and "
@@ -82,10 +85,10 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
 // error, not silently ignored.
 void CheckResume(const po::variables_map& vm, const std::string& out) {
   for (const char* o :
-       {"d",          "n",     "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
-        "batch",      "lr",    "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
-        "clip",       "noise", "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
-        "save-every", "shards"})
+       {"d",          "n",      "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
+        "batch",      "lr",     "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
+        "clip",       "noise",  "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
+        "save-every", "shards", "kernels"})
     if (vm.count(o) && !vm[o].defaulted())
       throw std::invalid_argument(
           std::string("--") + o +

@@ -8,6 +8,9 @@
 // dispatched matrix product per prompt and head) against the same products called on the BLAS
 // directly, and says whether the two agree bit for bit.
 //
+// First, the step time of kernels 1 against kernels 2 (the fused GELU), then the profile of
+// kernels 2.
+//
 // Usage: bench_train_ops [steps=30] [batch=64] [d n layers hidden heads]
 //        (default model: the shipped d=4 n=12 L=8 H=64 M=4)
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -24,6 +27,7 @@
 #include "core/process.hpp"
 #include "data/task.hpp"
 #include "data/tokens_torch.hpp"
+#include "learners/gelu.hpp"
 #include "learners/transformer.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -80,15 +84,66 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_train_ops [steps] [batch] [d n layers hidden heads]\n");
     return 2;
   }
-  torch::manual_seed(1);
-  learners::Transformer model(mc);
-  model->train();
+  // The GELU alone, forward and backward, on one MLP pre-activation of this model.
+  {
+    const auto x = torch::randn({long(batch), 2L * mc.n_max, long(mc.mlp_ratio) * mc.hidden});
+    const auto g = torch::randn_like(x);
+    double best[2] = {1e9, 1e9};
+    for (int round = 0; round < 7; ++round)
+      for (int kernels = 1; kernels <= 2; ++kernels) {
+        const auto a = std::chrono::steady_clock::now();
+        for (int i = 0; i < 10; ++i) {
+          const auto xi = x.detach().requires_grad_(true);
+          learners::Gelu(xi, kernels).backward(g);
+        }
+        best[kernels - 1] = std::min(
+            best[kernels - 1],
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / 10);
+      }
+    std::printf(
+        "GELU forward + backward of %ld elements: LibTorch %.2f ms (%.2f ns/element), "
+        "fused %.2f ms (%.2f ns/element)\n",
+        long(x.numel()), best[0] * 1e3, best[0] * 1e9 / x.numel(), best[1] * 1e3,
+        best[1] * 1e9 / x.numel());
+  }
+  // One batch of prompts and targets for every step below.
   data::TaskConfig task;
   task.d = mc.d;
   task.n = mc.n_max;
   const data::PromptSet set = data::SamplePrompts(task, 1, 0, batch);
   const auto tokens = data::TokenTensor(set, 0, batch);
   const auto y = torch::randn({batch, long(mc.n_max)});
+  // Step times of both arithmetics (ModelConfig::kernels), alternating, medians of 5 rounds.
+  {
+    std::vector<double> times[2];
+    for (int round = 0; round < 5; ++round)
+      for (int kernels = 1; kernels <= 2; ++kernels) {
+        learners::ModelConfig c = mc;
+        c.kernels = kernels;
+        torch::manual_seed(1);
+        learners::Transformer m(c);
+        m->train();
+        auto one = [&] {
+          m->zero_grad();
+          torch::mse_loss(m->forward(tokens), y).backward();
+        };
+        one();
+        const auto a = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i)
+          one();
+        times[kernels - 1].push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / steps);
+      }
+    for (auto& t : times)
+      std::sort(t.begin(), t.end());
+    std::printf(
+        "step, kernels 1 (LibTorch's GELU): %.2f ms; kernels 2 (fused GELU): %.2f ms; "
+        "%.2fx\n",
+        times[0][2] * 1e3, times[1][2] * 1e3, times[0][2] / times[1][2]);
+  }
+  torch::manual_seed(1);
+  learners::Transformer model(mc);
+  model->train();
   auto step = [&] {
     model->zero_grad();
     torch::mse_loss(model->forward(tokens), y).backward();

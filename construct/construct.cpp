@@ -260,6 +260,7 @@ void Assemble(Construction& c, int d, int n_max) {
   c.model.heads = 1;
   c.model.mlp_ratio = std::max(1, (max_units + width - 1) / width);
   c.model.norm = "none";
+  c.model.kernels = 1;  // LibTorch's GELU: the compiled weights are checked against it
 }
 
 Construction GdProgram(int d, int n_max, double alpha, int steps) {

@@ -96,6 +96,7 @@ Transformer FromGarg(const NamedTensors& tensors, const GargShape& shape, const 
   c.heads = shape.heads;
   c.mlp_ratio = static_cast<int>(F / H);
   c.norm = "layer";
+  c.kernels = 1;  // PyTorch's GELU made the published learner; LibTorch's is the same arithmetic
   c.Validate();
   Transformer model(c);
   torch::NoGradGuard no_grad;

@@ -47,7 +47,8 @@ void PredictFromWeights(const arma::mat& x, LearnerRun& out) {
 }
 
 const char* kSpecHelp =
-    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, knn:K, knn:K:weighted, zero";
+    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS:C[:LAMBDA], "
+    "knn:K, knn:K:weighted, zero";
 
 }  // namespace
 
@@ -86,6 +87,31 @@ void GdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) con
     for (int t = 1; t < steps_; ++t)
       w -= 2.0 * alpha_ * (xtx * w - xty);
     out.weights.col(k) = w;
+  }
+  PredictFromWeights(x, out);
+}
+
+NewtonLearner::NewtonLearner(int steps, double start, double lambda, std::string spec)
+    : steps_(steps), start_(start), lambda_(lambda), spec_(std::move(spec)) {}
+
+bool NewtonLearner::Diverges(const arma::mat& xtx) const {
+  const arma::vec eig = arma::eig_sym(xtx);
+  return !(start_ * (eig.max() + lambda_) < 2.0);
+}
+
+void NewtonLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const int d = x.n_rows, n = x.n_cols;
+  out.weights.zeros(d, n);
+  arma::vec xty(d, arma::fill::zeros);
+  arma::mat a = lambda_ * arma::eye(d, d);
+  const arma::mat two = 2.0 * arma::eye(d, d);
+  for (int k = 1; k < n; ++k) {
+    xty += y(k - 1) * x.col(k - 1);
+    a += x.col(k - 1) * x.col(k - 1).t();
+    arma::mat inv = start_ * arma::eye(d, d);  // Y_0 = C I
+    for (int t = 0; t < steps_; ++t)
+      inv = inv * (two - a * inv);  // Y_{t+1} = Y_t (2 I - A Y_t)
+    out.weights.col(k) = inv * xty;
   }
   PredictFromWeights(x, out);
 }
@@ -203,6 +229,17 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
     const auto steps = p.args.size() == 2 ? p.Integer(1, 1, 1000) : std::optional<long long>(1);
     if (!steps) fail(form);
     return std::make_unique<GdLearner>(*alpha, static_cast<int>(*steps));
+  }
+  if (p.name == "newton") {
+    const std::string form =
+        "newton:STEPS:C or newton:STEPS:C:LAMBDA with STEPS an integer in 1..100, C > 0 the "
+        "start Y_0 = C I and LAMBDA >= 0, e.g. newton:12:0.05:0.25";
+    arity(2, 3, form);
+    const auto steps = p.Integer(0, 1, 100);
+    const auto start = p.Number(1);
+    const auto lambda = p.args.size() == 3 ? p.Number(2) : std::optional<double>(0.0);
+    if (!steps || !start || !(*start > 0) || !lambda || !(*lambda >= 0)) fail(form);
+    return std::make_unique<NewtonLearner>(static_cast<int>(*steps), *start, *lambda, spec);
   }
   if (p.name == "knn") {
     const std::string form = "knn:K or knn:K:weighted with K a positive integer, e.g. knn:3";

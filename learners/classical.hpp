@@ -31,8 +31,8 @@ class ClassicalLearner {
 // (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
 
-// Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA | knn:K[:weighted] |
-// zero.
+// Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA |
+// newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws core::InputError
 // saying what was expected for an unknown or malformed spec.
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
@@ -78,6 +78,28 @@ class SgdLearner : public ClassicalLearner {
 
  private:
   double alpha_;
+};
+
+// K steps of Newton-Schulz on A = X^T X + lambda I from the fixed start Y_0 = C I:
+// Y_{t+1} = Y_t (2 I - A Y_t), then w = Y_K X^T y (w = 0 with no example). With no per-prompt
+// scale the iteration is what a transformer's weights can compile (issue 30). It converges to
+// A^{-1} (so w to ridge:lambda, or for lambda = 0 and k >= d to OLS) exactly when
+// 0 < C < 2 / lambda_max(A); then ||I - A Y_t|| = ||I - C A||^(2^t). For a prompt outside that
+// range the iterates grow without bound and the learner reports them as they come (possibly
+// infinite); Diverged() says which k of a prompt are outside.
+class NewtonLearner : public ClassicalLearner {
+ public:
+  NewtonLearner(int steps, double start, double lambda, std::string spec);
+  std::string spec() const override { return spec_; }
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+  // True when C >= 2 / lambda_max(X_k^T X_k + lambda I): the iteration does not converge.
+  bool Diverges(const arma::mat& xtx) const;
+
+ private:
+  int steps_;
+  double start_, lambda_;
+  std::string spec_;
 };
 
 // Mean y of the K nearest earlier x (all of them when fewer than K), optionally weighted by

@@ -33,6 +33,8 @@ void ModelConfig::Validate() const {
           std::to_string(hidden) + " is not a multiple of {heads} " + std::to_string(heads));
   Require(norm == "layer" || norm == "none", "model", "norm",
           "must be \"layer\" or \"none\", got \"" + norm + "\"");
+  Require(kernels == 1 || kernels == 2, "model", "kernels",
+          "must be 1 (LibTorch's operators) or 2 (fused GELU), got " + std::to_string(kernels));
   Require(mlp_ratio > 0 && mlp_ratio <= 64, "model", "mlp_ratio",
           "must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
@@ -51,6 +53,7 @@ std::string ModelConfig::ToJson() const {
   // Written only when not the default, so that files of trained learners keep their exact
   // configuration text (resume compares it).
   if (norm != "layer") j["norm"] = norm;
+  if (kernels != 1) j["kernels"] = kernels;  // absent: 1, the files from before the setting
   return j.dump();
 }
 
@@ -65,6 +68,8 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
   c.mlp_ratio =
       j.contains("mlp_ratio") ? static_cast<int>(core::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
   c.norm = j.contains("norm") ? core::json::String(j, "norm", what) : "layer";
+  c.kernels =
+      j.contains("kernels") ? static_cast<int>(core::json::Int(j, "kernels", what, 1, 2)) : 1;
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -75,7 +80,8 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
 
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
   return a.d == b.d && a.n_max == b.n_max && a.layers == b.layers && a.hidden == b.hidden &&
-         a.heads == b.heads && a.mlp_ratio == b.mlp_ratio && a.norm == b.norm;
+         a.heads == b.heads && a.mlp_ratio == b.mlp_ratio && a.norm == b.norm &&
+         a.kernels == b.kernels;
 }
 
 double TrainConfig::LearningRate(std::int64_t step) const {

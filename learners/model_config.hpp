@@ -29,6 +29,13 @@ struct ModelConfig {
   // MLP and readout. Constructed models (construct/) need it: their weights compute exact
   // quantities in fixed rows, which a LayerNorm would rescale.
   std::string norm = "layer";
+  // The arithmetic of the forward and backward pass, recorded so that a run resumes and a
+  // checkpoint is extracted with the arithmetic it was made with. 1: LibTorch's operators
+  // throughout (every file written before this setting existed; imported and constructed
+  // models, whose reference is LibTorch's or PyTorch's GELU). 2: the MLP's GELU fused
+  // (learners/gelu.hpp; the same function to float32 rounding, a quarter to a third of a
+  // training step faster). New training runs use 2.
+  int kernels = 2;
 
   void Validate() const;  // throws core::InputError naming the field
   std::string ToJson() const;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "learners/gelu.hpp"
+
 namespace icl::learners {
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_)
@@ -33,7 +35,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Te
   return out_proj(out);
 }
 
-BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm) {
+BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernels_)
+    : kernels(kernels_) {
   // Registration order = parameter order in checkpoints: ln1, ln2, attn, fc1, fc2.
   if (norm) {
     ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})));
@@ -46,7 +49,7 @@ BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm) {
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attention) {
   auto out = h + attn(ln1 ? ln1(h) : h, attention);
-  return out + fc2(torch::gelu(fc1(ln2 ? ln2(out) : out), /*approximate=*/"tanh"));
+  return out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c)
@@ -59,7 +62,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& c)
   pos_embed = register_parameter("pos_embed", torch::randn({2L * c.n_max, c.hidden}) * 0.02);
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int l = 0; l < c.layers; ++l)
-    blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio, c.norm == "layer"));
+    blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio, c.norm == "layer", c.kernels));
 }
 
 torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {

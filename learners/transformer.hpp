@@ -27,12 +27,13 @@ TORCH_MODULE(CausalSelfAttention);
 // h + attn(ln1(h)), then h + mlp(ln2(h)); without norm (ModelConfig::norm "none") ln1 and ln2
 // are absent and the sublayers read h itself.
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int hidden, int heads, int mlp_ratio, bool norm = true);
+  BlockImpl(int hidden, int heads, int mlp_ratio, bool norm = true, int kernels = 1);
   torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  int kernels = 1;  // the GELU's arithmetic (ModelConfig::kernels)
 };
 TORCH_MODULE(Block);
 

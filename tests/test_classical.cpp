@@ -229,3 +229,60 @@ TEST(Bayes, IsRidgeWithNoiseOverScaleSquaredAndBestOnNoisyData) {
     }
   }
 }
+
+// Newton-Schulz from Y_0 = C I, one step by hand (d = 1): A = x_1^2 + lambda = 4 + 1 = 5,
+// Y_1 = C (2 - A C) = 0.1 (2 - 0.5) = 0.15, w = Y_1 x_1 y_1 = 0.15 * 6 = 0.9; the prediction
+// of y_2 at x_2 = 1 is 0.9.
+TEST(Newton, OneStepByHand) {
+  const auto newton = MakeLearner("newton:1:0.1:1", Task(1, 2));
+  EXPECT_EQ(newton->spec(), "newton:1:0.1:1");
+  EXPECT_TRUE(newton->is_linear());
+  learners::LearnerRun run;
+  newton->Run(arma::mat{{2.0, 1.0}}, arma::vec{3.0, 7.0}, run);
+  EXPECT_DOUBLE_EQ(run.weights(0, 0), 0.0);  // no example yet
+  EXPECT_NEAR(run.weights(0, 1), 0.9, 1e-15);
+  EXPECT_NEAR(run.predictions(1), 0.9, 1e-15);
+}
+
+// Where 0 < C < 2 / lambda_max(A), ||I - A Y_t|| = ||I - C A||^(2^t): with C = 1 / lambda_max
+// and lambda_min >= lambda = 0.25, ||I - C A|| <= 1 - 0.25 / lambda_max < 0.995 for these
+// prompts (lambda_max < 50), so 20 steps leave 0.995^(2^20) ~ 0 of the start; what remains is
+// rounding, about cond(A) = lambda_max / lambda < 200 times 1e-16. Bound: 1e-11 relative.
+TEST(Newton, ConvergesToRidgeInsideItsRangeAndSaysWhereItDoesNot) {
+  const data::PromptSet s = data::SamplePrompts(Task(4, 12, 0.5), 7, 0, 20);
+  double lambda_max = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const arma::mat x(const_cast<double*>(s.x.slice_memptr(i)), 4, 12, false, true);
+    lambda_max = std::max(lambda_max, arma::eig_sym(x * x.t()).max() + 0.25);
+  }
+  ASSERT_LT(lambda_max, 50.0);
+  const std::string spec = "newton:20:" + std::to_string(1.0 / lambda_max) + ":0.25";
+  const auto newton = MakeLearner(spec, s.task);
+  const auto ridge = MakeLearner("ridge:0.25", s.task);
+  learners::LearnerRun a, b;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const arma::mat x(const_cast<double*>(s.x.slice_memptr(i)), 4, 12, false, true);
+    const arma::vec y(const_cast<double*>(s.y.colptr(i)), 12, false, true);
+    newton->Run(x, y, a);
+    ridge->Run(x, y, b);
+    EXPECT_LE(arma::abs(a.weights - b.weights).max(), 1e-11 * (1 + arma::abs(b.weights).max()));
+  }
+  // Diverges() is the condition C >= 2 / lambda_max(A); beyond it the iterates blow up.
+  const arma::mat x = {{3.0, 0.0}, {0.0, 1.0}};  // d = 2, one example per axis; A = diag(9, 1)
+  const learners::NewtonLearner inside(30, 0.2, 0.0, "newton:30:0.2"), outside(30, 0.25, 0.0, "x");
+  EXPECT_FALSE(inside.Diverges(x * x.t()));  // 0.2 * 9 = 1.8 < 2
+  EXPECT_TRUE(outside.Diverges(x * x.t()));  // 0.25 * 9 = 2.25
+  learners::LearnerRun r;
+  outside.Run(arma::join_rows(x, arma::vec{1.0, 1.0}), arma::vec{3.0, 1.0, 0.0}, r);
+  // Grown without bound: past float range the products give inf - inf = NaN.
+  EXPECT_TRUE(!r.weights.col(2).is_finite() || arma::abs(r.weights.col(2)).max() > 1e6);
+  inside.Run(arma::join_rows(x, arma::vec{1.0, 1.0}), arma::vec{3.0, 1.0, 0.0}, r);
+  EXPECT_NEAR(r.weights(0, 2), 1.0, 1e-12);  // A^{-1} X^T y = (9/9, 1/1)
+  EXPECT_NEAR(r.weights(1, 2), 1.0, 1e-12);
+}
+
+TEST(Newton, SpecErrorsSayTheForm) {
+  for (const char* bad : {"newton:0:0.1", "newton:101:0.1", "newton:3:0", "newton:3:-1",
+                          "newton:3:0.1:-0.5", "newton:3", "newton:3:0.1:0.2:4", "newton:2.5:0.1"})
+    EXPECT_NE(ErrorOf(bad).find("newton:STEPS:C"), std::string::npos) << bad;
+}

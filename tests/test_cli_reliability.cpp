@@ -978,9 +978,11 @@ TEST(ReliabilityCompat, FilesOfTheEarlierBinaryResumeBitExactly) {
   fs::copy_file(Compat("run.train.csv"), tmp / "run.train.csv");
   const auto r = RunIclprobe("train --resume --threads 1 --quiet --out " + run);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The earlier binary computed with LibTorch's operators throughout: its file has no
+  // `kernels`, resumes as kernels 1, and equals a fresh run of kernels 1.
   ASSERT_EQ(RunIclprobe("train --d 3 --n 5 --layers 2 --hidden 16 --heads 2 --steps 20 --batch 8 "
                         "--eval-every 5 --save-every 5 --eval-prompts 16 --seed 3 --threads 1 "
-                        "--quiet --out " +
+                        "--kernels 1 --quiet --out " +
                         fresh)
                 .exit_code,
             0);

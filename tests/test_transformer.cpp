@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "core/errors.hpp"
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/checkpoint.hpp"
+#include "learners/gelu.hpp"
 #include "learners/trainer.hpp"
 #include "tests/test_util.hpp"
 
@@ -417,4 +419,79 @@ TEST_F(SingleThread, ShardedTrainingDoesNotDependOnTheWorkerCount) {
   EXPECT_EQ(j["shards"], 2);
   j.erase("shards");
   EXPECT_EQ(learners::TrainConfig::FromJson(j.dump(), "test").shards, 1);
+}
+
+// FusedExp against the double-precision exp: Cephes' expf polynomial with this range reduction
+// has a peak relative error of 1.7e-7 (its documentation, IEEE float32); the final product by
+// the power of two adds at most half an ulp (6e-8). Bound: 2.5e-7.
+TEST(FusedGelu, ExpIsWithinItsPolynomialErrorOfExp) {
+  double worst = 0;
+  for (int i = -8700; i <= 8700; ++i)
+    for (const float off : {0.0f, 0.0037f, 0.0071f}) {
+      const float z = i * 0.01f + off;
+      if (z > 87.0f) continue;
+      const double want = std::exp(double(z));
+      worst = std::max(worst, std::abs(double(learners::FusedExp(z)) - want) / want);
+    }
+  EXPECT_LT(worst, 2.5e-7);
+  EXPECT_TRUE(std::isnan(learners::FusedExp(std::nanf(""))));
+  EXPECT_EQ(learners::FusedExp(-1000.0f), learners::FusedExp(-87.0f));  // clamped, not 0 * inf
+}
+
+// The fused GELU is the tanh-GELU to float32 rounding, forward and backward. The error of
+// s = sigmoid(2u): e^(-2u) to 2.5e-7 relative (above) moves s by at most 2.5e-7 relative; u's
+// four float operations by 4 ulp (4.8e-7) relative, which moves s by 2 s (1 - s) |u| 4.8e-7
+// <= 2.7e-7; the division and product add 1.2e-7. So |y - gelu(x)| <= 6.4e-7 |x| (bound
+// 1e-6 |x|). The derivative s + x s (1 - s) u' has the same relative error in s in both terms,
+// and x s (1 - s) u' <= 1.2 (1 + |x|): bound 3e-6 (1 + |x|).
+TEST(FusedGelu, MatchesTheTanhGeluAndItsDerivative) {
+  torch::manual_seed(3);
+  const auto x = torch::cat({torch::linspace(-12, 12, 2401), torch::randn({4000}) * 3,
+                             torch::tensor({0.0f, -0.0f, 1e-30f, -1e-30f, 50.0f, -50.0f})})
+                     .requires_grad_(true);
+  const auto y = learners::FusedGelu(x);
+  const auto xd = x.detach().to(torch::kFloat64);
+  const auto c = std::sqrt(2.0 / std::acos(-1.0));
+  const auto u = c * (xd + 0.044715 * xd.pow(3));
+  const auto want = 0.5 * xd * (1 + torch::tanh(u));
+  const auto scale = xd.abs();
+  EXPECT_TRUE(((y.detach().to(torch::kFloat64) - want).abs() <= 1e-6 * scale).all().item<bool>());
+  const auto w = torch::randn({x.size(0)});
+  (y * w).sum().backward();
+  const auto t = torch::tanh(u);
+  const auto dwant = (0.5 * (1 + t) + 0.5 * xd * (1 - t * t) * c * (1 + 3 * 0.044715 * xd * xd)) *
+                     w.to(torch::kFloat64);
+  const auto err = (x.grad().to(torch::kFloat64) - dwant).abs();
+  EXPECT_TRUE((err <= 3e-6 * (1 + scale) * w.to(torch::kFloat64).abs()).all().item<bool>())
+      << err.max().item<double>();
+  // Without a gradient to keep (extraction), the same values.
+  torch::NoGradGuard no_grad;
+  EXPECT_TRUE(torch::equal(learners::FusedGelu(x.detach()), y.detach()));
+}
+
+// Files written before `kernels` existed computed with LibTorch's operators: absent means 1,
+// and 1 is not written, so their configuration text (which resume compares) stays the same.
+TEST(ModelConfig, KernelsAbsentMeansLibTorchAndOnlyTwoIsWritten) {
+  ModelConfig c = Tiny();
+  EXPECT_EQ(c.kernels, 2);  // new learners
+  EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").kernels, 2);
+  c.kernels = 1;
+  EXPECT_EQ(c.ToJson().find("kernels"), std::string::npos);
+  EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").kernels, 1);
+  c.kernels = 3;
+  EXPECT_THROW(c.Validate(), core::InputError);
+  // The two arithmetics are one function: their predictions agree to float32 rounding. The
+  // GELUs differ by at most 1e-6 |x| (above); two blocks and the readout at this initialisation
+  // amplify a perturbation of the residual stream by less than 10: bound 1e-5.
+  torch::manual_seed(5);
+  c.kernels = 1;
+  Transformer a(c);
+  c.kernels = 2;
+  torch::manual_seed(5);
+  Transformer b(c);
+  const auto tokens = torch::randn({4, 2L * c.n_max, c.d + 1L});
+  torch::NoGradGuard no_grad;
+  const auto pa = a->forward(tokens), pb = b->forward(tokens);
+  EXPECT_FALSE(torch::equal(pa, pb));  // another arithmetic indeed
+  EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-5);
 }

@@ -1,0 +1,113 @@
+// The fused tanh-GELU (kernels 2) and the choice between it and LibTorch's (kernels 1).
+#include "learners/gelu.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace icl::learners {
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kCubic = 0.044715f;
+
+// e^z: z = n ln2 + r with n = round(z / ln2) and |r| <= ln2 / 2; e^r from the minimax polynomial
+// of Cephes' expf, 2^n from the exponent bits. ln2 is split in two parts so that n ln2 is
+// subtracted exactly. The rounding uses the 1.5 * 2^23 trick, which needs round-to-nearest
+// (the default) and no reassociation (no -ffast-math).
+inline float ExpKernel(float z) {
+  z = z < -87.0f ? -87.0f : (z > 87.0f ? 87.0f : z);  // NaN passes through
+  constexpr float kLog2e = 1.44269504088896341f, kRound = 12582912.0f;
+  const float n = (z * kLog2e + kRound) - kRound;
+  const float r = (z - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * (r * r) + r + 1.0f;
+  // n in [-126, 126]: 2^n is a normal float with exponent bits n + 127. (A NaN z gives some n;
+  // er is NaN then, and so is the product.)
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return er * scale;
+}
+
+// s = sigmoid(2u) for one x.
+inline float Sigmoid2u(float x) {
+  const float u = kSqrt2OverPi * (x + kCubic * (x * x * x));
+  return 1.0f / (1.0f + ExpKernel(-2.0f * u));
+}
+
+void Forward(const float* x, float* y, float* s, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float si = Sigmoid2u(x[i]);
+    s[i] = si;
+    y[i] = x[i] * si;
+  }
+}
+
+void ForwardOnly(const float* x, float* y, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i)
+    y[i] = x[i] * Sigmoid2u(x[i]);
+}
+
+void Backward(const float* g, const float* x, const float* s, float* dx, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float xi = x[i], si = s[i];
+    const float du = 2.0f * kSqrt2OverPi * (1.0f + 3.0f * kCubic * (xi * xi));
+    dx[i] = g[i] * (si + xi * si * (1.0f - si) * du);
+  }
+}
+
+void CheckFloat(const torch::Tensor& x) {
+  if (x.scalar_type() != torch::kFloat32 || !x.device().is_cpu())
+    throw std::logic_error("FusedGelu: expects a float32 CPU tensor");
+}
+
+struct FusedGeluFunction : torch::autograd::Function<FusedGeluFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x) {
+    const torch::Tensor xc = x.contiguous();
+    torch::Tensor y = torch::empty_like(xc), s = torch::empty_like(xc);
+    Forward(xc.data_ptr<float>(), y.data_ptr<float>(), s.data_ptr<float>(), xc.numel());
+    ctx->save_for_backward({xc, s});
+    return y;
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor g = grads[0].contiguous();
+    torch::Tensor dx = torch::empty_like(saved[0]);
+    Backward(g.data_ptr<float>(), saved[0].data_ptr<float>(), saved[1].data_ptr<float>(),
+             dx.data_ptr<float>(), dx.numel());
+    return {dx};
+  }
+};
+
+}  // namespace
+
+float FusedExp(float z) {
+  return ExpKernel(z);
+}
+
+torch::Tensor FusedGelu(const torch::Tensor& x) {
+  CheckFloat(x);
+  if (torch::GradMode::is_enabled() && x.requires_grad()) return FusedGeluFunction::apply(x);
+  // Inference (extraction, evaluation): nothing to keep for a backward pass.
+  const torch::Tensor xc = x.contiguous();
+  torch::Tensor y = torch::empty_like(xc);
+  ForwardOnly(xc.data_ptr<float>(), y.data_ptr<float>(), xc.numel());
+  return y;
+}
+
+torch::Tensor Gelu(const torch::Tensor& x, int kernels) {
+  if (kernels == 1) return torch::gelu(x, /*approximate=*/"tanh");
+  if (kernels == 2) return FusedGelu(x);
+  throw std::logic_error("Gelu: unknown kernels " + std::to_string(kernels));
+}
+
+}  // namespace icl::learners

@@ -124,6 +124,9 @@ int RunIntervene(int argc, char** argv) {
   core::AtomicOutput h5out(out, "out", {force, inputs, false, true});
   core::AtomicOutput csvout(csv, "csv", {force, inputs, false, true});
 
+  // The digest of the probes file read (the file is kept open while it is used): one replaced
+  // during the run is refused below rather than recorded under the wrong digest.
+  const std::string probes_digest = core::Sha256File(probes_path);
   const probes::ProbeResults probes = probes::ReadProbesFile(probes_path);
   const std::string sha = core::Sha256File(checkpoint);
   learners::Transformer model = learners::LoadCheckpoint(checkpoint);
@@ -140,7 +143,10 @@ int RunIntervene(int argc, char** argv) {
       model, sha, probes, req, [&](long long done, long long) { progress.Update(done); });
   progress.Finish();
   result.checkpoint = checkpoint;
-  result.probes_digest = core::Sha256File(probes_path);
+  if (core::Sha256File(probes_path) != probes_digest)
+    throw std::runtime_error("'" + probes_path +
+                             "' changed during the run; nothing was written; run again");
+  result.probes_digest = probes_digest;
   intervene::WriteInterventionsFile(h5out.temp_path(), result);
   std::ostringstream f;
   intervene::WriteInterventionsCsv(f, result);

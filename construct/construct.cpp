@@ -264,10 +264,10 @@ void Assemble(Construction& c, int d, int n_max) {
 }
 
 Construction GdProgram(int d, int n_max, double alpha, int steps) {
-  if (d < 1 || n_max < 1)
-    throw core::InputError("construct", "program", "d and n must be positive");
+  if (d < 1) throw core::InputError("construct", "d", "must be positive");
+  if (n_max < 1) throw core::InputError("construct", "n", "must be positive");
   if (!(alpha > 0) || !std::isfinite(alpha))
-    throw core::InputError("construct", "program", "alpha must be a positive number");
+    throw core::InputError("construct", "alpha", "must be a positive number");
   if (steps < 1 || steps > kMaxGdSteps)
     throw core::InputError("construct", "program",
                            "steps must be in 1.." + std::to_string(kMaxGdSteps));

@@ -295,7 +295,8 @@ void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
   }
   for (const auto* list : {&res.layers, &res.ks})
     if (std::set<int>(list->begin(), list->end()).size() != list->size())
-      throw core::InputError("intervene", "layers", "a layer or k is listed twice");
+      throw core::InputError("intervene", list == &res.layers ? "layers" : "k",
+                             "an entry is listed twice");
   if (mc.hidden != 0 && !probes.model_config.empty() &&
       learners::ModelConfig::FromJson(probes.model_config, where + " model_config").hidden !=
           mc.hidden)
@@ -579,7 +580,7 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
   try {  // a response read from the file is the file's fault, not a setting's
     res.response = ParseResponse(res.request.target, f.GetString("response"));
   } catch (const core::InputError& e) {
-    throw core::InputError(where, "", "attribute 'response': " + e.text());
+    throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }
   res.request.response = res.response.name;
   const std::string span = f.GetString("span");

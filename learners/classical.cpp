@@ -95,8 +95,9 @@ NewtonLearner::NewtonLearner(int steps, double start, double lambda, std::string
     : steps_(steps), start_(start), lambda_(lambda), spec_(std::move(spec)) {}
 
 bool NewtonLearner::Diverges(const arma::mat& xtx) const {
-  const arma::vec eig = arma::eig_sym(xtx);
-  return !(start_ * (eig.max() + lambda_) < 2.0);
+  const arma::vec eig = arma::eig_sym(xtx) + lambda_;
+  const double singular = eig.max() * double(eig.n_elem) * arma::datum::eps;
+  return !(start_ * eig.max() < 2.0) || !(eig.min() > singular);
 }
 
 void NewtonLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {

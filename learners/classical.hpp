@@ -86,14 +86,19 @@ class SgdLearner : public ClassicalLearner {
 // A^{-1} (so w to ridge:lambda, or for lambda = 0 and k >= d to OLS) exactly when
 // 0 < C < 2 / lambda_max(A); then ||I - A Y_t|| = ||I - C A||^(2^t). For a prompt outside that
 // range the iterates grow without bound and the learner reports them as they come (possibly
-// infinite); Diverged() says which k of a prompt are outside.
+// infinite). With lambda = 0 and fewer independent examples than d, A is singular: along its
+// null space Y doubles every step, which X^T y does not reach in exact arithmetic, but whose
+// rounding (1e-16) grows as 2^STEPS in floating point. Diverges() says which k are in either
+// case.
 class NewtonLearner : public ClassicalLearner {
  public:
   NewtonLearner(int steps, double start, double lambda, std::string spec);
   std::string spec() const override { return spec_; }
   bool is_linear() const override { return true; }
   void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
-  // True when C >= 2 / lambda_max(X_k^T X_k + lambda I): the iteration does not converge.
+  // True when C >= 2 / lambda_max(A) (the iteration does not converge) or A = X_k^T X_k + lambda I
+  // is singular to working precision (lambda = 0, k < d: the iterates double along its null
+  // space).
   bool Diverges(const arma::mat& xtx) const;
 
  private:

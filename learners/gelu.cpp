@@ -18,7 +18,10 @@ constexpr float kCubic = 0.044715f;
 // subtracted exactly. The rounding uses the 1.5 * 2^23 trick, which needs round-to-nearest
 // (the default) and no reassociation (no -ffast-math).
 inline float ExpKernel(float z) {
-  z = z < -87.0f ? -87.0f : (z > 87.0f ? 87.0f : z);  // NaN passes through
+  // Clamped to [-87, 87], and a NaN read as 0, so that the conversion to an integer below is
+  // always defined (n in [-126, 126]).
+  z = z < -87.0f ? -87.0f : (z > 87.0f ? 87.0f : z);
+  z = z == z ? z : 0.0f;
   constexpr float kLog2e = 1.44269504088896341f, kRound = 12582912.0f;
   const float n = (z * kLog2e + kRound) - kRound;
   const float r = (z - n * 0.693359375f) - n * -2.12194440e-4f;
@@ -29,18 +32,20 @@ inline float ExpKernel(float z) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float er = p * (r * r) + r + 1.0f;
-  // n in [-126, 126]: 2^n is a normal float with exponent bits n + 127. (A NaN z gives some n;
-  // er is NaN then, and so is the product.)
+  // n in [-126, 126]: 2^n is a normal float with exponent bits n + 127 (in 1..253).
   const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return er * scale;
 }
 
-// s = sigmoid(2u) for one x.
+// s = sigmoid(2u) for one x. Where e^(-2u) exceeds e^87, s < 1.6e-38 is taken as 0, so that the
+// backward term x s (1 - s) u', which grows like |x|^3, stays 0 for very negative x. A NaN x
+// gives s = 1/2, and y = x s and the gradient are NaN, as LibTorch's.
 inline float Sigmoid2u(float x) {
-  const float u = kSqrt2OverPi * (x + kCubic * (x * x * x));
-  return 1.0f / (1.0f + ExpKernel(-2.0f * u));
+  const float z = -2.0f * (kSqrt2OverPi * (x + kCubic * (x * x * x)));
+  const float s = 1.0f / (1.0f + ExpKernel(z));
+  return z > 87.0f ? 0.0f : s;
 }
 
 void Forward(const float* x, float* y, float* s, std::int64_t count) {
@@ -60,7 +65,9 @@ void Backward(const float* g, const float* x, const float* s, float* dx, std::in
   for (std::int64_t i = 0; i < count; ++i) {
     const float xi = x[i], si = s[i];
     const float du = 2.0f * kSqrt2OverPi * (1.0f + 3.0f * kCubic * (xi * xi));
-    dx[i] = g[i] * (si + xi * si * (1.0f - si) * du);
+    // s (1 - s) is exactly 0 in both tails, where x^2 may overflow: 0, not 0 * inf.
+    const float t = si * (1.0f - si);
+    dx[i] = g[i] * (si + (t == 0.0f ? 0.0f : xi * t * du));
   }
 }
 

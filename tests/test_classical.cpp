@@ -270,7 +270,9 @@ TEST(Newton, ConvergesToRidgeInsideItsRangeAndSaysWhereItDoesNot) {
   // Diverges() is the condition C >= 2 / lambda_max(A); beyond it the iterates blow up.
   const arma::mat x = {{3.0, 0.0}, {0.0, 1.0}};  // d = 2, one example per axis; A = diag(9, 1)
   const learners::NewtonLearner inside(30, 0.2, 0.0, "newton:30:0.2"), outside(30, 0.25, 0.0, "x");
-  EXPECT_FALSE(inside.Diverges(x * x.t()));  // 0.2 * 9 = 1.8 < 2
+  EXPECT_FALSE(inside.Diverges(x * x.t()));               // 0.2 * 9 = 1.8 < 2
+  const arma::mat one_example = x.col(0) * x.col(0).t();  // rank 1 < d = 2, lambda = 0
+  EXPECT_TRUE(inside.Diverges(one_example));
   EXPECT_TRUE(outside.Diverges(x * x.t()));  // 0.25 * 9 = 2.25
   learners::LearnerRun r;
   outside.Run(arma::join_rows(x, arma::vec{1.0, 1.0}), arma::vec{3.0, 1.0, 0.0}, r);

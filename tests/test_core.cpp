@@ -9,6 +9,7 @@
 #include "core/json.hpp"
 #include "core/spec.hpp"
 #include "core/thread_pool.hpp"
+#include "tests/test_util.hpp"
 
 namespace icl {
 
@@ -72,15 +73,7 @@ TEST(InputError, FileFaultsNameTheFileAndNoSetting) {
     EXPECT_EQ(std::string(e.what()).rfind("checkpoint 'a.h5' model_config: not valid JSON", 0), 0u)
         << e.what();
   }
-  EXPECT_THROW(core::ThreadPool(0), std::logic_error);
-  bool is_input = false;
-  try {
-    core::ThreadPool pool(0);
-  } catch (const std::invalid_argument&) {
-    is_input = true;
-  } catch (const std::logic_error&) {
-  }
-  EXPECT_FALSE(is_input);
+  EXPECT_TRUE(test::ThrowsInternalError([] { core::ThreadPool pool(0); }));
 }
 
 }  // namespace icl

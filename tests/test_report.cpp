@@ -188,6 +188,8 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
   WriteProbes(tmp / "b.h5", 0.02);
   WriteProbes(tmp / "c.h5", 0.0, 0.5);  // xty's onset moves to layer 4 in this learner
   WriteProbes(tmp / "other.h5", 0.0, 0.92, "{\"layers\":8}");
+  // A seed computed with the other arithmetic (kernels) is of the same configuration.
+  WriteProbes(tmp / "b2.h5", 0.02, 0.92, "{\"layers\":4,\"kernels\":2}");
   // Two learners: mean and SD over learners of the seed means, in the tidy CSV.
   const auto two =
       RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b.h5") + " --format csv");
@@ -199,6 +201,11 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
   EXPECT_NE(two.out.find("xty,ridge,3,4,2,0.93,0.0141421,0.92,0.94,a,0.92,0.92,0.92"),
             std::string::npos)
       << two.out;
+  const auto mixed =
+      RunIclprobe("report --probes " + (tmp / "a.h5") + " " + (tmp / "b2.h5") + " --format csv");
+  EXPECT_EQ(mixed.exit_code, 0) << mixed.err;
+  EXPECT_NE(mixed.out.find("xty,ridge,3,4,2,0.93,0.0141421,0.92,0.94"), std::string::npos)
+      << mixed.out;  // the same numbers as with b, whichever arithmetic made them
   // Three, one of which disagrees; --probes repeated works like a list.
   const auto three = RunIclprobe("report --probes " + (tmp / "a.h5") + " --probes " +
                                  (tmp / "b.h5") + " --probes " + (tmp / "c.h5"));

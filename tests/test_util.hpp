@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace icl::test {
@@ -38,5 +39,22 @@ std::string ReadFile(const std::string& path);
 bool H5lsHasDataset(const std::string& h5ls_output, const std::string& object,
                     const std::string& dims);
 int CountLines(const std::string& s);
+
+// True when f() throws a std::logic_error that is not a std::invalid_argument: a caller's bug
+// (an internal invariant), not bad input (EXPECT_THROW(..., std::logic_error) would also accept
+// an InputError, which derives from it).
+template <class F>
+bool ThrowsInternalError(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument&) {
+    return false;
+  } catch (const std::logic_error&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+  return false;
+}
 
 }  // namespace icl::test

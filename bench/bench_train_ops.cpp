@@ -68,6 +68,26 @@ void AddSelfTimes(const std::vector<prof::LegacyEvent>& events,
   }
 }
 
+// Wall seconds per call of f, over `calls` calls.
+template <class F>
+double SecondsPerCall(int calls, F&& f) {
+  const auto a = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i)
+    f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / calls;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One shard's training work: forward, MSE loss, backward.
+void TrainStep(learners::Transformer& m, const torch::Tensor& tokens, const torch::Tensor& y) {
+  m->zero_grad();
+  torch::mse_loss(m->forward(tokens), y).backward();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,22 +104,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_train_ops [steps] [batch] [d n layers hidden heads]\n");
     return 2;
   }
-  // The GELU alone, forward and backward, on one MLP pre-activation of this model.
+  // The GELU alone, forward and backward, on one MLP pre-activation of this model; medians of 7
+  // rounds of 10 calls, alternating.
   {
     const auto x = torch::randn({long(batch), 2L * mc.n_max, long(mc.mlp_ratio) * mc.hidden});
     const auto g = torch::randn_like(x);
-    double best[2] = {1e9, 1e9};
+    std::vector<double> rounds[2];
     for (int round = 0; round < 7; ++round)
-      for (int kernels = 1; kernels <= 2; ++kernels) {
-        const auto a = std::chrono::steady_clock::now();
-        for (int i = 0; i < 10; ++i) {
-          const auto xi = x.detach().requires_grad_(true);
-          learners::Gelu(xi, kernels).backward(g);
-        }
-        best[kernels - 1] = std::min(
-            best[kernels - 1],
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / 10);
-      }
+      for (int kernels = 1; kernels <= 2; ++kernels)
+        rounds[kernels - 1].push_back(SecondsPerCall(
+            10, [&] { learners::Gelu(x.detach().requires_grad_(true), kernels).backward(g); }));
+    const double best[2] = {Median(rounds[0]), Median(rounds[1])};
     std::printf(
         "GELU forward + backward of %ld elements: LibTorch %.2f ms (%.2f ns/element), "
         "fused %.2f ms (%.2f ns/element)\n",
@@ -123,40 +138,24 @@ int main(int argc, char** argv) {
         torch::manual_seed(1);
         learners::Transformer m(c);
         m->train();
-        auto one = [&] {
-          m->zero_grad();
-          torch::mse_loss(m->forward(tokens), y).backward();
-        };
-        one();
-        const auto a = std::chrono::steady_clock::now();
-        for (int i = 0; i < steps; ++i)
-          one();
-        times[kernels - 1].push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / steps);
+        TrainStep(m, tokens, y);  // warm-up
+        times[kernels - 1].push_back(SecondsPerCall(steps, [&] { TrainStep(m, tokens, y); }));
       }
-    for (auto& t : times)
-      std::sort(t.begin(), t.end());
+    const double t1 = Median(times[0]), t2 = Median(times[1]);
     std::printf(
         "step, kernels 1 (LibTorch's GELU): %.2f ms; kernels 2 (fused GELU): %.2f ms; "
         "%.2fx\n",
-        times[0][2] * 1e3, times[1][2] * 1e3, times[0][2] / times[1][2]);
+        t1 * 1e3, t2 * 1e3, t1 / t2);
   }
   torch::manual_seed(1);
   learners::Transformer model(mc);
   model->train();
-  auto step = [&] {
-    model->zero_grad();
-    torch::mse_loss(model->forward(tokens), y).backward();
-  };
+  auto step = [&] { TrainStep(model, tokens, y); };
   for (int i = 0; i < 3; ++i)
     step();  // warm-up: allocator, OpenBLAS buffers
 
   // Plain wall time first (the profiler adds its own overhead per operator).
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i)
-    step();
-  const double plain_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / steps;
+  const double plain_s = SecondsPerCall(steps, step);
 
   std::map<std::string, OpTime> ops;
   double profiled_s = 0;
@@ -167,10 +166,7 @@ int main(int argc, char** argv) {
           for (const auto& l : lists)
             AddSelfTimes(l, ops);
         });
-    t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < steps; ++i)
-      step();
-    profiled_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    profiled_s = SecondsPerCall(steps, step) * steps;
   }
   // GEMM FLOP of one step: per block, QKV (3H^2), out (H^2), MLP (2 r H^2) per token, and
   // attention's two T x T x H products; backward does twice the forward's.
@@ -198,16 +194,11 @@ int main(int argc, char** argv) {
   const long BM = long(batch) * mc.heads, Tn = 2L * mc.n_max, hd = mc.hidden / mc.heads;
   const auto q = torch::randn({BM, Tn, hd}), k = torch::randn({BM, Tn, hd});
   torch::Tensor via_torch;
-  auto time_it = [&](auto&& f) {
+  auto time_it = [&](auto&& f) {  // median of 7 rounds of 20 calls
     std::vector<double> t;
-    for (int r = 0; r < 7; ++r) {
-      const auto a = std::chrono::steady_clock::now();
-      for (int i = 0; i < 20; ++i)
-        f();
-      t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count() / 20);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    for (int r = 0; r < 7; ++r)
+      t.push_back(SecondsPerCall(20, f));
+    return Median(t);
   };
   const double t_torch = time_it([&] { via_torch = torch::matmul(q, k.transpose(1, 2)); });
   auto direct = torch::empty({BM, Tn, Tn});

@@ -30,6 +30,13 @@ double GeluTanh(double z) {
 
 using learners::BlockImpl;
 
+// m for rows that hold an m x m matrix.
+int SideOf(int size) {
+  const int m = static_cast<int>(std::lround(std::sqrt(double(size))));
+  if (m * m != size) throw std::logic_error("construct: matmat needs square matrices");
+  return m;
+}
+
 void SetMov(BlockImpl& b, const Layout& L, const Op& op, int n_max, int H) {
   torch::NoGradGuard no_grad;
   auto w = b.attn->in_proj_weight;  // [3H, H]: query, key, value
@@ -62,8 +69,9 @@ void SetProduct(BlockImpl& b, int ra, int rb, int o, int unit, double s, double 
 
 // MLP units an op needs.
 int UnitsOf(const Layout& L, const Op& op) {
-  if (op.kind == Op::kAff) return 2 * L[op.out].size;
+  if (op.kind == Op::kAff) return op.a.empty() ? 0 : 2 * L[op.out].size;
   if (op.form == Op::kOuter) return 4 * L[op.a].size * L[op.b].size;
+  if (op.form == Op::kMatMat) return 4 * L[op.a].size * SideOf(L[op.a].size);
   return 4 * L[op.a].size;
 }
 
@@ -98,6 +106,17 @@ void SetMul(BlockImpl& b, const Layout& L, const Op& op, int unit) {
           SetProduct(b, a.begin + i * bb.size + j, bb.begin + j, out.begin + i,
                      unit + 4 * (i * bb.size + j), s, op.coefficient);
       return;
+    case Op::kMatMat: {
+      const int m = SideOf(a.size);
+      if (bb.size != a.size || out.size != a.size)
+        throw std::logic_error("construct: matmat needs |a| = |b| = |out| = m^2");
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < m; ++j)
+          for (int l = 0; l < m; ++l)
+            SetProduct(b, a.begin + i * m + l, bb.begin + l * m + j, out.begin + i * m + j,
+                       unit + 4 * ((i * m + j) * m + l), s, op.coefficient);
+      return;
+    }
   }
 }
 
@@ -106,7 +125,15 @@ void SetMul(BlockImpl& b, const Layout& L, const Op& op, int unit) {
 // output row carries (matrix * a)_i without approximation; the bias goes into fc2's bias.
 void SetAff(BlockImpl& b, const Layout& L, const Op& op, int unit) {
   torch::NoGradGuard no_grad;
-  const Rows a = L[op.a], out = L[op.out];
+  const Rows out = L[op.out];
+  if (op.a.empty()) {  // a constant: the bias alone
+    if (op.bias.size() != std::size_t(out.size))
+      throw std::logic_error("construct: a constant needs |out| values");
+    for (int i = 0; i < out.size; ++i)
+      b.fc2->bias[out.begin + i] = b.fc2->bias[out.begin + i].item<double>() + op.bias[i];
+    return;
+  }
+  const Rows a = L[op.a];
   if (!op.matrix.empty() && op.matrix.size() != std::size_t(out.size) * a.size)
     throw std::logic_error("construct: aff matrix must be |out| x |a|");
   if (op.matrix.empty() && a.size != out.size)
@@ -207,6 +234,13 @@ Op Aff(const std::string& a, const std::string& out, double coefficient) {
   return op;
 }
 
+Op Constant(const std::string& out, std::vector<double> values) {
+  Op op;
+  op.kind = Op::kAff;
+  op.out = out, op.bias = std::move(values);
+  return op;
+}
+
 Op Parallel(Op op) {
   op.parallel = true;
   return op;
@@ -234,20 +268,6 @@ double GeluProduct(double a, double b, double scale) {
   return sum / (4.0 * kGeluCurvature * double(s) * double(s));
 }
 
-std::vector<std::string> ProgramNames() {
-  return {"gd", "gd:K"};
-}
-
-int ParseGdSteps(const std::string& program) {
-  const core::Spec p = core::ParseSpec(program);
-  const auto steps = p.args.empty() ? std::optional<long long>(1) : p.Integer(0, 1, kMaxGdSteps);
-  if (p.text != program || p.name != "gd" || p.args.size() > 1 || !steps)
-    throw core::InputError("construct", "program",
-                           "expected gd or gd:K with K an integer in 1.." +
-                               std::to_string(kMaxGdSteps) + " (GD steps), got '" + program + "'");
-  return static_cast<int>(*steps);
-}
-
 void Assemble(Construction& c, int d, int n_max) {
   std::vector<int> first_unit;
   int max_units = 0;
@@ -261,106 +281,6 @@ void Assemble(Construction& c, int d, int n_max) {
   c.model.mlp_ratio = std::max(1, (max_units + width - 1) / width);
   c.model.norm = "none";
   c.model.kernels = 1;  // LibTorch's GELU: the compiled weights are checked against it
-}
-
-Construction GdProgram(int d, int n_max, double alpha, int steps) {
-  if (d < 1) throw core::InputError("construct", "d", "must be positive");
-  if (n_max < 1) throw core::InputError("construct", "n", "must be positive");
-  if (!(alpha > 0) || !std::isfinite(alpha))
-    throw core::InputError("construct", "alpha", "must be a positive number");
-  if (steps < 1 || steps > kMaxGdSteps)
-    throw core::InputError("construct", "program",
-                           "steps must be in 1.." + std::to_string(kMaxGdSteps));
-  Construction c;
-  c.program = steps == 1 ? "gd" : "gd:" + std::to_string(steps);
-  c.alpha = alpha;
-  c.steps = steps;
-  const bool multi = steps > 1;
-  Layout& L = c.layout;
-  L.Add("x", d);            // x_i at its x-token (embedding)
-  L.Add("y", 1);            // y_i at its y-token (embedding)
-  L.Add("pos", 2 * n_max);  // one-hot position (embedding)
-  L.Add("count", 1);        // t + 1, the number of positions up to t (embedding)
-  L.Add("xprev", d);        // x of the previous position: x_i at the y-token of example i
-  L.Add("yx", d);           // y_i x_i at the y-token of example i, 0 at x-tokens
-  L.Add("mean_yx", d);      // mean over positions <= t of yx
-  L.Add("xty", d);          // X_k^T y_k: sum over the examples up to t
-  if (multi) {
-    L.Add("xx", d * d);       // x_i x_i^T (row-major) at the x-token of example i
-    L.Add("mean_xx", d * d);  // its mean over positions <= t
-    L.Add("xtx", d * d);      // X_k^T X_k at the y-token of example k
-    L.Add("w", d);            // the GD iterate w_t at the y-token of example k
-    L.Add("wprev", d);        // w_K of the previous position: at the x-token of example k+1
-  }
-  L.Add("pred", 1);  // the prediction at the x-token of example k+1
-  // Bounds on |a| + |b| of each product for prompts of x ~ N(0, I), w ~ N(0, I): generous, so
-  // that products stay in the GELU's quadratic range (see kMulReach). |x_j| <= 6 covers every
-  // draw of N(0, 1) in 1e8 (P(|z| > 6) = 2e-9).
-  const double xy_range = 10.0 + 6.0 * std::sqrt(double(d));
-  const double mean_range = 2.0 * n_max + xy_range;
-  const double pred1_range = 10.0 + xy_range * n_max;
-  // Entries of X^T X are at most sum_i x_ij^2, a chi-square with <= n degrees of freedom, below
-  // 5 n but for a 1e-8 fraction (and a product 3x past its range is still within 1.2e-3). GD
-  // iterates stay within |1 - (1 - 2 alpha l)^t| / l of w_OLS's component per eigenvalue l,
-  // which for 2 alpha l < 2 is at most twice its size, and never more than 2 alpha t |X^T y|
-  // (below: |X^T y| <= n xy_range).
-  const double xx_range = 12.0, mean_xx_range = 2.0 * n_max + 36.0;
-  const double w_range = 10.0 + std::min(2.0 * alpha * steps * n_max * xy_range, 50.0);
-  const double matvec_range = 5.0 * n_max + w_range;
-  const double pred_range = 10.0 + w_range;
-  c.ops.push_back(Mov("x", "xprev", -1));
-  c.ops.push_back(Mul("xprev", "y", "yx", 1, xy_range));
-  // x x^T from the x-token itself: the mov above falls back to the position itself at t = 0,
-  // so xprev there is x_1, which must not enter X^T X.
-  if (multi) c.ops.push_back(Parallel(Mul("x", "x", "xx", 1, xx_range, Op::kOuter)));
-  c.ops.push_back(Mean("yx", "mean_yx"));
-  if (multi) c.ops.push_back(Parallel(Mean("xx", "mean_xx")));
-  c.ops.push_back(Mul("mean_yx", "count", "xty", 1, mean_range));
-  if (!multi) {
-    // One step: the prediction 2 alpha x^T X^T y straight from xty (w_1 = 2 alpha X^T y).
-    c.ops.push_back(Mul("x", "xty", "pred", 2.0 * alpha, pred1_range));
-  } else {
-    c.ops.push_back(Parallel(Mul("mean_xx", "count", "xtx", 1, mean_xx_range)));
-    // w_1 = w_0 - 2 alpha (X^T X w_0 - X^T y) = 2 alpha X^T y, from the same mean and count.
-    c.ops.push_back(Parallel(Mul("mean_yx", "count", "w", 2.0 * alpha, mean_range)));
-    for (int t = 2; t <= steps; ++t) {
-      // w_t = w_{t-1} + 2 alpha X^T y - 2 alpha X^T X w_{t-1}: aff and matvec mul in one MLP,
-      // both reading w_{t-1} and adding into the rows w.
-      c.ops.push_back(Aff("xty", "w", 2.0 * alpha));
-      c.ops.push_back(Parallel(Mul("xtx", "w", "w", -2.0 * alpha, matvec_range, Op::kMatVec)));
-    }
-    // At the x-token of example k+1, xx holds the query's own x x^T: the prediction takes w_K
-    // from the y-token before it.
-    c.ops.push_back(Mov("w", "wprev", -1));
-    c.ops.push_back(Mul("x", "wprev", "pred", 1, pred_range));
-  }
-  Assemble(c, d, n_max);
-  const int blocks = c.model.layers;
-  c.quantities = {
-      {"x", 0, "x", "x-tokens", "x_i at the x-token of example i"},
-      {"yx", 1, "yx", "y-tokens", "y_k x_k at the y-token of example k"},
-      {"xty", 2, "xty", "y-tokens",
-       "X_k^T y_k, the moment vector after k examples, at the y-token of example k (and at the "
-       "next x-token)"},
-  };
-  if (multi) {
-    c.quantities.push_back({"xtx", 2, "xtx", "y-tokens",
-                            "X_k^T X_k (row-major) at the y-token of example k (at the next "
-                            "x-token it includes that token's own x x^T)"});
-    for (int t = 1; t <= steps; ++t)
-      c.quantities.push_back({"w_" + std::to_string(t), t + 1, "w", "y-tokens",
-                              "the GD iterate w_" + std::to_string(t) +
-                                  " on the first k examples, at the y-token of example k"});
-    c.quantities.push_back(
-        {"wprev", blocks, "wprev", "x-tokens",
-         "w_" + std::to_string(steps) + " of the first k examples, at the x-token of example k+1"});
-  }
-  c.quantities.push_back({"pred", blocks, "pred", "x-tokens",
-                          multi ? "x_{k+1}^T w_" + std::to_string(steps) +
-                                      ", the prediction at the x-token of example k+1"
-                                : "2 alpha x_{k+1}^T X_k^T y_k, one GD step's prediction, at "
-                                  "the x-token of example k+1"});
-  return c;
 }
 
 learners::Transformer Compile(const Construction& c) {
@@ -400,6 +320,7 @@ learners::Transformer Compile(const Construction& c) {
   }
   for (const auto& [name, rows] : L.entries())
     if (name == "pred") m->readout->weight[0][rows.begin] = 1.0;
+  if (c.rotation_seed) RotateResidualStream(m, *c.rotation_seed);
   return m;
 }
 
@@ -417,10 +338,23 @@ void WriteConstruction(const std::string& path, const Construction& c,
     g.SetAttr("program", c.program);
     g.SetAttr("alpha", c.alpha);
     g.SetAttr("steps", c.steps);
+    g.SetAttr("start", c.start);
+    g.SetAttr("lambda", c.lambda);
     g.SetAttr("description",
               std::string("weights written by iclprobe construct: layout/<name> = [first row, "
-                          "rows]; quantities/<name> attrs layer (hidden state index), rows, "
-                          "positions, meaning"));
+                          "rows]; quantities/<name> attrs layer (the first hidden state that "
+                          "holds it), last_layer (the last), rows, positions, meaning. With "
+                          "rotation_seed, every state is Q h for the dataset rotation = Q "
+                          "[H, H]: the rows name coordinates of h = Q^T h', so quantity q is "
+                          "Q[:, rows]^T h'"));
+    if (c.rotation_seed) {
+      g.SetAttr("rotation_seed", static_cast<std::int64_t>(*c.rotation_seed));
+      const arma::mat q = RandomOrthogonal(c.model.hidden, *c.rotation_seed);
+      const arma::mat rows = q.t();  // row-major [H, H] of Q is Q^T column-major
+      h5::Dataset ds = g.CreateDataset<double>("rotation", {hsize_t(q.n_rows), hsize_t(q.n_cols)},
+                                               std::vector<std::string>{"stream", "basis"});
+      ds.Write(rows.memptr(), rows.n_elem);
+    }
     {
       h5::Group layout = g.CreateGroup("layout");
       for (const auto& [name, r] : c.layout.entries())
@@ -431,6 +365,7 @@ void WriteConstruction(const std::string& path, const Construction& c,
       for (const auto& x : c.quantities) {
         h5::Group e = q.CreateGroup(x.name);
         e.SetAttr("layer", x.layer);
+        e.SetAttr("last_layer", x.last_layer < 0 ? c.model.layers : x.last_layer);
         const Rows r = c.layout[x.rows];
         e.SetAttr("rows", std::vector<std::int64_t>{r.begin, r.size});
         e.SetAttr("positions", x.positions);
@@ -461,8 +396,26 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   r.program = g.GetString("program");
   r.alpha = g.GetDouble("alpha");
   r.steps = static_cast<int>(g.GetInt("steps"));
+  if (g.HasAttr("start")) r.start = g.GetDouble("start");
+  if (g.HasAttr("lambda")) r.lambda = g.GetDouble("lambda");
   const learners::CheckpointInfo info = learners::ReadCheckpointInfo(checkpoint);
   const std::int64_t width = info.model.hidden;
+  if (g.HasAttr("rotation_seed")) {
+    const std::int64_t seed = g.GetInt("rotation_seed");
+    if (seed < 0)
+      throw core::InputError(where, "",
+                             "rotation_seed should be >= 0, got " + std::to_string(seed));
+    r.rotation_seed = static_cast<std::uint64_t>(seed);
+    const h5::Dataset ds = g.OpenDataset("rotation");
+    ds.ExpectDims({hsize_t(width), hsize_t(width)});
+    arma::mat rows(width, width);
+    ds.Read(rows.memptr(), rows.n_elem);
+    r.rotation = rows.t();
+    const double off = arma::abs(r.rotation.t() * r.rotation - arma::eye(width, width)).max();
+    if (!(off < 1e-9))
+      throw core::InputError(
+          where, "", "rotation is not orthogonal (|Q^T Q - I| = " + std::to_string(off) + ")");
+  }
   auto rows = [&](const std::vector<std::int64_t>& v, const std::string& what) {
     if (v.size() != 2 || v[0] < 0 || v[1] < 1 || v[0] + v[1] > width)
       throw core::InputError(where, "",
@@ -483,6 +436,12 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
       throw core::InputError(where, "",
                              "quantity " + name + " lies in state " + std::to_string(x.layer) +
                                  " of a model with states 0.." + std::to_string(info.model.layers));
+    x.last_layer = e.HasAttr("last_layer") ? static_cast<int>(e.GetInt("last_layer")) : x.layer;
+    if (x.last_layer < x.layer || x.last_layer > info.model.layers)
+      throw core::InputError(
+          where, "",
+          "quantity " + name + " has last_layer " + std::to_string(x.last_layer) + ", expected " +
+              std::to_string(x.layer) + ".." + std::to_string(info.model.layers));
     x.rows = rows(e.GetIntList("rows"), "quantities/" + name + " rows");
     x.positions = e.GetString("positions");
     x.meaning = e.GetString("meaning");

@@ -4,11 +4,13 @@
 // which rows hold which quantity after which layer: ground truth for probes.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "data/task.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/transformer.hpp"
 
@@ -45,11 +47,13 @@ struct Op {
   double coefficient = 1;
   double range = 1;  // mul: a bound on |a| + |b|, which sets the GELU scale
   // mul forms: elementwise (above); outer: out[i*|b| + j] += c a[i] b[j]; matvec: a holds a
-  // |out| x |b| matrix row-major, out[i] += c sum_j a[i*|b| + j] b[j].
-  enum Form { kElementwise, kOuter, kMatVec } form = kElementwise;
+  // |out| x |b| matrix row-major, out[i] += c sum_j a[i*|b| + j] b[j]; matmat: a, b and out
+  // hold m x m matrices row-major (|a| = |b| = |out| = m^2), out[i*m + j] += c sum_l a[i*m + l]
+  // b[l*m + j], 4 m^3 MLP units.
+  enum Form { kElementwise, kOuter, kMatVec, kMatMat } form = kElementwise;
   bool parallel = false;  // runs in the same sublayer as the op before it (reads the same state)
   std::vector<double> matrix;  // aff: |out| x |a| row-major; empty = coefficient * identity
-  std::vector<double> bias;    // aff: added to out; empty = zero
+  std::vector<double> bias;    // aff: added to out; empty = zero. With no source a: a constant
 };
 
 // Builders for the ops (every field not named keeps its default).
@@ -58,6 +62,8 @@ Op Mean(const std::string& a, const std::string& out);
 Op Mul(const std::string& a, const std::string& b, const std::string& out, double coefficient,
        double range, Op::Form form = Op::kElementwise);
 Op Aff(const std::string& a, const std::string& out, double coefficient);
+// out += values at every position (an aff with no source: fc2's bias alone, no MLP units).
+Op Constant(const std::string& out, std::vector<double> values);
 // The same op, run in the sublayer of the op before it.
 Op Parallel(Op op);
 
@@ -68,7 +74,22 @@ struct Quantity {
   std::string rows;       // the row range holding it
   std::string positions;  // where it holds: "y-tokens" (after k examples), "x-tokens", "all"
   std::string meaning;
+  int last_layer = -1;  // the last state that still holds it (an iterate the next one
+                        // overwrites lives in one state only); -1 = to the model's last state
 };
+
+// A program as the command line names it: gd, gd:K or newton:K:C[:LAMBDA].
+struct Program {
+  enum Kind { kGd, kNewton } kind = kGd;
+  int steps = 1;
+  double start = 0;   // newton: Y_0 = start * I
+  double lambda = 0;  // newton: A = X^T X + lambda I
+  std::string text;   // the canonical spelling, e.g. "newton:12:0.03:0.25"
+};
+constexpr int kMaxGdSteps = 16;
+constexpr int kMaxNewtonSteps = 20;
+// Parses a program; throws core::InputError (setting "program") saying what was expected.
+Program ParseProgram(const std::string& program);
 
 struct Construction {
   std::string program;  // "gd"
@@ -79,6 +100,10 @@ struct Construction {
   std::vector<Quantity> quantities;
   double alpha = 0;
   int steps = 1;
+  double start = 0, lambda = 0;  // newton
+  // A random orthogonal change of basis Q of the residual stream, folded into every weight
+  // (every hidden state becomes Q h); nullopt = the axis-aligned layout.
+  std::optional<std::uint64_t> rotation_seed;
 };
 
 // The `gd` program (PAPER.md Theorem 1): `steps` steps of batch GD from w0 = 0 on the examples
@@ -89,17 +114,47 @@ struct Construction {
 // each (aff + matvec mul in one MLP); block K+2: the prediction.
 Construction GdProgram(int d, int n_max, double alpha, int steps = 1);
 
-// Parses "gd" or "gd:K" (K steps, 1 <= K <= kMaxGdSteps); throws core::InputError naming
-// what was expected.
-int ParseGdSteps(const std::string& program);
-constexpr int kMaxGdSteps = 16;
+// The `newton:K:C[:LAMBDA]` program (issue 30): K steps of Newton-Schulz on A = X_k^T X_k +
+// lambda I from the fixed start Y_0 = C I, Y_t = Y_{t-1} (2 I - A Y_{t-1}), and the iterates
+// w_t = Y_t X_k^T y_k; the same iteration as the classical learner newton:K:C:LAMBDA. It
+// converges to A^{-1} (w_t to ridge:LAMBDA) when 0 < C lambda_max(A) < 2: then Y_t =
+// A^{-1} (I - (I - C A)^(2^t)), whose eigenvalues lie in (0, min(1/lambda, 2^t C)], and
+// A Y_t has eigenvalues in [0, 1] (t >= 1). Prompts outside that region are not clamped:
+// their iterates leave the products' range and the prediction is meaningless; CountDivergent
+// counts them. Blocks 1-2 as in gd:K (X^T y and X^T X, also at the x-token of example k+1),
+// Y_0 a constant; then for t = 1..K two MLP-only blocks: P_t = A Y_{t-1} (block 2t+1) and
+// Y_t = 2 Y_{t-1} - Y_{t-1} P_t (block 2t+2); w_t = Y_t X^T y one block later (beside P_{t+1})
+// and the prediction x_{k+1}^T w_t one more block later (beside Y_{t+1}): 2K + 4 blocks.
+Construction NewtonProgram(int d, int n_max, int steps, double start, double lambda);
+
+// The program a parsed spec names (alpha is gd's step size; newton ignores it).
+Construction BuildProgram(const Program& program, int d, int n_max, double alpha);
+
+// (prompt, k) pairs of prompts drawn from `task` (seeded) for which the program's iteration
+// does not converge: gd:K when 2 alpha lambda_max(X_k^T X_k) >= 2, newton when C
+// lambda_max(A) >= 2 or A is singular (lambda = 0, k < d). k = 0..n-1, the prefixes whose
+// prediction the model makes. One-step gd has no iteration and no such pairs.
+struct DivergenceCount {
+  std::int64_t pairs = 0, outside = 0, prompts = 0, prompts_outside = 0;
+};
+DivergenceCount CountDivergent(const Construction& c, const data::TaskConfig& task,
+                               std::uint64_t seed, std::int64_t prompts);
+
+// Folds a random orthogonal Q (Haar, from `seed`) into the model's weights so that every hidden
+// state becomes Q h and the outputs are unchanged up to float rounding. The model must have no
+// LayerNorm (LayerNorm does not commute with a rotation); throws core::InputError otherwise.
+// Returns Q (H x H).
+arma::mat RotateResidualStream(learners::Transformer& model, std::uint64_t seed);
+// The orthogonal matrix RotateResidualStream uses (modified Gram-Schmidt, twice, of a matrix
+// of data::Rng normals: the same bits on every machine).
+arma::mat RandomOrthogonal(int size, std::uint64_t seed);
 
 // Schedules c.ops into blocks and sets c.model (no LayerNorm, one head, H = the layout's width,
 // MLP wide enough for the busiest block). The layout must start with the embedding's rows x [d],
 // y [1], pos [2 n_max], count [1], which Compile fills.
 void Assemble(Construction& c, int d, int n_max);
 
-// Lowers the program to weights (every other weight zero).
+// Lowers the program to weights (every other weight zero), rotated when c.rotation_seed is set.
 learners::Transformer Compile(const Construction& c);
 
 // Writes the model as an ordinary checkpoint plus a /construction group (layout, quantities,
@@ -112,11 +167,15 @@ struct ConstructionRecord {
   std::string program;
   double alpha = 0;
   int steps = 0;
-  std::map<std::string, Rows> layout;  // name -> rows of the residual stream
+  double start = 0, lambda = 0;                // newton
+  std::optional<std::uint64_t> rotation_seed;  // the basis is /construction/rotation [H, H]
+  arma::mat rotation;                          // Q (H x H); empty when not rotated
+  std::map<std::string, Rows> layout;          // name -> rows of the residual stream
   struct Entry {
     std::string name, positions, meaning;
-    int layer = 0;  // the hidden state that holds it
-    Rows rows;
+    int layer = 0;       // the hidden state that holds it
+    int last_layer = 0;  // the last state that still holds it
+    Rows rows;  // rows of the unrotated stream: after rotation the quantity is Q[:, rows]^T h
   };
   std::vector<Entry> quantities;
   std::vector<std::string> ops;  // "mul(a, b) -> out @ block 2 mlp"

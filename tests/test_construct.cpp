@@ -238,17 +238,27 @@ TEST(Construct, GdModelPredictsLikeTheGdLearner) {
 // The library names the setting ("program"), not the option (issue 29, item 7): the program
 // renders it as --program.
 TEST(Construct, BadProgramIsAnInputErrorNamingTheSetting) {
-  for (const char* program : {"ridge", "gd:0", "gd:x", "gd:17", "gd:"}) {
+  for (const char* program :
+       {"ridge", "gd:0", "gd:x", "gd:17", "gd:", "newton", "newton:3", "newton:0:0.1",
+        "newton:21:0.1", "newton:3:0", "newton:3:-1", "newton:3:inf", "newton:3:0.1:-0.5",
+        "newton:3:0.1:nan", "newton:3:0.1:0.2:4", "newton:x:0.1"}) {
     try {
-      construct::ParseGdSteps(program);
+      construct::ParseProgram(program);
       ADD_FAILURE() << program << " was accepted";
     } catch (const core::InputError& e) {
       EXPECT_EQ(e.field(), "program") << program;
       EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
     }
   }
-  EXPECT_EQ(construct::ParseGdSteps("gd"), 1);
-  EXPECT_EQ(construct::ParseGdSteps("gd:16"), 16);
+  EXPECT_EQ(construct::ParseProgram("gd").steps, 1);
+  EXPECT_EQ(construct::ParseProgram("gd:16").steps, 16);
+  const auto n = construct::ParseProgram("newton:12:0.03:0.25");
+  EXPECT_EQ(n.kind, construct::Program::kNewton);
+  EXPECT_EQ(n.steps, 12);
+  EXPECT_EQ(n.start, 0.03);
+  EXPECT_EQ(n.lambda, 0.25);
+  EXPECT_EQ(n.text, "newton:12:0.03:0.25");
+  EXPECT_EQ(construct::ParseProgram("newton:3:0.5").lambda, 0.0);
 }
 
 TEST(Construct, CliWritesACheckpointWithItsConstruction) {

@@ -18,6 +18,7 @@ struct ConstructArgs {
   double alpha = 0.05;
   int d = 4, n = 12;
   std::uint64_t seed = 1, rotate = 0;
+  construct::Disguise disguise;
   std::int64_t check_prompts = 10000;
 };
 
@@ -34,6 +35,16 @@ void DeclareOptions(OptionTable& t, ConstructArgs& a) {
   t.Optional("rotate", &a.rotate, "rotate", "fold a random orthogonal change of basis "
        "(seeded by this value) into every weight: each hidden state becomes Q h, so no quantity "
        "sits on its own axes; /construction/rotation holds Q");
+  t.Value("distractors", &a.disguise.distractors, "distractors", "extra residual rows of "
+       "prompt features that nothing reads (random projections of the current token, their "
+       "squares and products; at most 4 times the program's own width)");
+  t.Optional("decoy", &a.disguise.decoy, "decoy", "xty: a second, unused encoding M X'y (M fixed, "
+       "random, invertible) written at block 2 like X'y: decodable but not used");
+  t.Value("nuisance", &a.disguise.nuisance, "nuisance", "sigma: X'y at block 2 carries + sigma "
+       "(P x_k)^2, a nonlinear nuisance the next MLP removes exactly, so linear probes read X'y "
+       "there less well while the computation is unchanged (0: none)");
+  t.Value("disguise-seed", &a.disguise.seed, "disguise.seed", "seed of the distractors', the "
+       "decoy's and the nuisance's random maps");
   t.Value("check-prompts", &a.check_prompts, "check_prompts", "prompts of the task (x ~ N(0, "
        "I), seed 1) on which the (prompt, k) pairs outside the iteration's convergence region "
        "are counted and printed (0: skip)");
@@ -95,7 +106,7 @@ int RunConstruct(int argc, char** argv) {
   if (a.check_prompts < 0)
     throw std::invalid_argument("--check-prompts: expected a count >= 0, got " +
                                 std::to_string(a.check_prompts));
-  construct::Construction c = construct::BuildProgram(parsed, d, n, alpha);
+  construct::Construction c = construct::BuildProgram(parsed, d, n, alpha, a.disguise);
   if (vm.count("rotate")) c.rotation_seed = a.rotate;
   c.model.Validate();
   learners::SaveOptions so;

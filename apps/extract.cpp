@@ -23,7 +23,7 @@ struct ExtractArgs {
     cfg.seed = 7;
   }
   extract::ExtractConfig cfg;
-  std::string layers = "all", positions = "all", dtype = "float32";
+  std::string layers = "all", positions = "all", dtype = "float32", learner_targets;
   int threads = 0;
   std::int64_t stop_after = -1;
   int n = 0;
@@ -53,6 +53,10 @@ void DeclareOptions(OptionTable& t, ExtractArgs& a) {
        "the states after k examples)");
   t.Value("ridge-lambda", &a.cfg.ridge_lambda, "cfg.ridge_lambda", "lambda of the "
        "w_ridge target");
+  t.Optional("learner-targets", &a.learner_targets, "learner_targets", "comma-separated "
+       "classical learners whose weights after k examples are stored as targets too, e.g. "
+       "gd:0.02:1,gd:0.02:2,newton:3:0.03:0.25 -> /targets/w_gd_0.02_1, ... (':' becomes '_'; "
+       "the dataset's attribute learner keeps the spec); linear learners only (not knn, zero)");
   t.Switch("compress", "shuffle + deflate the datasets (smaller, slower)");
   t.Value("dtype", &a.dtype, "dtype", "storage of the hidden states: float32, or "
        "float16 (half the bytes; computed in float32 and rounded; probes read either)");
@@ -94,7 +98,8 @@ int RunExtract(int argc, char** argv) {
           "Usage: iclprobe extract --checkpoint FILE --out FILE [options]\n\n"
           "Runs a learner over a seeded prompt set and writes every layer's hidden states\n"
           "(/hidden/layer_LL [N, 2n, H]), its predictions, the prompts and the regression targets\n"
-          "after k examples (/targets/w_ols, w_ridge, xty [N, n, d], xtx [N, n, d, d], w [N, d]).",
+          "after k examples (/targets/w_ols, w_ridge, xty [N, n, d], xtx [N, n, d, d], w [N, d],\n"
+          "and any --learner-targets, w_<spec> [N, n, d]).",
           "iclprobe extract --checkpoint checkpoints/d4_l8_h64.h5 --prompts 20000 --seed 7 --out "
           "acts.h5\n  mpirun -np 4 iclprobe extract ...   (each process computes and writes its "
           "own rows of the one file; the file is the same as one process writes)"))
@@ -124,6 +129,15 @@ int RunExtract(int argc, char** argv) {
       throw std::invalid_argument("--d-effective: expected 1.." + std::to_string(cfg.task.d) +
                                   " (the learner's d), got " + std::to_string(d_effective));
     cfg.task.d_effective = d_effective == cfg.task.d ? 0 : d_effective;
+  }
+  if (vm.count("learner-targets")) {
+    std::vector<std::string> specs;
+    std::stringstream list(a.learner_targets);
+    for (std::string spec; std::getline(list, spec, ',');)
+      specs.push_back(spec);
+    if (specs.empty())
+      throw std::invalid_argument("--learner-targets: expected learner specs, got nothing");
+    cfg.learner_targets = extract::CanonicalLearnerSpecs(specs, cfg.task);
   }
   cfg.Validate(info.model);
   // Parallel over prompt groups, one intra-op thread each (see extract::Extract).

@@ -65,12 +65,28 @@ int RunInspect(int argc, char** argv) {
   // among them) while another run may be writing them.
   std::unique_ptr<core::OutputLock> lock;
   if (const auto c = construct::ReadConstruction(checkpoint)) {
-    std::cout << fmt::format("construction program {} (alpha {:g}, {} step(s)), {} ops\n",
-                             c->program, c->alpha, c->steps, c->ops.size());
+    const bool newton = c->program.rfind("newton", 0) == 0;
+    std::cout << fmt::format(
+        "construction program {} ({}, {} step(s)){}, {} ops\n", c->program,
+        newton ? fmt::format("start C {:g}, lambda {:g}", c->start, c->lambda)
+               : fmt::format("alpha {:g}", c->alpha),
+        c->steps,
+        c->rotation_seed
+            ? fmt::format(", rotated (seed {}): every state is Q h with Q in "
+                          "/construction/rotation, rows below are coordinates of h = Q^T h'",
+                          *c->rotation_seed)
+            : "",
+        c->ops.size());
+    if (c->distractors > 0 || !c->decoy.empty() || c->nuisance > 0)
+      std::cout << fmt::format("  disguise: {} distractor rows, decoy {}, nuisance sigma {:g}\n",
+                               c->distractors, c->decoy.empty() ? "none" : c->decoy, c->nuisance);
     for (const auto& q : c->quantities)
-      std::cout << fmt::format("  {:<8} state {} rows {}..{} at {}: {}\n", q.name, q.layer,
+      std::cout << fmt::format("  {:<8} state {}{} rows {}..{} at {}: {}\n", q.name, q.layer,
+                               q.last_layer > q.layer ? fmt::format("..{}", q.last_layer) : "",
                                q.rows.begin, q.rows.begin + q.rows.size - 1, q.positions,
                                q.meaning);
+    for (const auto& op : c->ops)
+      std::cout << "  op " << op << "\n";
   }
   if (!export_path.empty()) {
     lock = std::make_unique<core::OutputLock>(export_path, "export");

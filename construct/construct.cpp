@@ -47,11 +47,18 @@ void SetMov(BlockImpl& b, const Layout& L, const Op& op, int n_max, int H) {
       if (t + op.offset >= 0) w[pos.begin + t + op.offset][pos.begin + t] = kMovSharpness * scale;
       w[H + pos.begin + t][pos.begin + t] = 1.0;
     }
-  // kMean: query and key zero, so every position up to t gets weight 1 / (t + 1).
-  for (int j = 0; j < a.size; ++j) {
+  // kMean: query and key zero, so every position up to t gets weight 1 / (t + 1). The values
+  // are a's rows; the output map is the identity, or op.matrix (|out| x |a|) for a mean of M a.
+  if (!op.matrix.empty() && op.matrix.size() != std::size_t(out.size) * a.size)
+    throw std::logic_error("construct: a mean's matrix must be |out| x |a|");
+  if (op.matrix.empty() && out.size != a.size)
+    throw std::logic_error("construct: a mean without a matrix needs |a| = |out|");
+  for (int j = 0; j < a.size; ++j)
     w[2 * H + a.begin + j][a.begin + j] = 1.0;
-    b.attn->out_proj->weight[out.begin + j][a.begin + j] = 1.0;
-  }
+  for (int i = 0; i < out.size; ++i)
+    for (int j = 0; j < a.size; ++j)
+      b.attn->out_proj->weight[out.begin + i][a.begin + j] =
+          op.matrix.empty() ? (i == j ? 1.0 : 0.0) : op.matrix[std::size_t(i) * a.size + j];
 }
 
 // Writes one product a*b (rows ra, rb) into row o with coefficient c, through MLP units
@@ -347,6 +354,19 @@ void WriteConstruction(const std::string& path, const Construction& c,
                           "rotation_seed, every state is Q h for the dataset rotation = Q "
                           "[H, H]: the rows name coordinates of h = Q^T h', so quantity q is "
                           "Q[:, rows]^T h'"));
+    g.SetAttr("distractors", c.disguise.distractors);
+    g.SetAttr("decoy", c.disguise.decoy);
+    g.SetAttr("nuisance", c.disguise.nuisance);
+    g.SetAttr("disguise_seed", static_cast<std::int64_t>(c.disguise.seed));
+    for (const auto& [name, map] :
+         {std::pair{"decoy_map", &c.decoy_map}, std::pair{"nuisance_map", &c.nuisance_map},
+          std::pair{"nuisance_map_mean", &c.nuisance_map_mean}}) {
+      if (map->empty()) continue;
+      const hsize_t d = hsize_t(c.model.d);
+      h5::Dataset ds =
+          g.CreateDataset<double>(name, {d, d}, std::vector<std::string>{"row", "column"});
+      ds.Write(map->data(), map->size());
+    }
     if (c.rotation_seed) {
       g.SetAttr("rotation_seed", static_cast<std::int64_t>(*c.rotation_seed));
       const arma::mat q = RandomOrthogonal(c.model.hidden, *c.rotation_seed);
@@ -397,6 +417,17 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   r.alpha = g.GetDouble("alpha");
   r.steps = static_cast<int>(g.GetInt("steps"));
   if (g.HasAttr("start")) r.start = g.GetDouble("start");
+  if (g.HasAttr("distractors")) r.distractors = static_cast<int>(g.GetInt("distractors"));
+  if (g.HasAttr("decoy")) r.decoy = g.GetString("decoy");
+  if (g.HasAttr("nuisance")) r.nuisance = g.GetDouble("nuisance");
+  if (!r.decoy.empty()) {
+    const h5::Dataset ds = g.OpenDataset("decoy_map");
+    const learners::CheckpointInfo shape = learners::ReadCheckpointInfo(checkpoint);
+    ds.ExpectDims({hsize_t(shape.model.d), hsize_t(shape.model.d)});
+    r.decoy_map = arma::mat(shape.model.d, shape.model.d);
+    ds.Read(r.decoy_map.memptr(), r.decoy_map.n_elem);
+    arma::inplace_trans(r.decoy_map);  // row-major on disk
+  }
   if (g.HasAttr("lambda")) r.lambda = g.GetDouble("lambda");
   const learners::CheckpointInfo info = learners::ReadCheckpointInfo(checkpoint);
   const std::int64_t width = info.model.hidden;

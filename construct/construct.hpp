@@ -91,6 +91,32 @@ constexpr int kMaxNewtonSteps = 20;
 // Parses a program; throws core::InputError (setting "program") saying what was expected.
 Program ParseProgram(const std::string& program);
 
+// What makes a construction look trained (issue 30), each exact or with a stated error:
+// - distractors: that many extra residual rows of prompt features nothing reads: random
+//   projections of the current token's x and y (block 1), and squares and products of pairs of
+//   them (block 2), of the size of the computed quantities (entries ~ N(0, 9) and their
+//   products); per-token features, never running sums of x y, which would carry X'y linearly.
+//   At most kMaxDistractorFactor times the program's own width.
+// - decoy "xty": a second encoding M X_k^T y_k written at block 2 like X'y itself (a mean of
+//   M y_i x_i times the count) with a fixed random invertible M (condition <= 4, from seed),
+//   read by nothing: decodable, not used.
+// - nuisance sigma: block 2 writes X'y + sigma (P x_k)^2 (elementwise; P a fixed random
+//   orthogonal map, so each (P x_k)_j is N(0, 1)) into the rows xty at the y-token of example k,
+//   and the next MLP subtracts the same product, computed by the same weights from the same
+//   rows (bit-identical), before anything reads X'y: the stream after block 2 holds a
+//   nonlinearly corrupted X'y while every later quantity is exact up to the float32 rounding of
+//   one add and one subtract. The state's other linear copies of X'y must be corrupted too, or a
+//   linear probe reads X'y from them: mean_yx (X'y / 2k, never read after block 2) carries
+//   sigma / n (P' x_k)^2 with another P', and gd:K writes w_1 at block 3 instead of 2 (every
+//   later block shifts by one); one-step gd's prediction moves to block 4.
+struct Disguise {
+  int distractors = 0;
+  std::string decoy;       // "" or "xty"
+  double nuisance = 0;     // sigma >= 0
+  std::uint64_t seed = 1;  // the random maps of all three
+};
+constexpr int kMaxDistractorFactor = 4;
+
 struct Construction {
   std::string program;  // "gd"
   learners::ModelConfig model;
@@ -104,6 +130,8 @@ struct Construction {
   // A random orthogonal change of basis Q of the residual stream, folded into every weight
   // (every hidden state becomes Q h); nullopt = the axis-aligned layout.
   std::optional<std::uint64_t> rotation_seed;
+  Disguise disguise;
+  std::vector<double> decoy_map, nuisance_map, nuisance_map_mean;  // M, P, P' (d x d row-major)
 };
 
 // The `gd` program (PAPER.md Theorem 1): `steps` steps of batch GD from w0 = 0 on the examples
@@ -112,7 +140,8 @@ struct Construction {
 // y-token, multiply by y_i (and x_i x_i^T for K > 1); block 2: mean over positions, rescale by
 // their number (X_k^T y_k, X_k^T X_k) and w_1 = 2 alpha X_k^T y_k; blocks 3..K+1: one GD step
 // each (aff + matvec mul in one MLP); block K+2: the prediction.
-Construction GdProgram(int d, int n_max, double alpha, int steps = 1);
+Construction GdProgram(int d, int n_max, double alpha, int steps = 1,
+                       const Disguise& disguise = {});
 
 // The `newton:K:C[:LAMBDA]` program (issue 30): K steps of Newton-Schulz on A = X_k^T X_k +
 // lambda I from the fixed start Y_0 = C I, Y_t = Y_{t-1} (2 I - A Y_{t-1}), and the iterates
@@ -125,10 +154,12 @@ Construction GdProgram(int d, int n_max, double alpha, int steps = 1);
 // Y_0 a constant; then for t = 1..K two MLP-only blocks: P_t = A Y_{t-1} (block 2t+1) and
 // Y_t = 2 Y_{t-1} - Y_{t-1} P_t (block 2t+2); w_t = Y_t X^T y one block later (beside P_{t+1})
 // and the prediction x_{k+1}^T w_t one more block later (beside Y_{t+1}): 2K + 4 blocks.
-Construction NewtonProgram(int d, int n_max, int steps, double start, double lambda);
+Construction NewtonProgram(int d, int n_max, int steps, double start, double lambda,
+                           const Disguise& disguise = {});
 
 // The program a parsed spec names (alpha is gd's step size; newton ignores it).
-Construction BuildProgram(const Program& program, int d, int n_max, double alpha);
+Construction BuildProgram(const Program& program, int d, int n_max, double alpha,
+                          const Disguise& disguise = {});
 
 // (prompt, k) pairs of prompts drawn from `task` (seeded) for which the program's iteration
 // does not converge: gd:K when 2 alpha lambda_max(X_k^T X_k) >= 2, newton when C
@@ -170,7 +201,11 @@ struct ConstructionRecord {
   double start = 0, lambda = 0;                // newton
   std::optional<std::uint64_t> rotation_seed;  // the basis is /construction/rotation [H, H]
   arma::mat rotation;                          // Q (H x H); empty when not rotated
-  std::map<std::string, Rows> layout;          // name -> rows of the residual stream
+  int distractors = 0;
+  std::string decoy;  // "" or the quantity with an unused copy ("xty")
+  double nuisance = 0;
+  arma::mat decoy_map;                 // M (d x d): decoy_xty = M X'y
+  std::map<std::string, Rows> layout;  // name -> rows of the residual stream
   struct Entry {
     std::string name, positions, meaning;
     int layer = 0;       // the hidden state that holds it

@@ -19,6 +19,160 @@ void CheckShape(int d, int n_max) {
   if (n_max < 1) throw core::InputError("construct", "n", "must be positive");
 }
 
+constexpr std::uint64_t kDecoyStream = 0x6465636f79ULL;     // "decoy"
+constexpr std::uint64_t kNuisanceStream = 0x6e756973ULL;    // "nuis"
+constexpr std::uint64_t kDistractorStream = 0x64697374ULL;  // "dist"
+
+std::vector<double> RowMajor(const arma::mat& m) {
+  const arma::mat t = m.t();
+  return std::vector<double>(t.begin(), t.end());
+}
+
+// M = Q diag(g) with Q Haar and gains g in [1/2, 2]: invertible, condition <= 4, not collinear
+// with the identity.
+std::vector<double> DecoyMap(int d, std::uint64_t seed) {
+  data::Rng rng(seed, kDecoyStream);
+  arma::mat m = RandomOrthogonal(d, seed ^ kDecoyStream);
+  for (int j = 0; j < d; ++j)
+    m.col(j) *= std::exp2(2.0 * rng.Uniform() - 1.0);
+  return RowMajor(m);
+}
+
+std::vector<double> RandomMap(int rows, int cols, double sd, data::Rng& rng) {
+  std::vector<double> m(std::size_t(rows) * cols);
+  for (double& v : m)
+    v = sd * rng.Normal();
+  return m;
+}
+
+// The rows a disguise adds (after the program's own) and the checks of its settings against
+// the program's width and quantities.
+void AddDisguiseRows(Construction& c, int d) {
+  const Disguise& g = c.disguise;
+  if (g.distractors < 0)
+    throw core::InputError("construct", "distractors",
+                           "expected a count >= 0, got " + std::to_string(g.distractors));
+  if (!g.decoy.empty() && g.decoy != "xty")
+    throw core::InputError("construct", "decoy",
+                           "a decoy of '" + g.decoy +
+                               "' is not built; the decoy copies xty (X'y, "
+                               "which every program computes)");
+  if (!(g.nuisance >= 0) || !std::isfinite(g.nuisance))
+    throw core::InputError("construct", "nuisance",
+                           "expected a finite sigma >= 0, got " + std::to_string(g.nuisance));
+  if (g.decoy == "xty") {
+    c.layout.Add("mean_decoy", d);  // mean over positions of M yx
+    c.layout.Add("decoy_xty", d);   // M X_k^T y_k, read by nothing
+    c.decoy_map = DecoyMap(d, g.seed);
+  }
+  if (g.nuisance > 0) {
+    c.layout.Add("nuis_u", d);  // P x_k at the y-token of example k
+    c.layout.Add("nuis_v", d);  // P' x_k, the nuisance of mean_yx
+    c.nuisance_map = RowMajor(RandomOrthogonal(d, g.seed ^ kNuisanceStream));
+    c.nuisance_map_mean = RowMajor(RandomOrthogonal(d, g.seed ^ (kNuisanceStream + 1)));
+  }
+  if (g.distractors > 0) {
+    const int q = g.distractors / 4, r = g.distractors % 4;
+    if (q > 0) c.layout.Add("dist_a", q), c.layout.Add("dist_b", q);
+    if (r > 0) c.layout.Add("dist_c", r);
+    if (q > 0) c.layout.Add("dist_sq", q), c.layout.Add("dist_prod", q);
+  }
+}
+
+// Extra ops of block 1's MLP: the nuisance's projection and the linear distractors.
+void AddBlock1Disguise(Construction& c, int d) {
+  const Disguise& g = c.disguise;
+  if (g.nuisance > 0) {
+    Op u = Aff("xprev", "nuis_u", 1), v = Aff("xprev", "nuis_v", 1);
+    u.matrix = c.nuisance_map;
+    v.matrix = c.nuisance_map_mean;
+    c.ops.push_back(Parallel(u));
+    c.ops.push_back(Parallel(v));
+  }
+  if (g.distractors > 0) {
+    // Entries of variance 9/2 at both kinds of token: sd^2 d = 9/2 from x (x-tokens), and
+    // sd^2 E[y^2] = sd^2 d (w ~ N(0, I)) from y (y-tokens).
+    data::Rng rng(g.seed, kDistractorStream);
+    const double sd = 3.0 / std::sqrt(2.0 * d);
+    for (const char* rows : {"dist_a", "dist_b", "dist_c"}) {
+      bool present = false;
+      for (const auto& [name, r] : c.layout.entries())
+        present = present || name == rows;
+      if (!present) continue;
+      const int size = c.layout[rows].size;
+      Op from_x = Aff("x", rows, 1), from_y = Aff("y", rows, 1);
+      from_x.matrix = RandomMap(size, d, sd, rng);
+      from_y.matrix = RandomMap(size, 1, sd, rng);
+      c.ops.push_back(Parallel(from_x));
+      c.ops.push_back(Parallel(from_y));
+    }
+  }
+}
+
+// Extra ops of block 2's attention: the decoy's mean of M yx.
+void AddBlock2AttentionDisguise(Construction& c) {
+  if (c.disguise.decoy != "xty") return;
+  Op mean = Mean("yx", "mean_decoy");
+  mean.matrix = c.decoy_map;
+  c.ops.push_back(Parallel(mean));
+}
+
+// Extra ops of block 2's MLP: the decoy, the nuisance, the distractors' products.
+void AddBlock2MlpDisguise(Construction& c, double mean_range) {
+  const Disguise& g = c.disguise;
+  // M's gains are at most 2.
+  if (g.decoy == "xty")
+    c.ops.push_back(Parallel(Mul("mean_decoy", "count", "decoy_xty", 1, 2.0 * mean_range)));
+  // |u_j| <= 6 but for a 2e-9 fraction of N(0, 1) draws: |a| + |b| <= 12. mean_yx (X'y / 2k at
+  // the y-token of example k), read by nothing after this MLP, gets a nuisance of its own (other
+  // projections, so that no linear combination of the two copies cancels both), scaled like it.
+  if (g.nuisance > 0) {
+    c.ops.push_back(Parallel(Mul("nuis_u", "nuis_u", "xty", g.nuisance, 12.0)));
+    c.ops.push_back(Parallel(Mul("nuis_v", "nuis_v", "mean_yx", g.nuisance / c.model.n_max, 12.0)));
+  }
+  // Distractor entries have sd 2.1: |a| + |b| <= 6 sd * 2 ~ 26, bound 30.
+  if (g.distractors >= 4) {
+    c.ops.push_back(Parallel(Mul("dist_a", "dist_a", "dist_sq", 1, 30.0)));
+    c.ops.push_back(Parallel(Mul("dist_a", "dist_b", "dist_prod", 1, 30.0)));
+  }
+}
+
+// The nuisance's removal, as a parallel op in the first MLP after block 2 (or as an op of its
+// own where `own_block`): the same product, subtracted.
+void AddNuisanceRemoval(Construction& c, bool own_block) {
+  if (!(c.disguise.nuisance > 0)) return;
+  const Op remove = Mul("nuis_u", "nuis_u", "xty", -c.disguise.nuisance, 12.0);
+  c.ops.push_back(own_block ? remove : Parallel(remove));
+}
+
+void AddDisguiseQuantities(Construction& c) {
+  const Disguise& g = c.disguise;
+  const int own = c.layout.width() - g.distractors - (g.decoy.empty() ? 0 : 2 * c.model.d) -
+                  (g.nuisance > 0 ? 2 * c.model.d : 0);
+  if (g.distractors > kMaxDistractorFactor * own)
+    throw core::InputError(
+        "construct", "distractors",
+        fmt::format("expected 0..{} ({} times the program's width {}), got {}",
+                    kMaxDistractorFactor * own, kMaxDistractorFactor, own, g.distractors));
+  if (c.disguise.nuisance > 0) {
+    for (auto& q : c.quantities)
+      if (q.name == "xty") q.layer = 3;
+    c.quantities.push_back(
+        {"xty_nuisance", 2, "xty", "y-tokens",
+         fmt::format("X_k^T y_k + {:g} (P x_k)^2 (elementwise; P in /construction/nuisance_map), "
+                     "at the y-token of example k: X'y with a nonlinear nuisance the next MLP "
+                     "removes; mean_yx, the state's other linear copy of X'y, carries one too "
+                     "(P' in nuisance_map_mean) and is never read again",
+                     c.disguise.nuisance),
+         2});
+  }
+  if (c.disguise.decoy == "xty")
+    c.quantities.push_back({"decoy_xty", 2, "decoy_xty", "y-tokens",
+                            "M X_k^T y_k (M in /construction/decoy_map), an encoding of X'y "
+                            "that nothing reads, at the y-token of example k (and the next "
+                            "x-token)"});
+}
+
 // Bounds on |a| + |b| of the products every program shares, for prompts of x ~ N(0, I),
 // w ~ N(0, I): generous, so that products stay in the GELU's quadratic range (kMulReach in
 // construct.cpp). |x_j| <= 6 covers every draw of N(0, 1) in 1e8 (P(|z| > 6) = 2e-9).
@@ -46,14 +200,18 @@ void AddMoments(Construction& c, int d) {
   L.Add("mean_xx", d * d);  // its mean over positions <= t
   L.Add("xtx", d * d);      // X_k^T X_k
   const MomentRanges r(d, c.model.n_max);
+  AddDisguiseRows(c, d);
   c.ops.push_back(Mov("x", "xprev", -1));
   c.ops.push_back(Mul("xprev", "y", "yx", 1, r.xy));
   c.ops.push_back(Parallel(Mul("x", "x", "xx", 1, r.xx, Op::kOuter)));
+  AddBlock1Disguise(c, d);
   c.ops.push_back(Mean("yx", "mean_yx"));
   c.ops.push_back(Parallel(Mean("xx", "mean_xx")));
+  AddBlock2AttentionDisguise(c);
   c.ops.push_back(Mul("mean_yx", "count", "xty", 1, r.mean));
   c.ops.push_back(Parallel(Mul("mean_xx", "count", "xtx", 1, r.mean_xx)));
   c.ops.push_back(Parallel(Mul("x", "x", "xtx", -1, r.xx, Op::kOuter)));
+  AddBlock2MlpDisguise(c, r.mean);
 }
 
 void AddEmbeddingRows(Layout& L, int d, int n_max) {
@@ -83,8 +241,9 @@ void AddMomentQuantities(Construction& c) {
                             "x-token)"});
 }
 
-Construction OneStepGd(int d, int n_max, double alpha) {
+Construction OneStepGd(int d, int n_max, double alpha, const Disguise& disguise) {
   Construction c;
+  c.disguise = disguise;
   c.program = "gd";
   c.alpha = alpha;
   c.steps = 1;
@@ -95,16 +254,22 @@ Construction OneStepGd(int d, int n_max, double alpha) {
   L.Add("mean_yx", d);
   L.Add("xty", d);
   L.Add("pred", 1);  // the prediction at the x-token of example k+1
+  AddDisguiseRows(c, d);
   const MomentRanges r(d, n_max);
   const double pred1_range = 10.0 + r.xy * n_max;
   c.ops.push_back(Mov("x", "xprev", -1));
   c.ops.push_back(Mul("xprev", "y", "yx", 1, r.xy));
+  AddBlock1Disguise(c, d);
   c.ops.push_back(Mean("yx", "mean_yx"));
+  AddBlock2AttentionDisguise(c);
   c.ops.push_back(Mul("mean_yx", "count", "xty", 1, r.mean));
+  AddBlock2MlpDisguise(c, r.mean);
+  AddNuisanceRemoval(c, /*own_block=*/true);
   // The prediction 2 alpha x^T X^T y straight from xty (w_1 = 2 alpha X^T y).
   c.ops.push_back(Mul("x", "xty", "pred", 2.0 * alpha, pred1_range));
   Assemble(c, d, n_max);
   AddMomentQuantities(c);
+  AddDisguiseQuantities(c);
   c.quantities.push_back({"pred", c.model.layers, "pred", "x-tokens",
                           "2 alpha x_{k+1}^T X_k^T y_k, one GD step's prediction, at the x-token "
                           "of example k+1"});
@@ -161,21 +326,23 @@ Program ParseProgram(const std::string& program) {
           "': expected gd, gd:K or newton:K:C[:LAMBDA], e.g. newton:12:0.03:0.25");
 }
 
-Construction BuildProgram(const Program& program, int d, int n_max, double alpha) {
+Construction BuildProgram(const Program& program, int d, int n_max, double alpha,
+                          const Disguise& disguise) {
   if (program.kind == Program::kNewton)
-    return NewtonProgram(d, n_max, program.steps, program.start, program.lambda);
-  return GdProgram(d, n_max, alpha, program.steps);
+    return NewtonProgram(d, n_max, program.steps, program.start, program.lambda, disguise);
+  return GdProgram(d, n_max, alpha, program.steps, disguise);
 }
 
-Construction GdProgram(int d, int n_max, double alpha, int steps) {
+Construction GdProgram(int d, int n_max, double alpha, int steps, const Disguise& disguise) {
   CheckShape(d, n_max);
   if (!(alpha > 0) || !std::isfinite(alpha))
     throw core::InputError("construct", "alpha", "must be a positive number");
   if (steps < 1 || steps > kMaxGdSteps)
     throw core::InputError("construct", "program",
                            "steps must be in 1.." + std::to_string(kMaxGdSteps));
-  if (steps == 1) return OneStepGd(d, n_max, alpha);
+  if (steps == 1) return OneStepGd(d, n_max, alpha, disguise);
   Construction c;
+  c.disguise = disguise;
   c.program = "gd:" + std::to_string(steps);
   c.alpha = alpha;
   c.steps = steps;
@@ -195,8 +362,17 @@ Construction GdProgram(int d, int n_max, double alpha, int steps) {
   const double w_range = 10.0 + std::min(2.0 * alpha * steps * n_max * r.xy, 50.0);
   const double matvec_range = 5.0 * n_max + w_range;
   const double pred_range = 10.0 + w_range;
-  // w_1 = w_0 - 2 alpha (X^T X w_0 - X^T y) = 2 alpha X^T y, from block 2's mean and count.
-  c.ops.push_back(Parallel(Mul("mean_yx", "count", "w", 2.0 * alpha, r.mean)));
+  // w_1 = w_0 - 2 alpha (X^T X w_0 - X^T y) = 2 alpha X^T y, from block 2's mean and count. With
+  // a nuisance, block 2 must hold no clean linear copy of X'y, so w_1 waits for block 3, where
+  // it reads X'y + sigma u^2 and the same product times -2 alpha cancels the nuisance.
+  const int shift = disguise.nuisance > 0 ? 1 : 0;
+  if (shift == 0) {
+    c.ops.push_back(Parallel(Mul("mean_yx", "count", "w", 2.0 * alpha, r.mean)));
+  } else {
+    c.ops.push_back(Aff("xty", "w", 2.0 * alpha));
+    c.ops.push_back(Parallel(Mul("nuis_u", "nuis_u", "w", -2.0 * alpha * disguise.nuisance, 12.0)));
+    AddNuisanceRemoval(c, /*own_block=*/false);
+  }
   for (int t = 2; t <= steps; ++t) {
     // w_t = w_{t-1} + 2 alpha X^T y - 2 alpha X^T X w_{t-1}: aff and matvec mul in one MLP,
     // both reading w_{t-1} and adding into the rows w; beside them the prediction of w_{t-1}.
@@ -208,12 +384,13 @@ Construction GdProgram(int d, int n_max, double alpha, int steps) {
   Assemble(c, d, n_max);
   AddMomentQuantities(c);
   for (int t = 1; t <= steps; ++t) {
-    c.quantities.push_back({"w_" + std::to_string(t), t + 1, "w", "y-tokens",
+    c.quantities.push_back({"w_" + std::to_string(t), t + 1 + shift, "w", "y-tokens",
                             fmt::format("the GD iterate w_{} on the first k examples, at the "
                                         "y-token of example k and the next x-token",
                                         t),
-                            t == steps ? -1 : t + 1});
-    c.quantities.push_back({"pred_" + std::to_string(t), t + 2, PredRows(t, steps), "x-tokens",
+                            t == steps ? -1 : t + 1 + shift});
+    c.quantities.push_back({"pred_" + std::to_string(t), t + 2 + shift, PredRows(t, steps),
+                            "x-tokens",
                             fmt::format("x_{{k+1}}^T w_{}, the prediction of iterate {} at the "
                                         "x-token of example k+1",
                                         t, t)});
@@ -222,10 +399,12 @@ Construction GdProgram(int d, int n_max, double alpha, int steps) {
                           fmt::format("x_{{k+1}}^T w_{}, the prediction at the x-token of "
                                       "example k+1",
                                       steps)});
+  AddDisguiseQuantities(c);
   return c;
 }
 
-Construction NewtonProgram(int d, int n_max, int steps, double start, double lambda) {
+Construction NewtonProgram(int d, int n_max, int steps, double start, double lambda,
+                           const Disguise& disguise) {
   CheckShape(d, n_max);
   if (steps < 1 || steps > kMaxNewtonSteps)
     throw core::InputError("construct", "program",
@@ -235,6 +414,7 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
   if (!(lambda >= 0) || !std::isfinite(lambda))
     throw core::InputError("construct", "program", "lambda must be a number >= 0");
   Construction c;
+  c.disguise = disguise;
   c.program = fmt::format("newton:{}:{:g}", steps, start) +
               (lambda > 0 ? fmt::format(":{:g}", lambda) : "");
   c.steps = steps;
@@ -268,6 +448,9 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
       odd.push_back(Mul("xtx", "inv", "prod", 1, ay_range, Op::kMatMat));
       if (lambda > 0) odd.push_back(Aff("inv", "prod", lambda));
       if (t >= 2) odd.push_back(Aff("prod", "prod", -1));
+      // Block 3 reads no X'y (w_1 comes at block 5): the nuisance goes here.
+      if (t == 1 && disguise.nuisance > 0)
+        odd.push_back(Mul("nuis_u", "nuis_u", "xty", -disguise.nuisance, 12.0));
     }
     if (t >= 2) {
       odd.push_back(Mul("inv", "xty", "w", 1, yxty_range, Op::kMatVec));
@@ -306,6 +489,7 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
                           fmt::format("x_{{k+1}}^T w_{}, the prediction at the x-token of "
                                       "example k+1",
                                       steps)});
+  AddDisguiseQuantities(c);
   return c;
 }
 

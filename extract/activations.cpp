@@ -22,6 +22,42 @@ std::string LayerName(int layer) {
   return fmt::format("layer_{:02d}", layer);
 }
 
+namespace {
+
+// The learner targets extract_config lists, each checked against its dataset's "learner"
+// attribute (a file whose list and datasets disagree was altered).
+std::vector<std::string> LearnerTargetsOf(const h5::File& f, const std::string& path) {
+  std::vector<std::string> specs;
+  if (!f.HasAttr("extract_config")) return specs;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f.GetString("extract_config"));
+  } catch (const nlohmann::json::exception&) {
+    throw core::InputError("'" + path + "'", "", "attribute 'extract_config' is not JSON");
+  }
+  if (!j.is_object() || !j.contains("learner_targets")) return specs;
+  const auto& list = j["learner_targets"];
+  if (!list.is_array())
+    throw core::InputError("'" + path + "'", "",
+                           "extract_config's learner_targets should be a list of learner specs");
+  for (const auto& v : list) {
+    if (!v.is_string())
+      throw core::InputError("'" + path + "'", "",
+                             "extract_config's learner_targets should be a list of learner specs");
+    const std::string spec = v.get<std::string>();
+    const std::string name = schema::LearnerTarget(spec);
+    if (!f.Exists(name) || !f.OpenDataset(name).HasAttr("learner") ||
+        f.OpenDataset(name).GetString("learner") != spec)
+      throw core::InputError("'" + path + "'", "",
+                             "extract_config lists the learner target " + spec + " but /" + name +
+                                 " is missing or names another learner");
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+}  // namespace
+
 ActivationsInfo ReadActivationsInfo(const std::string& path) {
   const h5::File f = h5::File::Open(path);
   data::CheckFormat(f, kActivationsFormat);
@@ -95,6 +131,7 @@ ActivationsInfo ReadActivationsInfo(const std::string& path) {
     a.targets.push_back(name);
     a.target_per_k.push_back(per_k);
   }
+  a.learner_targets = LearnerTargetsOf(f, path);
   return a;
 }
 
@@ -221,7 +258,7 @@ void VerifyRows(const std::string& path, const std::string& option) {
   for (int l : info.layers)
     hidden.push_back(f.OpenDataset(schema::Hidden(l)));
   std::vector<h5::Dataset> rest;
-  for (const auto& spec : schema::PerPromptDatasets(info.task.n, info.task.d))
+  for (const auto& spec : schema::PerPromptDatasets(info.task.n, info.task.d, info.learner_targets))
     rest.push_back(f.OpenDataset(spec.name));
   std::vector<const h5::Dataset*> per_prompt;
   for (const auto& ds : rest)

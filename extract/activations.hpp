@@ -28,6 +28,7 @@ struct ActivationsInfo {
   std::vector<bool> target_per_k;    // false for k-independent targets such as w
   std::string content_sha256;        // recorded by extract ("" in files from before it did)
   double ridge_lambda = -1;          // the lambda of /targets/w_ridge (-1 when not recorded)
+  std::vector<std::string> learner_targets;  // specs of the stored learner targets, in order
 };
 
 // Opens and checks an activations file (format, version, completeness, shapes).

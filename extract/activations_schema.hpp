@@ -40,9 +40,17 @@ struct Dataset {
   bool is_float32;  // float32 (model outputs) or float64 (prompts and targets)
   std::string description;
   std::vector<std::string> labels;  // the axes, the prompt's first (HDF5 dimension labels)
+  std::string learner;  // a learner target: the classical learner's spec (attribute "learner")
 };
 
-// Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims.
-std::vector<Dataset> PerPromptDatasets(int n, int d);
+// Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims,
+// the learner targets (issue 30) last, in the order given.
+std::vector<Dataset> PerPromptDatasets(int n, int d,
+                                       const std::vector<std::string>& learner_targets = {});
+
+// The dataset of a learner target: "targets/w_" + the spec with every character outside
+// [A-Za-z0-9_.-] replaced by '_' ("gd:0.05:3" -> "targets/w_gd_0.05_3"); the spec itself is
+// the dataset's attribute "learner".
+std::string LearnerTarget(const std::string& spec);
 
 }  // namespace icl::extract::schema

@@ -29,6 +29,7 @@
 #include "extract/activations.hpp"
 #include "extract/activations_schema.hpp"
 #include "learners/checkpoint.hpp"
+#include "learners/classical.hpp"
 
 namespace icl::extract {
 
@@ -167,6 +168,7 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
                       {"compress", compress},
                       {"model", nlohmann::json::parse(model.ToJson())}};
   if (float16) j["hidden_dtype"] = "float16";  // absent: float32 (files from before the option)
+  if (!learner_targets.empty()) j["learner_targets"] = learner_targets;  // absent: none
   return j.dump();
 }
 
@@ -200,6 +202,43 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
       throw core::InputError("extract", "layers",
                              "layer " + std::to_string(l) + " is listed twice");
   }
+  std::set<std::string> names;
+  for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d))
+    names.insert(s.name);
+  for (const std::string& spec : c.learner_targets) {
+    std::unique_ptr<learners::ClassicalLearner> learner;
+    try {
+      learner = learners::MakeLearner(spec, c.task);
+    } catch (const core::InputError& e) {
+      throw core::InputError("extract", "learner_targets", e.text());
+    }
+    if (!learner->is_linear() || learner->spec() == "zero")
+      throw core::InputError("extract", "learner_targets",
+                             spec +
+                                 " has no weight vector to store (only linear learners with "
+                                 "weights: ols, ridge, bayes, gd, sgd, newton)");
+    if (learner->spec() != spec)
+      throw core::InputError("extract", "learner_targets",
+                             "write " + spec + " as " + learner->spec() +
+                                 " (the spec's canonical form, which names the dataset)");
+    if (!names.insert(schema::LearnerTarget(spec)).second)
+      throw core::InputError("extract", "learner_targets",
+                             spec + ": /" + schema::LearnerTarget(spec) +
+                                 " is stored already (listed twice, or a built-in target)");
+  }
+}
+
+std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
+                                               const data::TaskConfig& task) {
+  std::vector<std::string> out;
+  for (const std::string& spec : specs) {
+    try {
+      out.push_back(learners::MakeLearner(spec, task)->spec());
+    } catch (const core::InputError& e) {
+      throw core::InputError("extract", "learner_targets", e.text());
+    }
+  }
+  return out;
 }
 
 std::vector<int> ExtractConfig::StatesOf(const learners::ModelConfig& model) const {
@@ -220,7 +259,8 @@ struct Batch {
   std::vector<torch::Tensor> hidden;
   torch::Tensor predictions;
   data::TargetSet targets;
-  std::vector<std::uint8_t> digests;  // 32 bytes per group of kComputeGroup prompts
+  std::map<std::string, arma::cube> learner_targets;  // dataset name -> d x n x N
+  std::vector<std::uint8_t> digests;                  // 32 bytes per group of kComputeGroup prompts
 };
 
 // The bytes of one per-prompt dataset in a batch: `elements` values, float32 or float64.
@@ -229,6 +269,25 @@ struct RowBlock {
   std::size_t elements;
   bool is_float32;
 };
+
+// The weights of a classical learner after k = 1..n examples of every prompt: d x n x N. The
+// learner's run gives weights after 0..n-1 examples; a zero example appended (x = 0, y = 0)
+// gives the weights after all n without changing the earlier ones.
+arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec) {
+  const auto learner = learners::MakeLearner(spec, set.task);
+  const int d = set.task.d, n = set.task.n;
+  arma::cube out(d, n, set.size());
+  arma::mat x(d, n + 1, arma::fill::zeros);
+  arma::vec y(n + 1, arma::fill::zeros);
+  learners::LearnerRun run;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    x.cols(0, n - 1) = set.x.slice(i);
+    y.head(n) = set.y.col(i);
+    learner->Run(x, y, run);
+    out.slice(i) = run.weights.cols(1, n);
+  }
+  return out;
+}
 
 // Where each per-prompt dataset of the schema lives in a batch (the one place that maps the
 // schema's names onto memory; digests and writes both go through it).
@@ -244,6 +303,8 @@ RowBlock BlockOf(const Batch& b, const std::string& name) {
   if (name == schema::kWRidge) return f64(t.w_ridge);
   if (name == schema::kXty) return f64(t.xty);
   if (name == schema::kXtx) return f64(t.xtx);
+  if (const auto it = b.learner_targets.find(name); it != b.learner_targets.end())
+    return f64(it->second);
   throw std::logic_error("extract: the schema's dataset '" + name + "' has no rows in a batch");
 }
 
@@ -316,7 +377,7 @@ void Extraction::LoadModel() {
   H_ = info_.model.hidden;
   T_ = cfg_.positions == Positions::kAll ? 2 * n_ : n_;
   N_ = cfg_.prompts;
-  per_prompt_ = schema::PerPromptDatasets(n_, d_);
+  per_prompt_ = schema::PerPromptDatasets(n_, d_, cfg_.learner_targets);
   // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
   // (the last one of the file aside), so compressed chunks are written once.
   chunk_rows_ = static_cast<int>(std::min<std::int64_t>(
@@ -472,6 +533,7 @@ void Extraction::CreateDatasets(h5::File& f) {
     h5::Dataset out = spec.is_float32 ? f.CreateDataset<float>(spec.name, dims, opts)
                                       : f.CreateDataset<double>(spec.name, dims, opts);
     out.SetAttr("description", spec.description);
+    if (!spec.learner.empty()) out.SetAttr("learner", spec.learner);
     ds_.by_name.emplace(spec.name, std::move(out));
   }
   ds_[schema::kWRidge].SetAttr("ridge_lambda", cfg_.ridge_lambda);
@@ -523,6 +585,8 @@ Batch Extraction::Compute(std::int64_t first, std::int64_t count) {
   auto compute_targets = [&] {
     try {
       b.targets = data::ComputeTargets(b.set, cfg_.ridge_lambda);
+      for (const auto& spec : cfg_.learner_targets)
+        b.learner_targets[schema::LearnerTarget(spec)] = LearnerWeights(b.set, spec);
     } catch (...) {
       targets_error = std::current_exception();
     }

@@ -33,6 +33,10 @@ struct ExtractConfig {
   std::vector<int> layers;  // states to store, 0 = embedding .. L; empty = all
   Positions positions = Positions::kAll;
   double ridge_lambda = 0.1;
+  // Classical learners whose weights after k examples are stored as targets
+  // (schema::LearnerTarget), as canonical specs ("gd:0.05:3", "newton:3:0.03:0.25"); each must
+  // have weights (knn and zero are refused).
+  std::vector<std::string> learner_targets;
   bool float16 = false;   // hidden states stored as IEEE binary16 (half the bytes)
   bool compress = false;  // shuffle + deflate
   int batch = 256;        // prompts per write; rounded up to whole chunks
@@ -72,6 +76,12 @@ struct ExtractResult {
 // computed whole, padded to kComputeGroup, by single-threaded kernels.
 ExtractResult Extract(ExtractConfig config, const ExtractOptions& options, core::ThreadPool& pool,
                       const std::function<void(const ExtractProgress&)>& on_batch = {});
+
+// The canonical spelling of each learner spec (MakeLearner's spec(): "gd:0.050:3" -> "gd:0.05:3"),
+// the form ExtractConfig::learner_targets holds; throws core::InputError (setting
+// "learner_targets") for a spec that does not parse.
+std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
+                                               const data::TaskConfig& task);
 
 // Rows per chunk for rows of `row_bytes`: about 1 MiB, a multiple of kComputeGroup.
 int ChunkRows(std::size_t row_bytes);

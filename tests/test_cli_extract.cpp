@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <thread>
@@ -279,6 +280,13 @@ TEST_F(CliExtract, BadInputIsOneLineExitTwoAndNoFinishedFile) {
       {"-c " + Ckpt() + " --layers 1,x", "--layers: expected comma-separated"},
       {"-c " + Ckpt() + " --positions x", "--positions: expected all or y"},
       {"--prompts 5", "--checkpoint: required"},
+      {"-c " + Ckpt() + " --learner-targets knn:3", "--learner-targets: knn:3 has no weight"},
+      {"-c " + Ckpt() + " --learner-targets zero", "--learner-targets: zero has no weight"},
+      {"-c " + Ckpt() + " --learner-targets ols", "/targets/w_ols is stored already"},
+      {"-c " + Ckpt() + " --learner-targets gd:0.1,gd:0.100", "is stored already"},
+      {"-c " + Ckpt() + " --learner-targets gd:x", "--learner-targets: learner spec 'gd:x'"},
+      {"-c " + Ckpt() + " --learner-targets gd:0.1,,ols",
+       "--learner-targets: unknown learner spec ''"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("extract --quiet " + args + " --out " + out);
@@ -313,6 +321,66 @@ TEST_F(CliExtract, DiskFullIsOneLineExitTwoAndNoFinishedFile) {
 // recomputes from the rows on disk (VerifyRows), and catches edits: a changed attribute fails
 // the cheap check; a changed hidden-state value passes the cheap check (it reads no rows) and
 // fails the full one, which names the group of 32 prompts that holds it.
+// --learner-targets (issue 30): each learner's weights after k examples under its own name, the
+// spec kept in an attribute, covered by the row digests, and readable by probe. ridge:0.1 comes
+// from the classical learner (a d x d solve per k) and w_ridge from data::IncrementalRidge (dual
+// form and Sherman-Morrison updates): two independent paths to the same weights.
+TEST_F(CliExtract, LearnerTargetsAreStoredUnderTheirOwnNames) {
+  TempDir tmp;
+  const std::string out = tmp / "acts.h5";
+  const auto r = RunIclprobe("extract -c " + Ckpt() +
+                             " --prompts 40 --seed 3 --threads 1 --quiet --ridge-lambda 0.1 "
+                             "--learner-targets ridge:0.1,gd:0.05:3,newton:3:0.07:0.25 --out " +
+                             out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto info = extract::ReadActivationsInfo(out);
+  EXPECT_EQ(info.learner_targets,
+            (std::vector<std::string>{"ridge:0.1", "gd:0.05:3", "newton:3:0.07:0.25"}));
+  const h5::File f = h5::File::Open(out);
+  EXPECT_EQ(f.OpenDataset("targets/w_gd_0.05_3").GetString("learner"), "gd:0.05:3");
+  EXPECT_EQ(f.OpenDataset("targets/w_newton_3_0.07_0.25").dims(), (h5::Dims{40, 5, 3}));
+  EXPECT_EQ(f.OpenDataset("targets/w_newton_3_0.07_0.25").DimLabels(),
+            (std::vector<std::string>{"prompt", "k", "feature"}));
+  const auto a = f.OpenDataset("targets/w_ridge_0.1").ReadAll<double>();
+  const auto b = f.OpenDataset("targets/w_ridge").ReadAll<double>();
+  ASSERT_EQ(a.size(), b.size());
+  // Both solve a 3 x 3 system of condition <= (|X|^2 + 0.1) / 0.1 ~ 1e3 per k: agreement to
+  // 1e3 * 1e-16 * |w| with |w| <= 10, bound 1e-10.
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], 1e-10) << i;
+  // After k = 1 example gd:0.05:3 is three steps along x alone:
+  // w_3 = (1 - (1 - 2 alpha |x|^2)^3) y x / |x|^2.
+  {
+    const auto x = f.OpenDataset("prompts/x").ReadAll<double>();  // [40, 5, 3]
+    const auto y = f.OpenDataset("prompts/y").ReadAll<double>();  // [40, 5]
+    const auto w = f.OpenDataset("targets/w_gd_0.05_3").ReadAll<double>();
+    for (int i = 0; i < 40; ++i) {
+      const double* xi = &x[i * 15];
+      const double norm2 = xi[0] * xi[0] + xi[1] * xi[1] + xi[2] * xi[2];
+      const double gain = (1 - std::pow(1 - 2 * 0.05 * norm2, 3)) / norm2;
+      for (int j = 0; j < 3; ++j)
+        EXPECT_NEAR(w[i * 15 + j], gain * y[i * 5] * xi[j], 1e-12 * (1 + std::abs(gain * y[i * 5])))
+            << i;
+    }
+  }
+  EXPECT_NO_THROW(extract::VerifyRows(out, "verify-inputs"));
+  {  // An edited learner target fails the row digests.
+    const std::string edited = tmp / "edited.h5";
+    fs::copy_file(out, edited);
+    h5::File e = h5::File::Open(edited, h5::File::Mode::kReadWrite);
+    h5::Dataset t = e.OpenDataset("targets/w_gd_0.05_3");
+    std::vector<double> v = t.ReadAll<double>();
+    v[7] += 1;
+    t.Write(v.data(), v.size());
+    EXPECT_THROW(extract::VerifyRows(edited, "verify-inputs"), std::invalid_argument);
+  }
+  const auto p = RunIclprobe("probe -a " + out +
+                             " --targets w_gd_0.05_3,w_newton_3_0.07_0.25 --k 3 --layers 1 "
+                             "--probes ridge --quiet --out " +
+                             (tmp / "p.h5"));
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+}
+
 TEST_F(CliExtract, ContentDigestIsRecordedAndCatchesEdits) {
   TempDir tmp;
   const std::string out = tmp / "acts.h5";

@@ -587,6 +587,10 @@ TEST_F(Reliability, FullDiskLeavesNoOutputFromAnyOtherWriter) {
            " --prompts 20 --ilwd-prompts 2 --learners ols --quiet --csv " + (tmp / "c.csv"),
        300,
        {tmp / "c.csv", tmp / "c.linearity.csv", tmp / "c.paired.csv"}},
+      {"construct",
+       "construct --program newton:2:0.05:0.25 --rotate 1 --d 2 --n 3 --out " + (tmp / "k.h5"),
+       20000,
+       {tmp / "k.h5", tmp / "k.h5.partial"}},
   };
   for (const auto& c : cases) {
     ExpectRefused(RunShellWithFileLimit(bin + c.command, c.limit), c.name);
@@ -638,7 +642,8 @@ TEST_F(Reliability, ForceNeverReplacesAFifoOrDevice) {
            "probe -a " + In("acts.h5") + " --k 2 --quiet --force --out " + fifo,
            "baselines --prompts 5 --force --csv " + fifo,
            "inspect " + In("init.h5") + " --force --export " + fifo,
-           "report --probes " + In("probes.h5") + " --force --out " + fifo}) {
+           "report --probes " + In("probes.h5") + " --force --out " + fifo,
+           "construct --program gd:2 --d 2 --n 3 --force --out " + fifo}) {
     ExpectRefused(RunShell("timeout 60 '" + test::IclprobeBin() + "' " + c), c, "regular file");
     struct stat st;
     ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
@@ -657,6 +662,7 @@ TEST_F(Reliability, ASecondWriterOfAnOutputIsRefused) {
       {tmp / "x.h5", "inspect " + In("init.h5") + " --export " + (tmp / "x.h5")},
       {tmp / "r.md", "report --probes " + In("probes.h5") + " --out " + (tmp / "r.md")},
       {tmp / "b.csv", "baselines --prompts 5 --csv " + (tmp / "b.csv")},
+      {tmp / "k.h5", "construct --program newton:2:0.05 --d 2 --n 3 --out " + (tmp / "k.h5")},
   };
   for (const auto& [out, cmd] : writers) {
     HeldLock lock(out);

@@ -65,6 +65,22 @@ for lambda in "${LAMBDAS[@]}"; do
       >> "$OUT/convergence.txt"
   done
 done
+# The nuisance: the ridge-probe R2 of X'y in the state after block 2 (where the xty rows hold
+# X'y + sigma (P x_k)^2) and after block 3 (removed), by sigma.
+NUI="$OUT/nuisance.csv"
+echo "program,sigma,k,r2_state_2,r2_state_3" > "$NUI"
+if [ "$PROFILE" = full ]; then SIGMAS=(0 4 8 16 32); else SIGMAS=(16); fi
+for sigma in "${SIGMAS[@]}"; do
+  run "$ICLPROBE" construct --program newton:12:0.03:0.25 --nuisance $sigma --d $D --n $N \
+    --check-prompts 0 --force --out "$RUNS/nuisance.h5" > /dev/null
+  run "$ICLPROBE" extract -c "$RUNS/nuisance.h5" --prompts $P --layers 2,3 --threads 1 --quiet \
+    --force --out "$RUNS/acts.h5" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts.h5" --targets xty --probes ridge --k $KS --threads 1 \
+    --quiet --force --out "$RUNS/probes.h5" --csv "$RUNS/probes.csv" > /dev/null
+  awk -F, -v s=$sigma 'NR > 1 && $3 == "model" { r[$5 "," $4] = $9; ks[$5] = 1 }
+    END { for (k in ks) print "newton:12:0.03:0.25," s "," k "," r[k ",2"] "," r[k ",3"] }' \
+    "$RUNS/probes.csv" >> "$NUI"
+done
 rm -f "$RUNS"/*.h5 "$RUNS"/*.csv "$RUNS"/*.txt
 {
   echo "Constructions as ground truth (issue 30); d = $D, n = $N, $P prompts per run."
@@ -86,6 +102,13 @@ rm -f "$RUNS"/*.h5 "$RUNS"/*.csv "$RUNS"/*.txt
   echo
   echo '```'
   column -s, -t < "$CSV"
+  echo '```'
+  echo
+  echo "Nuisance (\`nuisance.csv\`): ridge-probe R2 of X'y after block 2 (X'y + sigma (P x_k)^2 in its"
+  echo "rows, and mean_yx corrupted likewise) and after block 3 (removed), newton:12:0.03:0.25:"
+  echo
+  echo '```'
+  column -s, -t < "$NUI"
   echo '```'
 } > "$OUT/summary.md"
 finish "Ground truth: compiled programs, their iterates, rotated" "$OUT/summary.md"

@@ -31,7 +31,8 @@ void DeclareOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneA
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "the learner (required): the checkpoint whose activations "
        "the probes were fitted on");
   t.Optional("probes", &a.probes_path, "probes_path", "probes.h5 from iclprobe probe with the ridge family (required)");
-  t.Value("target", &req.target, "req.target", "w_ols, w_ridge, w or xty");
+  t.Value("target", &req.target, "req.target", "w_ols, w_ridge, w, xty, or a learner target "
+       "w_<spec> of the activations (extract --learner-targets), a weight target");
   t.Optional("layers", &a.layers_text, "layers_text", "states to edit, e.g. 0,2,4 (default: every layer of the "
        "probes file)");
   t.Optional("k", &a.ks_text, "ks_text", "numbers of examples, e.g. 4,8 (each <= n-1: the query is x_{k+1}; "

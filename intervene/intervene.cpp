@@ -19,14 +19,17 @@
 #include "data/targets.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "learners/classical.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::intervene {
 
 namespace {
 
+// w_ols, w_ridge, the true w, or a learner target ("w_gd_0.05_3": a classical learner's weights,
+// whose spec the probes file names).
 bool IsWeightTarget(const std::string& t) {
-  return t == "w_ols" || t == "w_ridge" || t == "w";
+  return t == "w_ols" || t == "w_ridge" || t == "w" || t.rfind("w_", 0) == 0;
 }
 
 double ParseValue(const std::string& text, const std::string& spec, const std::string& expected) {
@@ -104,7 +107,8 @@ void SamplePairs(const data::TaskConfig& task, std::uint64_t seed, std::size_t f
 
 // The target value after k examples (m entries).
 arma::vec TargetValue(const std::string& target, const data::PromptSet& s, std::size_t j,
-                      const data::PrefixTargets& t, int k) {
+                      const data::PrefixTargets& t, const learners::LearnerRun* learner, int k) {
+  if (learner) return learner->weights.col(k);  // column k: the weights after k examples
   if (target == "w") return s.w.col(j);
   if (target == "w_ols") return t.w_ols.col(k - 1);
   if (target == "w_ridge") return t.w_ridge.col(k - 1);
@@ -189,7 +193,8 @@ Response ParseResponse(const std::string& target, const std::string& spec) {
   }
   if (target != "xty")
     throw core::InputError("intervene", "target",
-                           "'" + target.substr(0, 80) + "': expected w_ols, w_ridge, w or xty");
+                           "'" + target.substr(0, 80) +
+                               "': expected w_ols, w_ridge, w, xty or a learner target w_<spec>");
   const std::string s = spec.empty() ? "ols" : spec;
   const std::string expected = "expected ols, ridge:LAMBDA (LAMBDA >= 0) or gd:ALPHA (ALPHA > 0)";
   r.name = s;
@@ -262,6 +267,14 @@ void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
     throw core::InputError(
         where, "",
         "has no ridge probe of '" + target + "' (interventions need the ridge probe's linear map)");
+  if (target != "w_ols" && target != "w_ridge" && target != "w" && target.rfind("w_", 0) == 0) {
+    const auto it = probes.learner_targets.find(target);
+    if (it == probes.learner_targets.end())
+      throw core::InputError(where, "",
+                             "does not name the learner of target '" + target.substr(0, 80) +
+                                 "' (its activations have no such learner target)");
+    res.target_learner = it->second;
+  }
   const double target_lambda = probes.ridge_lambda;
   if (target == "w_ridge" && !(target_lambda >= 0))
     throw core::InputError(where, "", "does not record the lambda of its w_ridge target");
@@ -408,6 +421,12 @@ void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vec
   }
   learners::ForwardOptions fo;
   fo.hidden_states = true;
+  std::vector<learners::LearnerRun> learner_b(res.target_learner.empty() ? 0 : cnt);
+  if (!res.target_learner.empty()) {
+    const auto learner = learners::MakeLearner(res.target_learner, task);
+    for (std::size_t j = 0; j < cnt; ++j)
+      learner->Run(b.x.slice(j), b.y.col(j), learner_b[j]);
+  }
   const learners::ForwardResult run = model->Run(data::TokenTensor(a, 0, cnt), fo);
   const torch::Tensor base = run.predictions.contiguous();
   for (std::size_t li = 0; li < L; ++li) {
@@ -422,7 +441,9 @@ void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vec
       reading.each_col() += e.intercept;
       arma::mat r(reading.n_rows, cnt);
       for (std::size_t j = 0; j < cnt; ++j)
-        r.col(j) = TargetValue(target, b, j, tb[j], k) - reading.col(j);
+        r.col(j) =
+            TargetValue(target, b, j, tb[j], learner_b.empty() ? nullptr : &learner_b[j], k) -
+            reading.col(j);
       const arma::mat dh = e.edit * r;  // H x cnt
       arma::mat random(H, cnt);
       for (std::size_t j = 0; j < cnt; ++j) {
@@ -515,6 +536,7 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
   f.SetAttr("probes", res.probes);
   f.SetAttr("probes_digest", res.probes_digest);
   f.SetAttr("target", res.request.target);
+  if (!res.target_learner.empty()) f.SetAttr("target_learner", res.target_learner);
   f.SetAttr("response", res.response.name);
   f.SetAttr("span", EditSpanName(res.request.span));
   f.SetAttr("metric", EditMetricName(res.request.metric));

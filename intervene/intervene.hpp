@@ -47,7 +47,7 @@ enum class EditMetric { kCovariance, kStandardized };
 std::string EditMetricName(EditMetric metric);  // "covariance", "standardized"
 
 struct InterveneRequest {
-  std::string target = "w_ols";  // w_ols, w_ridge, w or xty
+  std::string target = "w_ols";  // w_ols, w_ridge, w, xty or a learner target w_<spec>
   std::vector<int> layers;       // states 0..L; empty: every layer of the probes file
   std::vector<int> ks;           // each in 1..n-1 (the query x_{k+1} must exist)
   int pairs = 1000;              // pair p is prompts (2p, 2p+1) of the stream `seed`
@@ -87,6 +87,7 @@ struct InterveneResult {
   std::string checkpoint, checkpoint_sha256, probes, probes_digest;
   std::vector<int> layers, ks;
   std::vector<InterventionCell> cells;  // layer-major: cells[li * K + ki]
+  std::string target_learner;  // a learner target's spec (its weights are the target), or ""
   const InterventionCell& Cell(std::size_t li, std::size_t ki) const {
     return cells.at(li * ks.size() + ki);
   }

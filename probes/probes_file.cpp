@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -21,6 +22,7 @@
 #include "data/prompt_io.hpp"
 #include "data/task.hpp"
 #include "extract/activations.hpp"
+#include "extract/activations_schema.hpp"
 #include "learners/model_config.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -236,6 +238,24 @@ void ReadProvenance(const h5::File& f, ProbeResults& r) {
       throw core::InputError(where, "", "attribute 'ridge_lambda' must be a finite lambda >= 0");
   }
   r.task_config = f.GetString("task_config");
+  if (f.HasAttr("learner_targets")) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(f.GetString("learner_targets"));
+    } catch (const nlohmann::json::exception&) {
+      j = nullptr;
+    }
+    if (!j.is_object())
+      throw core::InputError(where, "", "attribute 'learner_targets' should be a JSON object");
+    for (const auto& [name, spec] : j.items()) {
+      if (!spec.is_string() ||
+          "targets/" + name != extract::schema::LearnerTarget(spec.get<std::string>()))
+        throw core::InputError(where, "",
+                               "attribute 'learner_targets' maps '" + name.substr(0, 80) +
+                                   "' to something other than the learner spec it names");
+      r.learner_targets[name] = spec.get<std::string>();
+    }
+  }
 }
 
 // /alpha/<target>/<probe>/<source>: pooling weights [layer, k, seed, position], averaged over
@@ -419,6 +439,12 @@ void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput
   f.SetAttr("activations_mtime_ns", a.mtime_ns);
   f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
   if (info.ridge_lambda >= 0) f.SetAttr("ridge_lambda", info.ridge_lambda);
+  if (!info.learner_targets.empty()) {
+    nlohmann::json learners = nlohmann::json::object();
+    for (const auto& spec : info.learner_targets)
+      learners[extract::schema::LearnerTarget(spec).substr(std::strlen("targets/"))] = spec;
+    f.SetAttr("learner_targets", learners.dump());
+  }
   f.SetAttr("model_config", info.model.ToJson());
   f.SetAttr("task_config", info.task.ToJson());
   f.SetAttr("probe_config", req.ToJson());

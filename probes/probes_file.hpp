@@ -50,6 +50,8 @@ struct ProbeResults {
   std::string model_config, task_config;  // JSON, as stored
   std::string checkpoint_sha256;          // of the checkpoint the activations came from
   double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
+  // Learner targets of the activations (issue 30): target name ("w_gd_0.05_3") -> spec.
+  std::map<std::string, std::string> learner_targets;
   // The file these fields were read from, kept open: ReadRidgeReadout reads the weights from
   // the same file that passed the checks, never a file put at `path` since.
   std::shared_ptr<const h5::File> file;

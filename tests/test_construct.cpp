@@ -458,6 +458,9 @@ TEST(Construct, CliWritesACheckpointWithItsConstruction) {
       {"--program newton:25:0.1", "--program: expected newton:K:C"},
       {"--program newton:4:0.1:-1", "--program: expected newton:K:C"},
       {"--program gd --check-prompts -1", "--check-prompts"},
+      {"--program gd --distractors 100000", "--distractors: expected 0..188"},
+      {"--program gd:2 --decoy xtx", "--decoy: a decoy of 'xtx' is not built"},
+      {"--program gd --nuisance -2", "--nuisance: expected a finite sigma"},
   };
   for (const auto& [args, message] : refused) {
     const auto bad = RunIclprobe("construct " + args + " --out " + (tmp / "bad.h5"));
@@ -555,7 +558,7 @@ TEST(Construct, ProbesFindEveryIterateWhereTheConstructionWroteIt) {
       const std::string ck = tmp / "m.h5", acts = tmp / "a.h5", probes = tmp / "p.h5";
       ok(RunIclprobe("construct --program " + c.program + " " + c.alpha + rotate +
                      "--d 4 --n 12 --check-prompts 0 --force --out " + ck));
-      std::string specs, targets = "xtx";
+      std::string specs, targets = "xtx,xty";
       for (std::size_t t = 0; t < c.specs.size(); ++t)
         specs += (t ? "," : "") + c.specs[t], targets += "," + c.targets[t];
       ok(RunIclprobe("extract -c " + ck + " --prompts 2000 --threads 1 --quiet --force " +
@@ -580,6 +583,7 @@ TEST(Construct, ProbesFindEveryIterateWhereTheConstructionWroteIt) {
         }
       };
       check("xtx", layer_of("xtx"));
+      check("xty", layer_of("xty"));
       for (std::size_t t = 0; t < c.targets.size(); ++t)
         check(c.targets[t], layer_of("w_" + std::to_string(t + 1)));
     }

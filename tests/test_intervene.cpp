@@ -7,6 +7,7 @@
 
 #include "core/hdf5.hpp"
 #include "intervene/intervene.hpp"
+#include "probes/probes_file.hpp"
 #include "test_util.hpp"
 
 namespace icl {
@@ -81,6 +82,38 @@ TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRe
   }
 }
 
+// A learner target (issue 30) is a weight target like w_ols: on gd:3 (alpha 0.02, d = 3,
+// n = 6) the iterate w_3 is written into the rows w by block 4, at the y-token of example k and
+// at the next x-token, and block 5 predicts x_q^T w_3 from the x-token's copy: an edit after
+// block 4 through the query moves the prediction by x_q^T dw (slope 1, up to the mul's error),
+// and after block 5 by nothing.
+TEST(InterveneLearnerTarget, SlopeIsOneWhereTheIterateIsReadAndZeroAfter) {
+  TempDir tmp;
+  Ok(RunIclprobe("construct --program gd:3 --alpha 0.02 --d 3 --n 6 --out " + (tmp / "g.h5")));
+  Ok(RunIclprobe("extract -c " + (tmp / "g.h5") +
+                 " --prompts 2000 --threads 1 --quiet --learner-targets gd:0.02:3 --out " +
+                 (tmp / "a.h5")));
+  Ok(RunIclprobe("probe -a " + (tmp / "a.h5") +
+                 " --targets w_gd_0.02_3 --probes ridge --k 3,5 --layers 4,5 --threads 1 --quiet "
+                 "--out " +
+                 (tmp / "p.h5")));
+  EXPECT_EQ(probes::ReadProbesFile(tmp / "p.h5").learner_targets.at("w_gd_0.02_3"), "gd:0.02:3");
+  Ok(RunIclprobe("intervene -c " + (tmp / "g.h5") + " --probes " + (tmp / "p.h5") +
+                 " --target w_gd_0.02_3 --layers 4,5 --k 3,5 --pairs 300 --span through-query "
+                 "--threads 1 --quiet --out " +
+                 (tmp / "i.h5")));
+  const auto r = intervene::ReadInterventionsFile(tmp / "i.h5");
+  for (std::size_t ki = 0; ki < 2; ++ki) {
+    EXPECT_NEAR(r.Cell(0, ki).slope(0), 1.0, 0.02) << "after block 4, k index " << ki;
+    EXPECT_NEAR(r.Cell(1, ki).slope(0), 0.0, 0.02) << "after block 5, k index " << ki;
+  }
+  // A w_ name the probes file has no learner for is refused.
+  const auto bad = RunIclprobe("intervene -c " + (tmp / "g.h5") + " --probes " + (tmp / "p.h5") +
+                               " --target w_gd_0.5 --pairs 10 --quiet --out " + (tmp / "j.h5"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_FALSE(std::filesystem::exists(tmp / "j.h5"));
+}
+
 // The documented errors: one line naming what is wrong, exit 2, no output left behind.
 TEST_F(InterveneGd, RefusesProbesOfAnotherCheckpointAndWhatTheProbesFileLacks) {
   Ok(RunIclprobe("construct --program gd --alpha 0.1 --d 3 --n 6 --out " + At("other.h5")));
@@ -106,7 +139,7 @@ TEST_F(InterveneGd, RefusesProbesOfAnotherCheckpointAndWhatTheProbesFileLacks) {
       {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xty --response gd:-1",
        "--response"},
       {"-c " + At("gd.h5") + " --probes " + At("probes.h5") + " --target xtx",
-       "expected w_ols, w_ridge, w or xty"},
+       "expected w_ols, w_ridge, w, xty or a learner target"},
       {"-c " + At("gd.h5") + " --probes " + At("acts.h5") + " --target xty", "acts.h5"},
   };
   for (const auto& c : cases) {

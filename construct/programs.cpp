@@ -241,6 +241,23 @@ void AddMomentQuantities(Construction& c) {
                             "x-token)"});
 }
 
+// The prediction of iterate t (of c.steps), written by block `layer`.
+void AddPredictionQuantity(Construction& c, int t, int layer) {
+  c.quantities.push_back({"pred_" + std::to_string(t), layer, PredRows(t, c.steps), "x-tokens",
+                          fmt::format("x_{{k+1}}^T w_{}, the prediction of iterate {} at the "
+                                      "x-token of example k+1",
+                                      t, t)});
+}
+
+// The final prediction (what the readout reads) and the disguise's quantities.
+void AddFinalQuantities(Construction& c) {
+  c.quantities.push_back({"pred", c.model.layers, "pred", "x-tokens",
+                          fmt::format("x_{{k+1}}^T w_{}, the prediction at the x-token of "
+                                      "example k+1",
+                                      c.steps)});
+  AddDisguiseQuantities(c);
+}
+
 Construction OneStepGd(int d, int n_max, double alpha, const Disguise& disguise) {
   Construction c;
   c.disguise = disguise;
@@ -389,17 +406,9 @@ Construction GdProgram(int d, int n_max, double alpha, int steps, const Disguise
                                         "y-token of example k and the next x-token",
                                         t),
                             t == steps ? -1 : t + 1 + shift});
-    c.quantities.push_back({"pred_" + std::to_string(t), t + 2 + shift, PredRows(t, steps),
-                            "x-tokens",
-                            fmt::format("x_{{k+1}}^T w_{}, the prediction of iterate {} at the "
-                                        "x-token of example k+1",
-                                        t, t)});
+    AddPredictionQuantity(c, t, t + 2 + shift);
   }
-  c.quantities.push_back({"pred", c.model.layers, "pred", "x-tokens",
-                          fmt::format("x_{{k+1}}^T w_{}, the prediction at the x-token of "
-                                      "example k+1",
-                                      steps)});
-  AddDisguiseQuantities(c);
+  AddFinalQuantities(c);
   return c;
 }
 
@@ -480,16 +489,9 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
                                         "y-token of example k and the next x-token",
                                         t, t),
                             t == steps ? -1 : 2 * t + 4});
-    c.quantities.push_back({"pred_" + std::to_string(t), 2 * t + 4, PredRows(t, steps), "x-tokens",
-                            fmt::format("x_{{k+1}}^T w_{}, the prediction of iterate {} at the "
-                                        "x-token of example k+1",
-                                        t, t)});
+    AddPredictionQuantity(c, t, 2 * t + 4);
   }
-  c.quantities.push_back({"pred", c.model.layers, "pred", "x-tokens",
-                          fmt::format("x_{{k+1}}^T w_{}, the prediction at the x-token of "
-                                      "example k+1",
-                                      steps)});
-  AddDisguiseQuantities(c);
+  AddFinalQuantities(c);
   return c;
 }
 

@@ -11,11 +11,15 @@ std::string Hidden(int layer) {
   return fmt::format("hidden/layer_{:02d}", layer);
 }
 
-std::string LearnerTarget(const std::string& spec) {
+std::string LearnerTargetName(const std::string& spec) {
   std::string name = "w_" + spec;
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != '-') c = '_';
-  return "targets/" + name;
+  return name;
+}
+
+std::string LearnerTarget(const std::string& spec) {
+  return "targets/" + LearnerTargetName(spec);
 }
 
 std::vector<Dataset> PerPromptDatasets(int n, int d,

@@ -52,5 +52,7 @@ std::vector<Dataset> PerPromptDatasets(int n, int d,
 // [A-Za-z0-9_.-] replaced by '_' ("gd:0.05:3" -> "targets/w_gd_0.05_3"); the spec itself is
 // the dataset's attribute "learner".
 std::string LearnerTarget(const std::string& spec);
+// The same without the group: the target's name as probes and reports use it ("w_gd_0.05_3").
+std::string LearnerTargetName(const std::string& spec);
 
 }  // namespace icl::extract::schema

@@ -248,8 +248,7 @@ void ReadProvenance(const h5::File& f, ProbeResults& r) {
     if (!j.is_object())
       throw core::InputError(where, "", "attribute 'learner_targets' should be a JSON object");
     for (const auto& [name, spec] : j.items()) {
-      if (!spec.is_string() ||
-          "targets/" + name != extract::schema::LearnerTarget(spec.get<std::string>()))
+      if (!spec.is_string() || name != extract::schema::LearnerTargetName(spec.get<std::string>()))
         throw core::InputError(where, "",
                                "attribute 'learner_targets' maps '" + name.substr(0, 80) +
                                    "' to something other than the learner spec it names");
@@ -442,7 +441,7 @@ void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput
   if (!info.learner_targets.empty()) {
     nlohmann::json learners = nlohmann::json::object();
     for (const auto& spec : info.learner_targets)
-      learners[extract::schema::LearnerTarget(spec).substr(std::strlen("targets/"))] = spec;
+      learners[extract::schema::LearnerTargetName(spec)] = spec;
     f.SetAttr("learner_targets", learners.dump());
   }
   f.SetAttr("model_config", info.model.ToJson());

@@ -591,6 +591,19 @@ TEST(Construct, ProbesFindEveryIterateWhereTheConstructionWroteIt) {
 
 namespace {
 
+// Prompts of the d = 4, n = 12 task and their tokens.
+struct Prompts {
+  data::PromptSet set;
+  torch::Tensor tokens;
+  Prompts(std::uint64_t seed, std::size_t count) {
+    data::TaskConfig task;
+    task.d = 4;
+    task.n = 12;
+    set = data::SamplePrompts(task, seed, 0, count);
+    tokens = data::TokenTensor(set, 0, set.size());
+  }
+};
+
 // Runs a compiled model on prompts and returns its states and predictions.
 learners::ForwardResult RunModel(learners::Transformer& m, const torch::Tensor& tokens) {
   torch::NoGradGuard no_grad;
@@ -623,11 +636,9 @@ torch::Tensor XtyAfterK(const data::PromptSet& set, int k) {
 // used copy changes them.
 TEST(Construct, DecoyHoldsAnUnusedCopyOfXty) {
   const int d = 4, n = 12, k = 5;
-  data::TaskConfig task;
-  task.d = d;
-  task.n = n;
-  const auto set = data::SamplePrompts(task, 12, 0, 200);
-  const auto tokens = data::TokenTensor(set, 0, set.size());
+  const Prompts prompts(12, 200);
+  const auto& set = prompts.set;
+  const auto& tokens = prompts.tokens;
   construct::Disguise g;
   g.decoy = "xty";
   g.seed = 4;
@@ -663,11 +674,9 @@ TEST(Construct, DecoyHoldsAnUnusedCopyOfXty) {
 // reaches a gd prediction through the later products with gains of order 1: SPD/d <= 1e-8.
 TEST(Construct, NuisanceIsRemovedExactlyOneMlpLater) {
   const int d = 4, n = 12, k = 5;
-  data::TaskConfig task;
-  task.d = d;
-  task.n = n;
-  const auto set = data::SamplePrompts(task, 13, 0, 300);
-  const auto tokens = data::TokenTensor(set, 0, set.size());
+  const Prompts prompts(13, 300);
+  const auto& set = prompts.set;
+  const auto& tokens = prompts.tokens;
   construct::Disguise g;
   g.nuisance = 4;
   for (const std::string program : {"gd", "gd:3", "newton:4:0.05:0.25"}) {
@@ -702,11 +711,8 @@ TEST(Construct, NuisanceIsRemovedExactlyOneMlpLater) {
 // GEMM (SPD/d <= 1e-8); more than 4 times the program's width is refused.
 TEST(Construct, DistractorsAreUnreadFeaturesOfTheirStatedSize) {
   const int d = 4, n = 12;
-  data::TaskConfig task;
-  task.d = d;
-  task.n = n;
-  const auto set = data::SamplePrompts(task, 14, 0, 300);
-  const auto tokens = data::TokenTensor(set, 0, set.size());
+  const Prompts prompts(14, 300);
+  const auto& tokens = prompts.tokens;
   construct::Disguise g;
   g.distractors = 42;  // 10 of each kind and 2 linear rows more
   const auto spec = construct::ParseProgram("gd:3");

@@ -41,7 +41,7 @@ void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
   t.Value("prompts,N", &a.prompts, "prompts", "number of prompts");
   t.Value("seed", &a.seed, "seed", "prompt-set seed");
   t.Value("learners", &a.learner_specs, "learner_specs", "comma-separated learner specs: ols, ridge:LAMBDA, bayes (ridge with sigma^2/tau^2), "
-       "gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS:C[:LAMBDA] (Newton-Schulz from C I), knn:K[:weighted], zero");
+       "gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.: from 2 S / ||S S^T||_F), newton:STEPS:C[:LAMBDA] (Newton-Schulz from C I), knn:K[:weighted], zero");
   t.List("checkpoint,c", &a.checkpoints, "checkpoints", "also evaluate this trained learner on the same prompts (repeatable); d, n and the task "
        "default to the checkpoint's training task");
   t.Optional("csv", &a.csv, "csv", "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)");

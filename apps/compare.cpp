@@ -34,7 +34,7 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   t.List("checkpoint,c", &a.checkpoints, "checkpoints", "trained learner (repeatable: several give the "
        "matrix learners x checkpoints of mean SPD)");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
-       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and gd:fit, "
+       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and gd:fit, "
        "gd:fit:STEPS, sgd:fit, ridge:fit: the family's member closest to each checkpoint, its step "
        "size or lambda fitted on --fit-prompts prompts disjoint from the scored ones");
   t.Value("fit-prompts", &a.req.fit_prompts, "fit_prompts", "prompts (after the "

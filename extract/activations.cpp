@@ -49,7 +49,8 @@ std::vector<std::string> LearnerTargetsOf(const h5::File& f, const std::string& 
     if (!f.Exists(name) || !f.OpenDataset(name).HasAttr("learner") ||
         f.OpenDataset(name).GetString("learner") != spec)
       throw core::InputError("'" + path + "'", "",
-                             "extract_config lists the learner target " + spec + " but /" + name +
+                             "extract_config lists the learner target " + spec.substr(0, 80) +
+                                 " but /" + name.substr(0, 80) +
                                  " is missing or names another learner");
     specs.push_back(spec);
   }

@@ -47,7 +47,8 @@ void PredictFromWeights(const arma::mat& x, LearnerRun& out) {
 }
 
 const char* kSpecHelp =
-    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS:C[:LAMBDA], "
+    "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS, "
+    "newton:STEPS:C[:LAMBDA], "
     "knn:K, knn:K:weighted, zero";
 
 }  // namespace
@@ -91,10 +92,16 @@ void GdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) con
   PredictFromWeights(x, out);
 }
 
-NewtonLearner::NewtonLearner(int steps, double start, double lambda, std::string spec)
-    : steps_(steps), start_(start), lambda_(lambda), spec_(std::move(spec)) {}
+NewtonLearner::NewtonLearner(int steps, double start, double lambda, std::string spec,
+                             bool scaled_start)
+    : steps_(steps),
+      start_(start),
+      lambda_(lambda),
+      spec_(std::move(spec)),
+      scaled_start_(scaled_start) {}
 
 bool NewtonLearner::Diverges(const arma::mat& xtx) const {
+  if (scaled_start_) return false;
   const arma::vec eig = arma::eig_sym(xtx) + lambda_;
   const double singular = eig.max() * double(eig.n_elem) * arma::datum::eps;
   return !(start_ * eig.max() < 2.0) || !(eig.min() > singular);
@@ -109,7 +116,9 @@ void NewtonLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out)
   for (int k = 1; k < n; ++k) {
     xty += y(k - 1) * x.col(k - 1);
     a += x.col(k - 1) * x.col(k - 1).t();
-    arma::mat inv = start_ * arma::eye(d, d);  // Y_0 = C I
+    // Y_0 = C I, or Fu et al.'s alpha S with alpha = 2 / ||S S^T||_F.
+    arma::mat inv = scaled_start_ ? (2.0 / arma::norm(a * a.t(), "fro")) * a
+                                  : arma::mat(start_ * arma::eye(d, d));
     for (int t = 0; t < steps_; ++t)
       inv = inv * (two - a * inv);  // Y_{t+1} = Y_t (2 I - A Y_t)
     out.weights.col(k) = inv * xty;
@@ -233,9 +242,16 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
   }
   if (p.name == "newton") {
     const std::string form =
-        "newton:STEPS:C or newton:STEPS:C:LAMBDA with STEPS an integer in 1..100, C > 0 the "
-        "start Y_0 = C I and LAMBDA >= 0, e.g. newton:12:0.05:0.25";
-    arity(2, 3, form);
+        "newton:STEPS (Fu et al.: Y_0 = 2 X^T X / ||(X^T X)^2||_F), newton:STEPS:C or "
+        "newton:STEPS:C:LAMBDA with STEPS an integer in 1..100, C > 0 the start Y_0 = C I and "
+        "LAMBDA >= 0, e.g. newton:3 or newton:12:0.05:0.25";
+    arity(1, 3, form);
+    if (p.args.size() == 1) {
+      const auto steps = p.Integer(0, 1, 100);
+      if (!steps) fail(form);
+      return std::make_unique<NewtonLearner>(static_cast<int>(*steps), 0.0, 0.0, spec,
+                                             /*scaled_start=*/true);
+    }
     const auto steps = p.Integer(0, 1, 100);
     const auto start = p.Number(1);
     const auto lambda = p.args.size() == 3 ? p.Number(2) : std::optional<double>(0.0);

@@ -32,7 +32,7 @@ class ClassicalLearner {
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
 
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA |
-// newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero.
+// newton:STEPS (Fu et al.'s start) | newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws core::InputError
 // saying what was expected for an unknown or malformed spec.
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
@@ -90,9 +90,17 @@ class SgdLearner : public ClassicalLearner {
 // null space Y doubles every step, which X^T y does not reach in exact arithmetic, but whose
 // rounding (1e-16) grows as 2^STEPS in floating point. Diverges() says which k are in either
 // case.
+//
+// With `scaled_start` (the spec newton:K, Fu et al. 2023's iteration) the start is per prompt,
+// Y_0 = alpha S with S = X^T X and alpha = 2 / ||S S^T||_F, and lambda = 0: the eigenvalues of
+// S Y_0, alpha mu^2, lie in (0, 2] (||S^2||_F >= mu_max^2), Y_t stays in the range of S and
+// converges to S^+ (w to minimum-norm OLS) without the null-space doubling. At the edge, one
+// example (S of rank one, alpha mu^2 = 2), Y_1 = 0: their learner predicts 0 there after any
+// step. Diverges() is always false for it.
 class NewtonLearner : public ClassicalLearner {
  public:
-  NewtonLearner(int steps, double start, double lambda, std::string spec);
+  NewtonLearner(int steps, double start, double lambda, std::string spec,
+                bool scaled_start = false);
   std::string spec() const override { return spec_; }
   bool is_linear() const override { return true; }
   void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
@@ -105,6 +113,7 @@ class NewtonLearner : public ClassicalLearner {
   int steps_;
   double start_, lambda_;
   std::string spec_;
+  bool scaled_start_;
 };
 
 // Mean y of the K nearest earlier x (all of them when fewer than K), optionally weighted by

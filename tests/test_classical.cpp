@@ -283,8 +283,34 @@ TEST(Newton, ConvergesToRidgeInsideItsRangeAndSaysWhereItDoesNot) {
   EXPECT_NEAR(r.weights(1, 2), 1.0, 1e-12);
 }
 
+// Fu et al.'s newton:K by hand (d = 2): x_1 = (1, 0), x_2 = (1, 1), y = (1, 3). After two
+// examples S = X^T X = [[2, 1], [1, 1]], S^2 = [[5, 3], [3, 2]], ||S^2||_F = sqrt(47), so
+// alpha = 2 / sqrt(47) and Y_0 = alpha S; one step Y_1 = 2 Y_0 - Y_0 S Y_0 = 2 a S - a^2 S^3
+// with S^3 = [[13, 8], [8, 5]]; X^T y = (4, 3), S X^T y = (11, 7), S^3 X^T y = (76, 47):
+// w_1 = 2a (11, 7) - a^2 (76, 47). After one example S = x_1 x_1^T has rank 1 and a mu^2 = 2:
+// Y_1 = Y_0 (2I - 2P) = 0, so w = 0. Many steps converge to OLS, (1, 2).
+TEST(Newton, FuEtAlsScaledStartByHand) {
+  const auto newton = MakeLearner("newton:1", Task(2, 3));
+  EXPECT_EQ(newton->spec(), "newton:1");
+  const arma::mat x = {{1.0, 1.0, 0.0}, {0.0, 1.0, 0.0}};  // columns x_1, x_2, x_3 = 0
+  const arma::vec y = {1.0, 3.0, 0.0};
+  learners::LearnerRun run;
+  newton->Run(x, y, run);
+  const double a = 2.0 / std::sqrt(47.0);
+  EXPECT_NEAR(run.weights(0, 2), 22 * a - 76 * a * a, 1e-14);
+  EXPECT_NEAR(run.weights(1, 2), 14 * a - 47 * a * a, 1e-14);
+  EXPECT_NEAR(run.weights(0, 1), 0.0, 1e-15);  // one example: Y_1 = 0
+  EXPECT_NEAR(run.weights(1, 1), 0.0, 1e-15);
+  const auto many = MakeLearner("newton:40", Task(2, 3));
+  many->Run(x, y, run);
+  EXPECT_NEAR(run.weights(0, 2), 1.0, 1e-12);
+  EXPECT_NEAR(run.weights(1, 2), 2.0, 1e-12);
+  EXPECT_FALSE(dynamic_cast<const learners::NewtonLearner&>(*many).Diverges(x * x.t()));
+}
+
 TEST(Newton, SpecErrorsSayTheForm) {
-  for (const char* bad : {"newton:0:0.1", "newton:101:0.1", "newton:3:0", "newton:3:-1",
-                          "newton:3:0.1:-0.5", "newton:3", "newton:3:0.1:0.2:4", "newton:2.5:0.1"})
+  for (const char* bad :
+       {"newton:0:0.1", "newton:101:0.1", "newton:3:0", "newton:3:-1", "newton:3:0.1:-0.5",
+        "newton:0", "newton:3:0.1:0.2:4", "newton:2.5:0.1", "newton:2.5", "newton"})
     EXPECT_NE(ErrorOf(bad).find("newton:STEPS:C"), std::string::npos) << bad;
 }

@@ -223,7 +223,4 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
 // reference the primitive tests and the error bound are stated against.
 double GeluProduct(double a, double b, double scale);
 
-// Programs iclprobe knows.
-std::vector<std::string> ProgramNames();
-
 }  // namespace icl::construct

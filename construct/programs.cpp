@@ -295,10 +295,6 @@ Construction OneStepGd(int d, int n_max, double alpha, const Disguise& disguise)
 
 }  // namespace
 
-std::vector<std::string> ProgramNames() {
-  return {"gd", "gd:K", "newton:K:C[:LAMBDA]"};
-}
-
 Program ParseProgram(const std::string& program) {
   const core::Spec p = core::ParseSpec(program);
   Program out;

@@ -27,33 +27,35 @@ std::string Cell(double v, bool best) {
   return fmt::format("{:>10.3e}{}", v, best ? '*' : ' ');
 }
 
-// Reference learners on one task: predictions n x N and, for linear ones, weights d x n x P.
-struct References {
-  data::PromptSet set;
-  std::vector<std::unique_ptr<learners::ClassicalLearner>> learners;
-  std::vector<arma::mat> pred;
-  std::vector<arma::cube> w;
+// One reference learner on one prompt set: predictions n x N and, for a linear one, weights
+// d x n x P on the first P prompts.
+struct Reference {
+  std::string spec;
+  bool linear = false;
+  arma::mat pred;
+  arma::cube w;
 };
 
-References MakeReferences(const data::TaskConfig& t, const CompareRequest& req, int contexts,
-                          const std::string& specs) {
-  References r;
-  r.set = data::SamplePrompts(t, req.seed, 0, req.prompts);
-  r.learners = learners::MakeLearners(specs, t);
-  for (const auto& l : r.learners) {
-    arma::mat pred(t.n, req.prompts);
-    arma::cube w(t.d, t.n, l->is_linear() ? contexts : 0);
-    learners::LearnerRun run;
-    for (int i = 0; i < req.prompts; ++i) {
-      l->Run(r.set.x.slice(i), r.set.y.col(i), run);
-      pred.col(i) = run.predictions;
-      if (l->is_linear() && i < contexts) w.slice(i) = run.weights;
-    }
-    r.pred.push_back(std::move(pred));
-    r.w.push_back(std::move(w));
+Reference RunReference(const learners::ClassicalLearner& l, const data::PromptSet& set,
+                       int contexts) {
+  const int d = set.task.d, n = set.task.n, N = static_cast<int>(set.size());
+  Reference r{l.spec(), l.is_linear(), arma::mat(n, N),
+              arma::cube(d, n, l.is_linear() ? contexts : 0)};
+  learners::LearnerRun run;
+  for (int i = 0; i < N; ++i) {
+    l.Run(set.x.slice(i), set.y.col(i), run);
+    r.pred.col(i) = run.predictions;
+    if (r.linear && i < contexts) r.w.slice(i) = run.weights;
   }
   return r;
 }
+
+// What every learner under test on one task shares: the scored and fit prompts and the
+// references with no fitted hyperparameter (computed once per task, not once per checkpoint).
+struct TaskReferences {
+  data::PromptSet set, fit_set;
+  std::vector<Reference> fixed;  // per spec item; empty Reference for a fit item
+};
 
 std::vector<std::string> SplitSpecs(const std::string& specs) {
   std::vector<std::string> out;
@@ -83,10 +85,15 @@ arma::mat Predictions(const learners::ClassicalLearner& l, const data::PromptSet
 
 }  // namespace
 
-std::string FitSpec::Spec(double value) const {
-  std::string s = family + ":" + fmt::format("{:.9g}", value);
-  if (family == "gd" && steps > 1) s += ":" + std::to_string(steps);
-  return s;
+std::string FitSpec::Spec(double value, int steps) const {
+  const std::string v = fmt::format("{:.9g}", value);
+  if (family == "newton") return "newton:" + std::to_string(steps) + ":" + v;
+  if (family == "gd" && steps > 1) return "gd:" + v + ":" + std::to_string(steps);
+  return family + ":" + v;
+}
+
+std::string FitSpec::ValueName() const {
+  return family == "ridge" ? "lambda" : family == "newton" ? "C" : "alpha";
 }
 
 bool ParseFitSpec(const std::string& spec, FitSpec* out) {
@@ -94,18 +101,28 @@ bool ParseFitSpec(const std::string& spec, FitSpec* out) {
   if (p.args.empty() || p.args[0] != "fit") return false;
   const std::string expected =
       "learner spec '" + spec +
-      "': expected gd:fit, gd:fit:STEPS (STEPS in 1..1000), sgd:fit or ridge:fit";
+      "': expected gd:fit, gd:fit:STEPS or gd:fit:LO..HI (steps in 1..1000), newton:fit, "
+      "newton:fit:STEPS or newton:fit:LO..HI (steps in 1..100), sgd:fit or ridge:fit";
   FitSpec f;
   f.family = p.name;
-  if (f.family == "gd" && p.args.size() == 2) {
-    const auto steps = p.Integer(1, 1, 1000);
-    if (!steps) throw core::InputError("compare", "learners", expected);
-    f.steps = static_cast<int>(*steps);
-  } else if (p.args.size() != 1 || (f.family != "gd" && f.family != "sgd" && f.family != "ridge")) {
+  const bool iterative = f.family == "gd" || f.family == "newton";
+  const long long max_steps = f.family == "gd" ? 1000 : 100;
+  if (f.family == "newton") f.steps_lo = 1, f.steps_hi = 30;
+  if (iterative && p.args.size() == 2) {
+    // STEPS, or LO..HI with LO < HI
+    const std::string& arg = p.args[1];
+    const auto dots = arg.find("..");
+    const auto lo = core::ParseInteger(arg.substr(0, dots), 1, max_steps);
+    const auto hi =
+        dots == std::string::npos ? lo : core::ParseInteger(arg.substr(dots + 2), 1, max_steps);
+    if (!lo || !hi || (dots != std::string::npos && !(*lo < *hi)))
+      throw core::InputError("compare", "learners", expected);
+    f.steps_lo = static_cast<int>(*lo), f.steps_hi = static_cast<int>(*hi);
+  } else if (p.args.size() != 1 || !(iterative || f.family == "sgd" || f.family == "ridge")) {
     throw core::InputError("compare", "learners", expected);
   }
-  // Step sizes from far below any useful one to past divergence for unit-variance inputs;
-  // penalties from next to OLS to next to the zero predictor.
+  // Step sizes and starts from far below any useful one to past divergence for unit-variance
+  // inputs; penalties from next to OLS to next to the zero predictor.
   f.lo = 1e-4;
   f.hi = f.family == "ridge" ? 1e4 : 1.0;
   if (out) *out = f;
@@ -117,51 +134,111 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task) {
   std::string check;
   for (std::size_t i = 0; i < items.size(); ++i) {
     FitSpec f;
-    check += (i ? "," : "") + (ParseFitSpec(items[i], &f) ? f.Spec(0.01) : items[i]);
+    check += (i ? "," : "") + (ParseFitSpec(items[i], &f) ? f.Spec(0.01, f.steps_hi) : items[i]);
   }
   learners::MakeLearners(check, task);
 }
+
+namespace {
+
+// Mean over prompts and `rows` of (target - prediction)^2 / d for every step count in
+// [spec.steps_lo, spec.steps_hi] (one entry for a family without steps) at one value; infinite
+// where a prediction is not finite.
+arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, int steps_hi,
+                    const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows) {
+  const int d = set.task.d, n = set.task.n;
+  const auto l = learners::MakeLearner(spec.Spec(value, steps_hi), set.task);
+  const bool by_step = steps_hi > steps_lo;
+  arma::vec sum(steps_hi - steps_lo + 1, arma::fill::zeros);
+  learners::LearnerRun run;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
+    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
+    const arma::vec want = target.col(i);
+    if (by_step) {
+      const arma::mat p = l->StepPredictions(x, y);  // steps_hi x n
+      for (int t = steps_lo; t <= steps_hi; ++t) {
+        const arma::rowvec r = p.row(t - 1);
+        sum(t - steps_lo) += arma::accu(arma::square(want.elem(rows) - r.t().eval().elem(rows)));
+      }
+    } else {
+      l->Run(x, y, run);
+      sum(0) += arma::accu(arma::square(want.elem(rows) - run.predictions.elem(rows)));
+    }
+  }
+  arma::vec v = sum / (double(set.size()) * rows.n_elem * d);
+  v.transform([](double e) { return std::isfinite(e) ? e : arma::datum::inf; });
+  return v;
+}
+
+}  // namespace
 
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
                     const std::vector<int>& ks) {
   if (ks.empty() || target.n_rows != arma::uword(set.task.n) || target.n_cols != set.size())
     throw std::logic_error("compare: a fit needs predictions n x N and at least one k");
   const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
-  const int d = set.task.d;
-  auto spd = [&](double log_value) {
-    const auto l = learners::MakeLearner(spec.Spec(std::exp(log_value)), set.task);
-    const double v = arma::mean(arma::vectorise(
-                         arma::square(target.rows(rows) - Predictions(*l, set).rows(rows)))) /
-                     d;
-    return std::isfinite(v) ? v : arma::datum::inf;
-  };
-  // A grid of 8 points per decade, then golden-section search between the best point's
-  // neighbours (the grid keeps the search off a local minimum between far-apart basins).
+  // A grid of 8 points per decade by every step count (the grid keeps the search off a local
+  // minimum between far-apart basins).
   const double a = std::log(spec.lo), b = std::log(spec.hi);
   const int points = 1 + static_cast<int>(std::ceil(8 * (b - a) / std::log(10.0)));
-  arma::vec grid = arma::linspace(a, b, points), value(points);
+  const arma::vec grid = arma::linspace(a, b, points);
+  arma::mat value(points, spec.steps_hi - spec.steps_lo + 1);  // (grid point, step count)
   for (int i = 0; i < points; ++i)
-    value(i) = spd(grid(i));
-  const arma::uword best = value.index_min();
-  double lo = grid(best > 0 ? best - 1 : 0), hi = grid(std::min<arma::uword>(best + 1, points - 1));
+    value.row(i) =
+        FamilySpd(spec, std::exp(grid(i)), spec.steps_lo, spec.steps_hi, set, target, rows).t();
+  // Golden-section search in log(value), at one step count, between the grid neighbours of
+  // that count's best grid point; never ends worse than that point.
   const double g = (std::sqrt(5.0) - 1) / 2;
-  double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo), f1 = spd(x1), f2 = spd(x2);
-  for (int it = 0; it < 40 && hi - lo > 1e-6; ++it) {
-    if (f1 <= f2) {
-      hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo), f1 = spd(x1);
-    } else {
-      lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo), f2 = spd(x2);
+  std::vector<FamilyFit> refined(value.n_cols);
+  std::vector<bool> done(value.n_cols, false);
+  auto refine = [&](arma::uword j) {
+    if (done[j]) return;
+    done[j] = true;
+    const int steps = spec.steps_lo + static_cast<int>(j);
+    FamilyFit& out = refined[j];
+    out.steps = steps, out.spd = arma::datum::inf;
+    if (!std::isfinite(value.col(j).min())) return;
+    const arma::uword best = value.col(j).index_min();
+    auto spd = [&](double log_value) {
+      return FamilySpd(spec, std::exp(log_value), steps, steps, set, target, rows)(0);
+    };
+    double lo = grid(best > 0 ? best - 1 : 0),
+           hi = grid(std::min<arma::uword>(best + 1, points - 1));
+    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo), f1 = spd(x1), f2 = spd(x2);
+    for (int it = 0; it < 40 && hi - lo > 1e-6; ++it) {
+      if (f1 <= f2) {
+        hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo), f1 = spd(x1);
+      } else {
+        lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo), f2 = spd(x2);
+      }
     }
+    const double x = f1 <= f2 ? x1 : x2, fx = std::min(f1, f2);
+    out.value = fx <= value(best, j) ? std::exp(x) : std::exp(grid(best));
+    out.spd = std::min(fx, value(best, j));
+    out.at_bound = best == 0 || best + 1 == arma::uword(points);
+  };
+  auto best_refined = [&] {
+    arma::uword b = 0;
+    for (arma::uword j = 0; j < refined.size(); ++j)
+      if (done[j] && (!done[b] || refined[j].spd < refined[b].spd)) b = j;
+    return b;
+  };
+  // The three step counts best on the grid are refined; then, since (value, steps) pairs lie
+  // along near-equivalent valleys (GD: alpha times steps; Newton: one more step from half the
+  // start), the neighbouring step counts of the best refined one, until neither is better.
+  arma::uvec order = arma::sort_index(arma::min(value, 0).t());
+  for (arma::uword r = 0; r < std::min<arma::uword>(3, order.n_elem); ++r)
+    refine(order(r));
+  for (arma::uword b = best_refined();;) {
+    if (b > 0) refine(b - 1);
+    if (b + 1 < value.n_cols) refine(b + 1);
+    const arma::uword next = best_refined();
+    if (next == b) break;
+    b = next;
   }
-  FamilyFit fit;
-  const double x = f1 <= f2 ? x1 : x2, fx = std::min(f1, f2);
-  // The refinement never ends worse than the grid's best point.
-  if (fx <= value(best)) {
-    fit.value = std::exp(x), fit.spd = fx;
-  } else {
-    fit.value = std::exp(grid(best)), fit.spd = value(best);
-  }
-  fit.at_bound = best == 0 || best + 1 == arma::uword(points);
+  FamilyFit fit = refined[best_refined()];
+  fit.steps_at_bound = spec.steps_hi > spec.steps_lo && fit.steps == spec.steps_hi;
   if (!std::isfinite(fit.spd))
     throw std::runtime_error("compare: every " + spec.family +
                              " learner of the search range diverges on these prompts");
@@ -218,6 +295,13 @@ void CompareRequest::Validate() const {
   CheckLearnerSpecs(learner_specs, task);
 }
 
+std::vector<int> SummaryWindow(int d, int n) {
+  std::vector<int> ks;
+  for (int k = 0; k < n; ++k)
+    if (k != d && k != d + 1) ks.push_back(k);
+  return ks;
+}
+
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const CompareRequest& req,
                          const std::function<void(long long, long long)>& progress) {
   if (models.empty()) throw core::InputError("compare", "", "no learner to compare");
@@ -246,9 +330,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     throw core::InputError(
         "compare", "all_pairs",
         "all pairs compares reference learners with each other; a fitted learner "
-        "(gd:fit, sgd:fit, ridge:fit) has a value only against a learner under test");
-  if (any_fit && req.fit_prompts < 2)
-    throw core::InputError("compare", "fit_prompts", "must be at least 2");
+        "(gd:fit, newton:fit, sgd:fit, ridge:fit) has a value only against a learner under test");
   const int d = out.d, n = out.n;
   out.prompts = req.prompts;
   out.fit_prompts = any_fit ? req.fit_prompts : 0;
@@ -256,29 +338,53 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   out.queries = req.queries == 0 ? 2 * (d + 1) : req.queries;
   out.contexts = std::min(req.ilwd_prompts, req.prompts);
   const int P = out.contexts, Q = out.queries;
+  // The one summary window of every column, fixed before any result: k = d and d + 1 left out.
+  // There minimum-norm OLS inverts X^T X of at most d + 1 Gaussian examples, whose inverse has
+  // no finite mean under noise, and noiseless OLS jumps from its k < d error to 0, so one k
+  // there can decide a verdict the other k do not support.
+  const std::vector<int> ks = SummaryWindow(d, n);
+  const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
+  std::vector<std::pair<std::string, TaskReferences>> shared;  // by task JSON
+  auto references_of = [&](const data::TaskConfig& t) -> const TaskReferences& {
+    const std::string key = t.ToJson();
+    for (const auto& [k, r] : shared)
+      if (k == key) return r;
+    TaskReferences r;
+    r.set = data::SamplePrompts(t, req.seed, 0, req.prompts);
+    if (any_fit) r.fit_set = data::SamplePrompts(t, req.seed, req.prompts, req.fit_prompts);
+    const auto learners = learners::MakeLearners(
+        [&] {  // the fixed items, with placeholders for fit ones (not run)
+          std::string specs;
+          for (std::size_t i = 0; i < items.size(); ++i)
+            specs += (i ? "," : "") + (is_fit[i] ? fits[i].Spec(0.01, fits[i].steps_hi) : items[i]);
+          return specs;
+        }(),
+        t);
+    for (std::size_t i = 0; i < items.size(); ++i)
+      r.fixed.push_back(is_fit[i] ? Reference{} : RunReference(*learners[i], r.set, P));
+    shared.emplace_back(key, std::move(r));
+    return shared.back().second;
+  };
   const long long total = static_cast<long long>(models.size()) * P;
   for (std::size_t c = 0; c < models.size(); ++c) {
     const auto& m = models[c];
     out.models.push_back(m.name);
     out.tasks.push_back(m.task);
-    std::vector<int> ks;
-    for (int k = 0; k < n; ++k)
-      if (m.task.noise == 0 || (k != d && k != d + 1)) ks.push_back(k);
+    const TaskReferences& ref = references_of(m.task);
     // Fitted learners: on prompts after the scored ones (disjoint from them), each family's
-    // hyperparameter closest to this model.
-    std::string specs = req.learner_specs;
-    std::vector<FamilyFit> fitted(items.size(), {arma::datum::nan, arma::datum::nan, false});
+    // hyperparameters closest to this model.
+    std::vector<FamilyFit> fitted(items.size(), FamilyFit{arma::datum::nan, arma::datum::nan});
+    std::vector<Reference> fitted_ref(items.size());
     if (any_fit) {
-      const data::PromptSet fit_set =
-          data::SamplePrompts(m.task, req.seed, req.prompts, req.fit_prompts);
-      const arma::mat target = m.predict(fit_set);
-      specs.clear();
+      const arma::mat target = m.predict(ref.fit_set);
       for (std::size_t i = 0; i < items.size(); ++i) {
-        if (is_fit[i]) fitted[i] = FitFamily(fits[i], fit_set, target, ks);
-        specs += (i ? "," : "") + (is_fit[i] ? fits[i].Spec(fitted[i].value) : items[i]);
+        if (!is_fit[i]) continue;
+        fitted[i] = FitFamily(fits[i], ref.fit_set, target, ks);
+        fitted_ref[i] = RunReference(
+            *learners::MakeLearner(fits[i].Spec(fitted[i].value, fitted[i].steps), m.task), ref.set,
+            P);
       }
     }
-    const References ref = MakeReferences(m.task, req, P, specs);
     const arma::mat pred = m.predict(ref.set);
     arma::cube w(d, n, P);
     arma::mat r2(n, P);
@@ -296,39 +402,50 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     }
     out.implicit_r2.push_back(r2);
     out.summary_ks.push_back(ks);
-    const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
-    for (std::size_t j = 0; j < ref.learners.size(); ++j) {
-      const arma::mat per = arma::square(pred - ref.pred[j]) / d;  // n x N
-      out.entries.push_back(
-          {m.name, is_fit[j] ? items[j] : ref.learners[j]->spec(), Spd(pred, ref.pred[j], d),
-           ref.learners[j]->is_linear() ? Ilwd(w, ref.w[j]) : arma::vec(),
-           arma::mean(per.rows(rows), 0).t(), fitted[j].value, fitted[j].spd, fitted[j].at_bound});
+    for (std::size_t j = 0; j < items.size(); ++j) {
+      const Reference& b = is_fit[j] ? fitted_ref[j] : ref.fixed[j];
+      CompareEntry e;
+      e.model = m.name;
+      e.learner = is_fit[j] ? items[j] : b.spec;
+      e.spd = Spd(pred, b.pred, d);
+      if (b.linear) e.ilwd = Ilwd(w, b.w);
+      e.spd_per_prompt = arma::square(pred - b.pred) / d;  // n x N
+      e.spd_prompt = arma::mean(e.spd_per_prompt.rows(rows), 0).t();
+      if (is_fit[j]) {
+        e.fitted = fitted[j].value, e.fit_spd = fitted[j].spd, e.fitted_spec = b.spec;
+        e.fitted_steps = fits[j].family == "gd" || fits[j].family == "newton" ? fitted[j].steps : 0;
+        e.fit_at_bound = fitted[j].at_bound || fitted[j].steps_at_bound;
+      }
+      out.entries.push_back(std::move(e));
     }
   }
   if (req.all_pairs) {
-    const References ref = MakeReferences(models[0].task, req, P, req.learner_specs);
-    const auto& L = ref.learners;
+    const TaskReferences& ref = references_of(models[0].task);
+    const auto& L = ref.fixed;
     for (std::size_t a = 0; a < L.size(); ++a)
-      for (std::size_t b = a + 1; b < L.size(); ++b)
-        out.entries.push_back(
-            {L[a]->spec(), L[b]->spec(), Spd(ref.pred[a], ref.pred[b], d),
-             L[a]->is_linear() && L[b]->is_linear() ? Ilwd(ref.w[a], ref.w[b]) : arma::vec(),
-             arma::vec()});
+      for (std::size_t b = a + 1; b < L.size(); ++b) {
+        CompareEntry e;
+        e.model = L[a].spec, e.learner = L[b].spec;
+        e.spd = Spd(L[a].pred, L[b].pred, d);
+        if (L[a].linear && L[b].linear) e.ilwd = Ilwd(L[a].w, L[b].w);
+        out.entries.push_back(std::move(e));
+      }
     for (const auto& l : L)
-      if (std::find(out.models.begin(), out.models.end(), l->spec()) == out.models.end())
-        out.models.push_back(l->spec());
+      if (std::find(out.models.begin(), out.models.end(), l.spec) == out.models.end())
+        out.models.push_back(l.spec);
   }
   return out;
 }
 
 void WriteCompareCsv(std::ostream& os, const CompareResult& r) {
-  os << "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted\n";
+  os << "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted,fitted_steps\n";
   for (const auto& e : r.entries)
     for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
-      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{},{}\n", e.model, e.learner, k,
+      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{},{},{}\n", e.model, e.learner, k,
                         e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
                         e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)),
-                        std::isnan(e.fitted) ? std::string() : fmt::format("{:.9g}", e.fitted));
+                        std::isnan(e.fitted) ? std::string() : fmt::format("{:.9g}", e.fitted),
+                        e.fitted_steps > 0 ? std::to_string(e.fitted_steps) : std::string());
 }
 
 void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
@@ -345,6 +462,15 @@ void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
     }
 }
 
+std::string FittedName(const CompareEntry& e) {
+  FitSpec f;
+  if (std::isnan(e.fitted) || !ParseFitSpec(e.learner, &f)) return e.learner;
+  return f.steps_hi > f.steps_lo
+             ? fmt::format("{} ({} {:.4g}, {} step{})", e.learner, f.ValueName(), e.fitted,
+                           e.fitted_steps, e.fitted_steps == 1 ? "" : "s")
+             : fmt::format("{} ({} {:.4g})", e.learner, f.ValueName(), e.fitted);
+}
+
 namespace {
 
 // The closest reference learner by mean per-prompt summary SPD, and how much farther the
@@ -358,12 +484,7 @@ void PrintClosest(std::ostream& os, const std::vector<const CompareEntry*>& rows
   std::sort(ranked.begin(), ranked.end(), [](const CompareEntry* a, const CompareEntry* b) {
     return arma::mean(a->spd_prompt) < arma::mean(b->spd_prompt);
   });
-  auto name = [](const CompareEntry* e) {
-    return std::isnan(e->fitted)
-               ? e->learner
-               : fmt::format("{} ({} {:.4g})", e->learner,
-                             e->learner.rfind("ridge", 0) == 0 ? "lambda" : "alpha", e->fitted);
-  };
+  auto name = [](const CompareEntry* e) { return FittedName(*e); };
   const arma::vec diff = ranked[1]->spd_prompt - ranked[0]->spd_prompt;
   const probes::Bootstrap boot(diff.n_elem, 1, probes::kDefaultReplicates, seed);
   const probes::Interval iv = probes::PercentileInterval(boot.Mean(0, diff));
@@ -414,12 +535,16 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
     }
     for (const auto* e : rows)
       if (!std::isnan(e->fitted))
-        os << fmt::format("{}: {} = {:.4g} (SPD / d {:.3e} on the {} fit prompts){}\n", e->learner,
-                          e->learner.rfind("ridge", 0) == 0 ? "lambda" : "alpha", e->fitted,
-                          e->fit_spd, r.fit_prompts,
-                          e->fit_at_bound ? "; at an end of the search range: the family's "
-                                            "closest member may lie beyond it"
-                                          : "");
+        os << fmt::format(
+            "{}: {} = {:.4g}{} (SPD / d {:.3e} on the {} fit prompts){}\n", e->learner,
+            e->learner.rfind("ridge", 0) == 0    ? "lambda"
+            : e->learner.rfind("newton", 0) == 0 ? "C"
+                                                 : "alpha",
+            e->fitted, e->fitted_steps > 0 ? fmt::format(", {} steps", e->fitted_steps) : "",
+            e->fit_spd, r.fit_prompts,
+            e->fit_at_bound ? "; at an end of the search range: the family's "
+                              "closest member may lie beyond it"
+                            : "");
     PrintClosest(os, rows, r.seed);
     if (c < r.implicit_r2.size()) {
       os << "implicit linear fit R2 by k (mean over contexts):";
@@ -438,15 +563,10 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
     // The paper's noisy-regime layout: rows = reference learners, columns = learners under
     // test, with the paired significance of each column's minimum.
     const PairedTable t = MakePairedTable(r);
-    bool dropped = false;
-    for (std::size_t c = 0; c < t.columns.size(); ++c)
-      dropped = dropped || r.summary_ks[c].size() < std::size_t(r.n);
     os << fmt::format(
-        "\nmean SPD / d over k{} (rows: learners, columns: checkpoints; * = column minimum whose "
-        "paired 95% interval against the runner-up excludes 0, ~ = a minimum that does not)\n"
-        "{:<16}",
-        dropped ? ", k = d and d+1 left out for noisy columns (OLS's SPD has no finite mean there)"
-                : "",
+        "\nmean SPD / d over the window k != d, d+1 (rows: learners, columns: checkpoints; * = "
+        "column minimum whose paired 95% interval against the runner-up excludes 0, ~ = a "
+        "minimum that does not)\n{:<16}",
         "");
     for (const auto& c : t.columns)
       os << fmt::format("{:>24}", c.substr(0, 23));

@@ -54,12 +54,17 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
   std::string model, learner;
   Curve spd;       // per k, / d
   arma::vec ilwd;  // per k, / d; empty when B is not linear
-  // Per prompt: SPD / d averaged over the model's summary k (CompareResult::summary_ks).
+  // n x N: (model - learner)^2 / d of every (k, prompt); empty for all-pairs rows.
+  arma::mat spd_per_prompt;
+  // Per prompt: SPD / d averaged over the summary window (CompareResult::summary_ks).
   arma::vec spd_prompt;
-  // A fitted learner ("gd:fit", "sgd:fit", "ridge:fit"): the hyperparameter fitted to this
-  // model (alpha or lambda) and its mean SPD / d on the fit prompts; NaN otherwise.
+  // A fitted learner ("gd:fit", "newton:fit", "sgd:fit", "ridge:fit"): the hyperparameter
+  // fitted to this model (alpha, C or lambda), the step count (gd, newton; 0 otherwise), the
+  // spec of the fitted member and its mean SPD / d on the fit prompts; NaN otherwise.
   double fitted = arma::datum::nan, fit_spd = arma::datum::nan;
-  bool fit_at_bound = false;  // the fit ran into an end of its search range
+  int fitted_steps = 0;
+  std::string fitted_spec;
+  bool fit_at_bound = false;  // the fit ran into an end of a search range
 };
 
 struct CompareResult {
@@ -69,9 +74,8 @@ struct CompareResult {
   std::vector<data::TaskConfig> tasks;  // per learner under test
   std::vector<arma::mat> implicit_r2;   // per learner under test: n x contexts
   std::vector<CompareEntry> entries;
-  // Per learner under test: the k that the one-number summary averages. With noise, k = d and
-  // d + 1 are left out: there minimum-norm OLS inverts X^T X of at most d + 1 Gaussian
-  // examples, whose inverse has no finite mean, so OLS's SPD has no finite expectation.
+  // Per learner under test: the k that the one-number summary averages, SummaryWindow(d, n)
+  // for every column.
   std::vector<std::vector<int>> summary_ks;
 };
 
@@ -96,14 +100,23 @@ PairedTable MakePairedTable(const CompareResult& r, int replicates = 1000);
 // model,learner,spd_summary,diagonal,diff,diff_lo,diff_hi,minimum,significant
 void WritePairedCsv(std::ostream& os, const PairedTable& t);
 
-// A learner spec whose hyperparameter is fitted to each learner under test: gd:fit (one GD step;
-// gd:fit:STEPS for more), sgd:fit (step size) or ridge:fit (lambda). Returns false for any other
-// spec; throws core::InputError for a malformed fit spec.
+// A learner spec whose hyperparameters are fitted to each learner under test:
+//   gd:fit           one GD step, its step size alpha
+//   gd:fit:STEPS     STEPS steps, alpha
+//   gd:fit:LO..HI    the number of steps (LO..HI) and alpha
+//   newton:fit       newton:K:C (the fixed start Y_0 = C I), K in 1..30 and C
+//   newton:fit:STEPS, newton:fit:LO..HI   the same with K fixed or in LO..HI
+//   sgd:fit          one pass of SGD, alpha
+//   ridge:fit        lambda
+// Returns false for any other spec; throws core::InputError for a malformed fit spec.
 struct FitSpec {
-  std::string family;                    // gd, sgd, ridge
-  int steps = 1;                         // gd only
-  double lo = 0, hi = 0;                 // search range of the hyperparameter (log-uniform)
-  std::string Spec(double value) const;  // the ordinary spec with that value, e.g. "gd:0.0213"
+  std::string family;              // gd, newton, sgd, ridge
+  int steps_lo = 1, steps_hi = 1;  // gd and newton: the step counts searched (equal: fixed)
+  double lo = 0, hi = 0;           // search range of the continuous hyperparameter (log-uniform)
+  // The ordinary spec with that value and step count, e.g. "gd:0.0213:3" or "newton:7:0.01".
+  std::string Spec(double value, int steps) const;
+  // What the continuous hyperparameter is called: alpha, lambda or C.
+  std::string ValueName() const;
 };
 bool ParseFitSpec(const std::string& spec, FitSpec* out);
 // Checks a comma-separated list of specs, fit specs included; throws core::InputError
@@ -111,23 +124,39 @@ bool ParseFitSpec(const std::string& spec, FitSpec* out);
 void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
 
 // The member of a family closest to `target` (n x N predictions of a learner under test on
-// `set`): the hyperparameter minimising the mean over prompts and `ks` of (target - learner)^2
-// / d, found on a log-spaced grid over [lo, hi] and refined by golden-section search between
-// the best grid point's neighbours. Non-finite predictions (a diverging step size) count as
-// infinitely far.
+// `set`): the hyperparameters minimising the mean over prompts and `ks` of
+// (target - learner)^2 / d. The continuous one is searched on a log-spaced grid over [lo, hi]
+// (8 points a decade) jointly with every step count in [steps_lo, steps_hi] (one run of the
+// longest gives every shorter one, StepPredictions), then refined by golden-section search in
+// log(value) between the best grid point's neighbours, at each of the three step counts
+// closest on the grid. Non-finite
+// predictions (a diverging step size or start) count as infinitely far.
 struct FamilyFit {
   double value = 0, spd = 0;
-  bool at_bound = false;  // the best grid point was an end of the search range
+  int steps = 1;
+  bool at_bound = false;        // the best grid point was an end of the value's search range
+  bool steps_at_bound = false;  // the step count was fitted and the best is its largest
 };
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
                     const std::vector<int>& ks);
+
+// The one summary window, fixed before any learner was scored: every k in 0..n-1 except d and
+// d + 1, noiseless or not. Under noise minimum-norm OLS's SPD has no finite mean there;
+// noiseless, OLS's error drops from its k < d value to 0 across them, and one such k decided
+// verdicts that every other k contradicted.
+std::vector<int> SummaryWindow(int d, int n);
+
+// A row's learner with its fitted values, e.g. "gd:fit:1..8 (alpha 0.021, 3 steps)"; the spec
+// itself for a learner that was not fitted.
+std::string FittedName(const CompareEntry& e);
 
 // Every learner under test must read prompts of d and n equal to the first one's.
 CompareResult RunCompare(const std::vector<LearnerUnderTest>& learners,
                          const CompareRequest& request,
                          const std::function<void(long long done, long long total)>& progress = {});
 
-// model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted (the fitted hyperparameter of gd:fit etc.)
+// model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted,fitted_steps (the fitted hyperparameter and
+// step count of gd:fit etc.)
 void WriteCompareCsv(std::ostream& os, const CompareResult& r);
 // model,k,r2,contexts (mean implicit-fit R2 over the contexts where it is defined)
 void WriteLinearityCsv(std::ostream& os, const CompareResult& r);

@@ -9,9 +9,11 @@
 #include <sstream>
 
 #include "analysis/compare_run.hpp"
+#include "analysis/verdicts.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "core/output.hpp"
+#include "core/subprocess.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/classical.hpp"
 #include "learners/trainer.hpp"
@@ -22,8 +24,8 @@ namespace {
 
 // What the command line sets.
 struct CompareArgs {
-  std::vector<std::string> checkpoints;
-  std::string csv;
+  std::vector<std::string> checkpoints, cells;
+  std::string csv, plot_dir;
   int threads = 0, n = 0;
   double noise = -1, w_scale = -1;
   analysis::CompareRequest req;
@@ -33,10 +35,16 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   // clang-format off
   t.List("checkpoint,c", &a.checkpoints, "checkpoints", "trained learner (repeatable: several give the "
        "matrix learners x checkpoints of mean SPD)");
+  t.List("cell", &a.cells, "cells", "NAME=FILE,FILE,...: checkpoints of one recipe that differ only "
+       "by training seed (repeatable); each verdict then carries an interval over seeds and "
+       "prompts (two-stage bootstrap) and says whether every seed agrees; e.g. "
+       "--cell d8=s1.h5,s2.h5,s3.h5");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
-       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and gd:fit, "
-       "gd:fit:STEPS, sgd:fit, ridge:fit: the family's member closest to each checkpoint, its step "
-       "size or lambda fitted on --fit-prompts prompts disjoint from the scored ones");
+       "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), "
+       "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and the family's member closest to each "
+       "checkpoint, fitted on --fit-prompts prompts disjoint from the scored ones: gd:fit (alpha "
+       "of one step), gd:fit:STEPS, gd:fit:LO..HI (alpha and the number of steps), newton:fit "
+       "(C and K of newton:K:C, K in 1..30), newton:fit:STEPS, newton:fit:LO..HI, sgd:fit, ridge:fit");
   t.Value("fit-prompts", &a.req.fit_prompts, "fit_prompts", "prompts (after the "
        "scored ones in the seeded stream) on which the :fit learners are fitted");
   t.Value("prompts,N", &a.req.prompts, "prompts", "prompts for SPD");
@@ -49,18 +57,50 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   t.Optional("noise", &a.noise, "noise", "label noise sigma (default: the first checkpoint's)");
   t.Optional("w-scale", &a.w_scale, "w_scale", "weight scale tau (default: the first checkpoint's)");
   t.Switch("all-pairs", "also compare every pair of reference learners");
-  t.Optional("csv", &a.csv, "csv", "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted; the implicit-fit R2 goes "
-       "to <csv stem>.linearity.csv (model,k,r2,contexts), the paired table (each learner's "
-       "difference from the diagonal ridge, column minima and their significance) to "
-       "<csv stem>.paired.csv");
+  t.Optional("csv", &a.csv, "csv", "tidy CSV: model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted,"
+       "fitted_steps; the implicit-fit R2 goes to <csv stem>.linearity.csv (model,k,r2,contexts), "
+       "the paired table (each learner's difference from the diagonal ridge, column minima and "
+       "their significance) to <csv stem>.paired.csv, the verdicts per k and over the window "
+       "k != d, d+1 to <csv stem>.verdicts.csv, each cell's SPD per k with intervals over seeds "
+       "to <csv stem>.cells.csv");
+  t.Optional("plot-dir", &a.plot_dir, "plot_dir", "draw each cell's SPD / d per k (log scale, "
+       "95% intervals over seeds and prompts) with gnuplot into this folder (PNG and SVG)");
   t.Switch("force", "overwrite existing CSV files");
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
 }
 
+// One --cell value: NAME=FILE,FILE,...
+struct CellArg {
+  std::string name;
+  std::vector<std::string> files;
+};
+
+CellArg ParseCell(const std::string& text) {
+  const auto eq = text.find('=');
+  CellArg c;
+  const std::string shown = text.size() > 200 ? text.substr(0, 200) + "..." : text;
+  const std::string expected =
+      "--cell: expected NAME=FILE,FILE,... (NAME of letters, digits, '_', '-', '.'), e.g. "
+      "--cell d8=s1.h5,s2.h5,s3.h5; got '" +
+      shown + "'";
+  if (eq == std::string::npos || eq == 0) throw std::invalid_argument(expected);
+  c.name = text.substr(0, eq);
+  for (const char ch : c.name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.')
+      throw std::invalid_argument(expected);
+  std::stringstream ss(text.substr(eq + 1));
+  for (std::string f; std::getline(ss, f, ',');) {
+    if (f.empty()) throw std::invalid_argument(expected);
+    c.files.push_back(f);
+  }
+  if (c.files.empty() || text.back() == ',') throw std::invalid_argument(expected);
+  return c;
+}
+
 // Each checkpoint once, read; its name in the tables: its file stem, or its path where stems
-// collide.
+// collide; a cell's checkpoints are NAME/seedS.
 std::vector<learners::CheckpointInfo> ReadCheckpoints(const std::vector<std::string>& checkpoints,
                                                       std::vector<std::string>& names) {
   std::vector<learners::CheckpointInfo> infos;
@@ -81,36 +121,79 @@ std::vector<learners::CheckpointInfo> ReadCheckpoints(const std::vector<std::str
   return infos;
 }
 
+// The cells of the command line, their checkpoints appended to `files` (after the single
+// ones); refuses a cell whose checkpoints are not seeds of one recipe.
+std::vector<CellArg> ReadCells(const std::vector<std::string>& args,
+                               std::vector<std::string>& files) {
+  std::vector<CellArg> cells;
+  for (const auto& text : args) {
+    cells.push_back(ParseCell(text));
+    for (const auto& c : cells)
+      if (&c != &cells.back() && c.name == cells.back().name)
+        throw std::invalid_argument("--cell: the name '" + c.name + "' is given twice");
+    for (const auto& f : cells.back().files)
+      files.push_back(f);
+  }
+  return cells;
+}
+
+void CheckCell(const CellArg& cell, const std::vector<learners::CheckpointInfo>& infos,
+               std::size_t first) {
+  for (std::size_t i = 1; i < cell.files.size(); ++i) {
+    const auto &a = infos[first], &b = infos[first + i];
+    const std::string diff = learners::RecipeDifference(a, b);
+    if (!diff.empty())
+      throw std::invalid_argument("--cell " + cell.name + ": '" + b.path +
+                                  "' is not a seed of the recipe of '" + a.path + "' (" + diff +
+                                  "); a seed interval needs checkpoints of one cell");
+    for (std::size_t j = 0; j < i; ++j)
+      if (infos[first + j].train.seed == b.train.seed)
+        throw std::invalid_argument("--cell " + cell.name + ": '" + infos[first + j].path +
+                                    "' and '" + b.path + "' have the same seed " +
+                                    std::to_string(b.train.seed));
+  }
+}
+
 // The CSV and the two files beside it, all written or none.
 struct CompareOutputs {
-  std::unique_ptr<core::AtomicOutput> spd, linearity, paired;
+  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells;
 
   CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
     const std::string pair = lp.string() + ".paired.csv";
-    core::RequireDistinctOutputs({{"csv", csv}, {"csv", lin}, {"csv", pair}});
+    const std::string verd = lp.string() + ".verdicts.csv";
+    const std::string cell = lp.string() + ".cells.csv";
+    core::RequireDistinctOutputs(
+        {{"csv", csv}, {"csv", lin}, {"csv", pair}, {"csv", verd}, {"csv", cell}});
     const core::OutputOptions o{force, inputs, false, true};
     spd = std::make_unique<core::AtomicOutput>(csv, "csv", o);
     linearity = std::make_unique<core::AtomicOutput>(lin, "csv", o);
     paired = std::make_unique<core::AtomicOutput>(pair, "csv", o);
+    verdicts = std::make_unique<core::AtomicOutput>(verd, "csv", o);
+    cells = std::make_unique<core::AtomicOutput>(cell, "csv", o);
   }
 
-  void Write(const analysis::CompareResult& result) {
-    std::ostringstream f, g, h;
+  void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis) {
+    std::ostringstream f, g, h, v, c;
     analysis::WriteCompareCsv(f, result);
     analysis::WriteLinearityCsv(g, result);
     analysis::WritePairedCsv(h, analysis::MakePairedTable(result));
+    analysis::WriteVerdictsCsv(v, analysis);
+    analysis::WriteCellCurvesCsv(c, analysis);
     spd->WriteText(f.str());
     linearity->WriteText(g.str());
     paired->WriteText(h.str());
-    // All complete and synced before any takes its final name.
-    spd->Commit();
-    linearity->Commit();
-    paired->Commit();
-    std::cout << "wrote " << spd->path() << ", " << linearity->path() << " and " << paired->path()
-              << "\n";
+    verdicts->WriteText(v.str());
+    cells->WriteText(c.str());
+  }
+  // All complete and synced before any takes its final name.
+  void Commit() {
+    for (auto* o : {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get()})
+      o->Commit();
+    std::cout << "wrote " << spd->path() << ", " << linearity->path() << ", " << paired->path()
+              << ", " << verdicts->path() << " and " << cells->path() << "\n";
   }
 };
 
@@ -135,10 +218,23 @@ int RunCompare(int argc, char** argv) {
           "ols,ridge:0.1,ridge:0.5,gd:0.01,gd:0.02,sgd:0.01,sgd:0.03,knn:3 --prompts 2000 --seed 3 "
           "--csv cmp.csv"))
     return 0;
-  if (a.checkpoints.empty())
-    throw std::invalid_argument("--checkpoint: required (a trained learner)");
-  std::vector<std::string> names;
-  const std::vector<learners::CheckpointInfo> infos = ReadCheckpoints(a.checkpoints, names);
+  if (a.checkpoints.empty() && a.cells.empty())
+    throw std::invalid_argument("--checkpoint: required (a trained learner), or --cell");
+  std::vector<std::string> files = a.checkpoints, names;
+  const std::vector<CellArg> cell_args = ReadCells(a.cells, files);
+  const std::vector<learners::CheckpointInfo> infos = ReadCheckpoints(files, names);
+  std::vector<analysis::Cell> cells;
+  for (std::size_t c = 0; c < a.checkpoints.size(); ++c)
+    cells.push_back({names[c], {names[c]}});
+  for (std::size_t c = 0, at = a.checkpoints.size(); c < cell_args.size(); ++c) {
+    CheckCell(cell_args[c], infos, at);
+    analysis::Cell cell{cell_args[c].name, {}};
+    for (std::size_t i = 0; i < cell_args[c].files.size(); ++i, ++at) {
+      names[at] = cell.name + "/seed" + std::to_string(infos[at].train.seed);
+      cell.models.push_back(names[at]);
+    }
+    cells.push_back(std::move(cell));
+  }
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
@@ -152,8 +248,9 @@ int RunCompare(int argc, char** argv) {
     learners::CheckReadsTask(info, task);
   CheckThreads(a.threads);
   std::unique_ptr<CompareOutputs> out;
-  if (vm.count("csv"))
-    out = std::make_unique<CompareOutputs>(a.csv, a.checkpoints, vm.count("force") > 0);
+  if (vm.count("csv")) out = std::make_unique<CompareOutputs>(a.csv, files, vm.count("force") > 0);
+  const std::string gnuplot =
+      vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
   SetThreads(a.threads);
 
   std::vector<analysis::LearnerUnderTest> models;
@@ -174,8 +271,19 @@ int RunCompare(int argc, char** argv) {
   const analysis::CompareResult result =
       analysis::RunCompare(models, req, [&](long long done, long long) { progress.Update(done); });
   progress.Finish();
+  const analysis::CellAnalysis verdicts = analysis::AnalyseCells(result, cells);
   analysis::PrintCompareSummary(std::cout, result, req.learner_specs);
-  if (out) out->Write(result);
+  analysis::PrintVerdicts(std::cout, verdicts);
+  // Plots are planned and their folder checked before anything is written; the tables take
+  // their final names only after the plots are drawn.
+  analysis::PlotFiles plots;
+  if (!gnuplot.empty()) {
+    plots = analysis::PlanCellPlots(verdicts);
+    analysis::PreparePlotFolder(plots, a.plot_dir, files[0], vm.count("force") > 0);
+  }
+  if (out) out->Write(result, verdicts);
+  if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
+  if (out) out->Commit();
   return 0;
 }
 

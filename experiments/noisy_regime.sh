@@ -63,8 +63,8 @@ done
   echo "## Behaviour: mean SPD / d to each reference learner"
   echo
   echo "Columns: training (sigma/tau)^2 = 0, 1/16, 1/9, 1/4, 4/9 (checkpoints noise_0 ... noise_4_9)."
-  echo "Cells: mean SPD / d over k = 0..11 (k = d and d+1 left out in noisy columns, where OLS's SPD has no finite mean) against each reference learner, on $P prompts (seed 3) with the column's noise; * = a column minimum whose paired 95% bootstrap interval against the runner-up excludes 0, ~ = one that does not. Below it, each row's paired difference from the column's diagonal ridge."
-  echo; echo '```'; sed -n '/mean SPD \/ d over k/,$p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
+  echo "Cells: mean SPD / d over the window k = 0..11 except k = d and d+1 in every column (fixed before the learners were scored: there OLS's SPD has no finite mean under noise and jumps to 0 without it) against each reference learner, on $P prompts (seed 3) with the column's noise; * = a column minimum whose paired 95% bootstrap interval against the runner-up excludes 0, ~ = one that does not. Below it, each row's paired difference from the column's diagonal ridge."
+  echo; echo '```'; sed -n '/mean SPD \/ d over the window/,$p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
   echo
   echo "## Representation: which weight vector each layer carries"
   echo

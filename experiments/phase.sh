@@ -99,7 +99,7 @@ fi
   echo "$STEPS steps, seed 1; one learner per cell). Each is compared on $P prompts (seed 3) with OLS, kNN(3)"
   echo "and each family's member closest to it: gd:fit (one GD step), sgd:fit (one pass), ridge:fit,"
   echo "their step size or lambda fitted on the $FIT prompts that follow the scored ones. Closest ="
-  echo "least mean SPD / d over k = 0..11; the runner-up's paired difference has a 95% bootstrap"
+  echo "least mean SPD / d over the window k = 0..11 except k = d and d+1; the runner-up's paired difference has a 95% bootstrap"
   echo "interval over the $P prompts (significant when it excludes 0)."
   echo
   echo "Reading the fitted lambda: ridge(lambda) predicts x'(X'X + lambda I)^-1 X'y. Far above the"

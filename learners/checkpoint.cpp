@@ -5,10 +5,12 @@
 #include "core/errors.hpp"
 
 #include <cmath>
+#include <functional>
 #include <set>
 #include <stdexcept>
 
 #include "core/hdf5.hpp"
+#include "core/json.hpp"
 #include "core/output.hpp"
 #include "data/prompt_io.hpp"
 
@@ -236,6 +238,37 @@ std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int
                     "evaluation, but step {} is {} steps past one; it is not a state train wrote",
                     l.sum, l.steps, step, since));
   return l;
+}
+
+std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b) {
+  // The first key (depth first, in key order) whose values differ, "" when none.
+  const std::function<std::string(const nlohmann::json&, const nlohmann::json&, const std::string&)>
+      first = [&](const nlohmann::json& x, const nlohmann::json& y, const std::string& at) {
+        if (x.is_object() && y.is_object()) {
+          std::set<std::string> keys;
+          for (const auto& [k, v] : x.items())
+            keys.insert(k);
+          for (const auto& [k, v] : y.items())
+            keys.insert(k);
+          for (const auto& k : keys) {
+            const std::string where = at + (at.empty() ? "" : ".") + k;
+            if (!x.contains(k) || !y.contains(k)) return where + ": set in one only";
+            const std::string d = first(x[k], y[k], where);
+            if (!d.empty()) return d;
+          }
+          return std::string();
+        }
+        return x == y ? std::string() : at + ": " + x.dump() + " vs " + y.dump();
+      };
+  const std::string model = first(core::json::Parse(a.model.ToJson(), a.path),
+                                  core::json::Parse(b.model.ToJson(), b.path), "");
+  if (!model.empty()) return "model_config " + model;
+  nlohmann::json ta = core::json::Parse(a.train.ToJson(), a.path),
+                 tb = core::json::Parse(b.train.ToJson(), b.path);
+  for (const char* free : {"seed", "shards", "save_every"})
+    ta.erase(free), tb.erase(free);
+  const std::string train = first(ta, tb, "");
+  return train.empty() ? "" : "train_config " + train;
 }
 
 }  // namespace icl::learners

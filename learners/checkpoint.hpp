@@ -38,6 +38,12 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path);
 // (the same d, at most n_max examples).
 void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 
+// Where two checkpoints' recipes differ, "" when they are seeds of one cell: the same model
+// configuration and the same training configuration (task, steps, schedule, batch, ...) except
+// the seed, the number of shards a batch is computed in and how often it saved. Names the first
+// differing setting, e.g. "model_config layers: 4 vs 8".
+std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b);
+
 // The training loss summed since the last evaluation, which the next row of the evaluation log
 // averages: kept in /train_state, so that a run resumed between two evaluations logs what an
 // uninterrupted run logs.

@@ -79,17 +79,33 @@ std::string GdLearner::spec() const {
 void GdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
   const int d = x.n_rows, n = x.n_cols;
   out.weights.zeros(d, n);
+  Iterate(x, y, [&](int k, int t, const arma::vec& w) {
+    if (t == steps_) out.weights.col(k) = w;
+  });
+  PredictFromWeights(x, out);
+}
+
+arma::mat GdLearner::StepPredictions(const arma::mat& x, const arma::vec& y) const {
+  arma::mat p(steps_, x.n_cols, arma::fill::zeros);  // no example: w = 0 after any step
+  Iterate(x, y, [&](int k, int t, const arma::vec& w) { p(t - 1, k) = arma::dot(w, x.col(k)); });
+  return p;
+}
+
+template <typename Visit>
+void GdLearner::Iterate(const arma::mat& x, const arma::vec& y, Visit visit) const {
+  const int d = x.n_rows, n = x.n_cols;
   arma::vec xty(d, arma::fill::zeros);
   arma::mat xtx(d, d, arma::fill::zeros);
   for (int k = 1; k < n; ++k) {
     xty += y(k - 1) * x.col(k - 1);
     xtx += x.col(k - 1) * x.col(k - 1).t();
     arma::vec w = 2.0 * alpha_ * xty;  // the first step from w0 = 0
-    for (int t = 1; t < steps_; ++t)
+    visit(k, 1, w);
+    for (int t = 2; t <= steps_; ++t) {
       w -= 2.0 * alpha_ * (xtx * w - xty);
-    out.weights.col(k) = w;
+      visit(k, t, w);
+    }
   }
-  PredictFromWeights(x, out);
 }
 
 NewtonLearner::NewtonLearner(int steps, double start, double lambda, std::string spec,
@@ -108,8 +124,22 @@ bool NewtonLearner::Diverges(const arma::mat& xtx) const {
 }
 
 void NewtonLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  out.weights.zeros(x.n_rows, x.n_cols);
+  Iterate(x, y, [&](int k, int t, const arma::vec& w) {
+    if (t == steps_) out.weights.col(k) = w;
+  });
+  PredictFromWeights(x, out);
+}
+
+arma::mat NewtonLearner::StepPredictions(const arma::mat& x, const arma::vec& y) const {
+  arma::mat p(steps_, x.n_cols, arma::fill::zeros);
+  Iterate(x, y, [&](int k, int t, const arma::vec& w) { p(t - 1, k) = arma::dot(w, x.col(k)); });
+  return p;
+}
+
+template <typename Visit>
+void NewtonLearner::Iterate(const arma::mat& x, const arma::vec& y, Visit visit) const {
   const int d = x.n_rows, n = x.n_cols;
-  out.weights.zeros(d, n);
   arma::vec xty(d, arma::fill::zeros);
   arma::mat a = lambda_ * arma::eye(d, d);
   const arma::mat two = 2.0 * arma::eye(d, d);
@@ -119,11 +149,11 @@ void NewtonLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out)
     // Y_0 = C I, or Fu et al.'s alpha S with alpha = 2 / ||S S^T||_F.
     arma::mat inv = scaled_start_ ? (2.0 / arma::norm(a * a.t(), "fro")) * a
                                   : arma::mat(start_ * arma::eye(d, d));
-    for (int t = 0; t < steps_; ++t)
-      inv = inv * (two - a * inv);  // Y_{t+1} = Y_t (2 I - A Y_t)
-    out.weights.col(k) = inv * xty;
+    for (int t = 1; t <= steps_; ++t) {
+      inv = inv * (two - a * inv);  // Y_t = Y_{t-1} (2 I - A Y_{t-1})
+      visit(k, t, arma::vec(inv * xty));
+    }
   }
-  PredictFromWeights(x, out);
 }
 
 SgdLearner::SgdLearner(double alpha) : alpha_(alpha) {}

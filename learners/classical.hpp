@@ -25,6 +25,10 @@ class ClassicalLearner {
   virtual bool is_linear() const = 0;
   // x: d x n (column j = x_j), y: n. Fills out.predictions, and out.weights when linear.
   virtual void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const = 0;
+  // Iterative learners (gd:ALPHA:STEPS, newton): the predictions after every step count
+  // t = 1..STEPS in one run, STEPS x n; row t - 1 equals Run's predictions of the same learner
+  // with t steps, bit for bit (the same arithmetic in the same order). Others: empty.
+  virtual arma::mat StepPredictions(const arma::mat&, const arma::vec&) const { return {}; }
 };
 
 // Squared error of each prediction divided by d: n x N, entry (k, i) is
@@ -62,8 +66,12 @@ class GdLearner : public ClassicalLearner {
   std::string spec() const override;
   bool is_linear() const override { return true; }
   void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+  arma::mat StepPredictions(const arma::mat& x, const arma::vec& y) const override;
 
  private:
+  // Calls visit(k, t, w_t) for k = 1..n-1 and t = 1..steps, in that order.
+  template <typename Visit>
+  void Iterate(const arma::mat& x, const arma::vec& y, Visit visit) const;
   double alpha_;
   int steps_;
 };
@@ -104,12 +112,16 @@ class NewtonLearner : public ClassicalLearner {
   std::string spec() const override { return spec_; }
   bool is_linear() const override { return true; }
   void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+  arma::mat StepPredictions(const arma::mat& x, const arma::vec& y) const override;
   // True when C >= 2 / lambda_max(A) (the iteration does not converge) or A = X_k^T X_k + lambda I
   // is singular to working precision (lambda = 0, k < d: the iterates double along its null
   // space).
   bool Diverges(const arma::mat& xtx) const;
 
  private:
+  // Calls visit(k, t, w_t) for k = 1..n-1 and t = 1..steps, in that order.
+  template <typename Visit>
+  void Iterate(const arma::mat& x, const arma::vec& y, Visit visit) const;
   int steps_;
   double start_, lambda_;
   std::string spec_;

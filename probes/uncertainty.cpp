@@ -61,6 +61,16 @@ arma::vec Bootstrap::Mean(int s, const arma::vec& x) const {
   return (counts_.at(s) * x) / double(n_);
 }
 
+arma::vec Bootstrap::MeanOverSeeds(const arma::mat& x) const {
+  if (x.n_cols != arma::uword(seeds_))
+    throw std::logic_error("bootstrap: expected values of " + std::to_string(seeds_) + " seeds");
+  if (seeds_ == 1) return Mean(0, x.col(0));
+  arma::mat per(replicates_, seeds_);
+  for (int s = 0; s < seeds_; ++s)
+    per.col(s) = Mean(s, x.col(s));
+  return DrawSeeds(per);
+}
+
 arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
   if (sse.n_cols != arma::uword(seeds_) || sst.n_cols != arma::uword(seeds_))
     throw std::logic_error("bootstrap: expected errors of " + std::to_string(seeds_) + " seeds");
@@ -68,6 +78,10 @@ arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
   arma::mat per(replicates_, seeds_);
   for (int s = 0; s < seeds_; ++s)
     per.col(s) = R2(s, sse.col(s), sst.col(s));
+  return DrawSeeds(per);
+}
+
+arma::vec Bootstrap::DrawSeeds(const arma::mat& per) const {
   // A seed drawn twice in one replicate takes two different prompt resamples of it.
   arma::vec out(replicates_, arma::fill::zeros);
   for (int b = 0; b < replicates_; ++b)

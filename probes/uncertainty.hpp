@@ -40,10 +40,16 @@ class Bootstrap {
   arma::vec R2(int s, const arma::vec& sse, const arma::vec& sst) const;
   // Replicates of the mean of x (n per-prompt values) over resamples of seed s's prompts.
   arma::vec Mean(int s, const arma::vec& x) const;
+  // Replicates of the mean over seeds of the mean over prompts of x (n x S): the two-stage
+  // resample of the mean over seeds.
+  arma::vec MeanOverSeeds(const arma::mat& x) const;
   // Replicates of the mean over seeds of R2; sse and sst are n x S.
   arma::vec MeanR2(const arma::mat& sse, const arma::mat& sst) const;
 
  private:
+  // The second stage: per (replicates x S) holds each seed's first-stage replicates.
+  arma::vec DrawSeeds(const arma::mat& per) const;
+
   arma::uword n_;
   int seeds_, replicates_;
   std::vector<arma::mat> counts_;  // per seed: replicates x n multinomial draw counts

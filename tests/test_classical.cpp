@@ -314,3 +314,34 @@ TEST(Newton, SpecErrorsSayTheForm) {
         "newton:0", "newton:3:0.1:0.2:4", "newton:2.5:0.1", "newton:2.5", "newton"})
     EXPECT_NE(ErrorOf(bad).find("newton:STEPS:C"), std::string::npos) << bad;
 }
+
+// One run of an iterative learner with STEPS steps gives every shorter run's predictions: row
+// t - 1 of StepPredictions equals Run of the learner with t steps exactly (the same operations
+// in the same order, so equality, not a tolerance). Non-iterative learners return nothing.
+TEST(StepPredictions, EveryRowIsTheRunWithThatManySteps) {
+  const data::PromptSet s = data::SamplePrompts(Task(3, 7, 0.1), 5, 0, 4);
+  for (const std::string family : {"gd:0.03:", "newton:", "newton:@:0.05", "newton:@:0.05:0.5"}) {
+    auto spec = [&](int t) {
+      std::string f = family;
+      const auto at = f.find('@');
+      return at == std::string::npos ? f + std::to_string(t) : f.replace(at, 1, std::to_string(t));
+    };
+    const auto longest = MakeLearner(spec(6), s.task);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const arma::mat x(const_cast<double*>(s.x.slice_memptr(i)), 3, 7, false, true);
+      const arma::vec y(const_cast<double*>(s.y.colptr(i)), 7, false, true);
+      const arma::mat p = longest->StepPredictions(x, y);
+      ASSERT_EQ(p.n_rows, 6u);
+      ASSERT_EQ(p.n_cols, 7u);
+      for (int t = 1; t <= 6; ++t) {
+        LearnerRun run;
+        MakeLearner(spec(t), s.task)->Run(x, y, run);
+        EXPECT_TRUE(arma::all(arma::vectorise(p.row(t - 1) == run.predictions.t())))
+            << spec(t) << " prompt " << i;
+      }
+    }
+  }
+  LearnerRun run;
+  EXPECT_TRUE(
+      MakeLearner("ridge:0.1", s.task)->StepPredictions(s.x.slice(0), s.y.col(0)).is_empty());
+}

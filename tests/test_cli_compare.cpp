@@ -23,12 +23,14 @@ TEST(CliCompare, WritesSpdIlwdAndLinearity) {
                              "--all-pairs --threads 1 --quiet --csv " +
                              csv);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("mean SPD / d over k (rows: learners, columns: checkpoints"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("mean SPD / d over the window k != d, d+1 (rows: learners, columns: checkpoints"),
+      std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("paired difference from the diagonal learner"), std::string::npos) << r.out;
   const std::string table = icl::test::ReadFile(csv);
-  EXPECT_EQ(table.substr(0, table.find('\n')), "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted");
+  EXPECT_EQ(table.substr(0, table.find('\n')),
+            "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted,fitted_steps");
   EXPECT_EQ(CountLines(table), 1 + (2 * 2 + 1) * 5);  // (2 checkpoints x 2 learners + 1 pair) x 5 k
   EXPECT_NE(table.find("\na,knn:3,4,"), std::string::npos);
   EXPECT_NE(table.find("\nols,knn:3,0,"), std::string::npos);  // --all-pairs row
@@ -61,5 +63,61 @@ TEST(CliCompare, BadInputIsOneLineExitTwo) {
     EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
     EXPECT_FALSE(std::filesystem::exists(tmp / "c.csv"));
+  }
+}
+
+// Seeds of one cell: verdicts with an interval over seeds, per k and over the window, and the
+// cell's curves; checkpoints of another recipe, a seed given twice or a malformed --cell are one
+// line and exit 2 with nothing written.
+TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
+  TempDir tmp;
+  auto train = [&](const std::string& name, int seed, int layers) {
+    ASSERT_EQ(RunIclprobe("train --d 3 --n 7 --layers " + std::to_string(layers) +
+                          " --hidden 16 --heads 2 --init-only --quiet --seed " +
+                          std::to_string(seed) + " --out " + (tmp / name))
+                  .exit_code,
+              0);
+  };
+  train("s1.h5", 1, 1);
+  train("s2.h5", 2, 1);
+  train("s3.h5", 3, 1);
+  train("deep.h5", 4, 2);
+  const std::string cell =
+      "--cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") + "," + (tmp / "s3.h5");
+  const auto r = RunIclprobe("compare " + cell +
+                             " --learners ols,gd:0.05,zero --prompts 30 --ilwd-prompts 3 "
+                             "--threads 1 --quiet --csv " +
+                             (tmp / "cmp.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("verdicts for c (3 seeds; intervals: 95%, bootstrap over seeds, then "
+                       "prompts"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("window k in {0-2,5-6}: "), std::string::npos) << r.out;
+  const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
+  EXPECT_EQ(verdicts.substr(0, verdicts.find('\n')),
+            "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
+            "margin_hi,significant,stable,per_seed");
+  EXPECT_EQ(CountLines(verdicts), 1 + 7 + 1);  // k = 0..6 and the window
+  EXPECT_NE(verdicts.find("\nc,window,,3,"), std::string::npos) << verdicts;
+  const std::string curves = icl::test::ReadFile(tmp / "cmp.cells.csv");
+  EXPECT_EQ(CountLines(curves), 1 + 3 * 7);  // learners x k
+  EXPECT_NE(icl::test::ReadFile(tmp / "cmp.csv").find("\nc/seed2,ols,0,"), std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--cell c=" + (tmp / "s1.h5") + "," + (tmp / "deep.h5"), "is not a seed of the recipe of"},
+      {"--cell c=" + (tmp / "s1.h5") + "," + (tmp / "s1.h5"), "is given twice"},
+      {"--cell =" + (tmp / "s1.h5"), "--cell: expected NAME=FILE,FILE"},
+      {"--cell c=" + (tmp / "s1.h5") + ",", "--cell: expected NAME=FILE,FILE"},
+      {"--cell 'a b=" + (tmp / "s1.h5") + "'", "--cell: expected NAME=FILE,FILE"},
+      {"--cell c=" + (tmp / "s1.h5") + " --cell c=" + (tmp / "s2.h5"), "'c' is given twice"},
+      {"-c " + (tmp / "s1.h5") + " --learners gd:fit:4..2", "gd:fit:LO..HI"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto e = RunIclprobe("compare --quiet --prompts 10 --ilwd-prompts 2 " + args + " --csv " +
+                               (tmp / "bad.csv"));
+    EXPECT_EQ(e.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(e.err), 1) << args << ": " << e.err;
+    EXPECT_NE(e.err.find(message), std::string::npos) << args << ": " << e.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp / "bad.csv")) << args;
   }
 }

@@ -6,6 +6,7 @@
 
 #include "analysis/compare.hpp"
 #include "analysis/compare_run.hpp"
+#include "analysis/verdicts.hpp"
 #include "learners/classical.hpp"
 #include "tests/test_util.hpp"
 
@@ -192,9 +193,9 @@ TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
   const auto r = analysis::RunCompare({analysis::ClassicalUnderTest("r025", quarter, ridge(0.25)),
                                        analysis::ClassicalUnderTest("ols0", noiseless, ridge(0))},
                                       req);
-  // k = d and d + 1 are left out of the noisy column's summary only.
-  EXPECT_EQ(r.summary_ks[0].size(), 10u);
-  EXPECT_EQ(r.summary_ks[1].size(), 12u);
+  // One window for every column, noisy or not: k = d and d + 1 left out.
+  EXPECT_EQ(r.summary_ks[0], analysis::SummaryWindow(4, 12));
+  EXPECT_EQ(r.summary_ks[1], (std::vector<int>{0, 1, 2, 3, 6, 7, 8, 9, 10, 11}));
   const auto t = analysis::MakePairedTable(r);
   ASSERT_EQ(t.rows, (std::vector<std::string>{"ols", "ridge:0.25", "ridge:1"}));
   EXPECT_EQ(t.diagonal[0], "ridge:0.25");
@@ -230,20 +231,36 @@ TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
 TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
   const data::PromptSet s = Prompts(4, 12, 200, /*noise=*/0.5);
   const std::vector<int> ks = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11};
-  for (const auto& [fit_spec, planted] :
-       std::vector<std::pair<std::string, std::string>>{{"gd:fit", "gd:0.037"},
-                                                        {"gd:fit:3", "gd:0.02:3"},
-                                                        {"sgd:fit", "sgd:0.08"},
-                                                        {"ridge:fit", "ridge:0.5"}}) {
+  struct Case {
+    std::string fit, planted;
+    double value;
+    int steps;
+  };
+  for (const Case& c : std::vector<Case>{{"gd:fit", "gd:0.037", 0.037, 1},
+                                         {"gd:fit:3", "gd:0.02:3", 0.02, 3},
+                                         {"gd:fit:1..8", "gd:0.02:5", 0.02, 5},
+                                         {"newton:fit", "newton:6:0.01", 0.01, 6},
+                                         {"newton:fit:2..9", "newton:3:0.02", 0.02, 3},
+                                         {"sgd:fit", "sgd:0.08", 0.08, 1},
+                                         {"ridge:fit", "ridge:0.5", 0.5, 1}}) {
     analysis::FitSpec f;
-    ASSERT_TRUE(analysis::ParseFitSpec(fit_spec, &f));
-    const auto target = Predictions(s, *learners::MakeLearner(planted, s.task));
+    ASSERT_TRUE(analysis::ParseFitSpec(c.fit, &f));
+    const auto target = Predictions(s, *learners::MakeLearner(c.planted, s.task));
     const analysis::FamilyFit fit = analysis::FitFamily(f, s, target, ks);
-    const double want = std::stod(planted.substr(planted.find(':') + 1));
-    EXPECT_NEAR(fit.value / want, 1.0, 1e-4) << fit_spec;
-    EXPECT_LT(fit.spd, 1e-8) << fit_spec;
-    EXPECT_FALSE(fit.at_bound) << fit_spec;
+    EXPECT_NEAR(fit.value / c.value, 1.0, 1e-4) << c.fit;
+    EXPECT_EQ(fit.steps, c.steps) << c.fit;
+    EXPECT_EQ(f.Spec(c.value, c.steps), c.planted) << c.fit;
+    EXPECT_LT(fit.spd, 1e-8) << c.fit;
+    EXPECT_FALSE(fit.at_bound) << c.fit;
+    EXPECT_FALSE(fit.steps_at_bound) << c.fit;
   }
+  // The step count at the top of its range is flagged: more steps may be closer.
+  analysis::FitSpec few;
+  ASSERT_TRUE(analysis::ParseFitSpec("gd:fit:1..3", &few));
+  const analysis::FamilyFit capped =
+      analysis::FitFamily(few, s, Predictions(s, *learners::MakeLearner("gd:0.02:6", s.task)), ks);
+  EXPECT_EQ(capped.steps, 3);
+  EXPECT_TRUE(capped.steps_at_bound);
   // The zero predictor is GD's limit alpha -> 0: the fit runs into the range's lower end.
   analysis::FitSpec gd;
   analysis::ParseFitSpec("gd:fit", &gd);
@@ -251,7 +268,10 @@ TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
   EXPECT_TRUE(zero.at_bound);
   EXPECT_NEAR(zero.value, gd.lo, 1e-3 * gd.lo);
   EXPECT_FALSE(analysis::ParseFitSpec("gd:0.1", nullptr));
-  for (const char* bad : {"knn:fit", "gd:fit:0", "gd:fit:x", "ridge:fit:2", "sgd:fit:1"})
+  for (const char* bad :
+       {"knn:fit", "gd:fit:0", "gd:fit:x", "ridge:fit:2", "sgd:fit:1", "gd:fit:5..5", "gd:fit:6..2",
+        "gd:fit:1..", "gd:fit:..4", "gd:fit:1..1001", "newton:fit:0..3", "newton:fit:1..101",
+        "newton:fit:2:3", "gd:fit:1...3"})
     EXPECT_THROW(analysis::ParseFitSpec(bad, nullptr), std::invalid_argument) << bad;
 }
 
@@ -287,4 +307,73 @@ TEST(ComparePipeline, FittedFamiliesFindTheLearnerUnderTest) {
   req.all_pairs = true;
   EXPECT_THROW(analysis::RunCompare({analysis::ClassicalUnderTest("gd", t, self)}, req),
                std::invalid_argument);
+}
+
+// Verdicts over a cell of planted "seeds". Two seeds that are both gd:0.05 are matched by
+// gd:0.05 exactly (SPD 0) at every k >= 1, significantly and stably; at k = 0 every linear
+// learner predicts 0, so the margin is exactly 0 and not significant. A cell whose second seed
+// is OLS is not stable. The cell's curve is the mean over seeds of each seed's SPD (two paths:
+// the cell analysis and Spd per seed).
+TEST(CellVerdicts, PlantedSeedsGiveKnownVerdicts) {
+  data::TaskConfig t;
+  t.d = 3, t.n = 8;
+  auto learner = [&](const std::string& spec) {
+    return std::shared_ptr<const learners::ClassicalLearner>(learners::MakeLearner(spec, t));
+  };
+  analysis::CompareRequest req;
+  req.prompts = 120;
+  req.ilwd_prompts = 3;
+  req.learner_specs = "ols,gd:0.05";
+  const auto r = analysis::RunCompare({analysis::ClassicalUnderTest("a/1", t, learner("gd:0.05")),
+                                       analysis::ClassicalUnderTest("a/2", t, learner("gd:0.05")),
+                                       analysis::ClassicalUnderTest("b/1", t, learner("gd:0.05")),
+                                       analysis::ClassicalUnderTest("b/2", t, learner("ols"))},
+                                      req);
+  const auto v = analysis::AnalyseCells(r, {{"a", {"a/1", "a/2"}}, {"b", {"b/1", "b/2"}}}, 200);
+  ASSERT_EQ(v.verdicts.size(), 2u * (8 + 1));
+  for (int k = 1; k <= 8; ++k) {  // k = 8 is the window row (k = -1)
+    const analysis::Verdict& x = v.verdicts[k];
+    EXPECT_EQ(x.closest, "gd:0.05") << k;
+    EXPECT_EQ(x.closest_spd, 0.0) << k;
+    EXPECT_TRUE(x.significant) << k;
+    EXPECT_TRUE(x.stable) << k;
+    EXPECT_EQ(x.seeds, 2);
+  }
+  EXPECT_EQ(v.verdicts[8].k, -1);
+  EXPECT_EQ(v.verdicts[0].margin, 0.0);
+  EXPECT_FALSE(v.verdicts[0].significant);
+  const analysis::Verdict& mixed = v.verdicts[9 + 8];  // cell b, the window
+  EXPECT_FALSE(mixed.stable);
+  EXPECT_EQ(mixed.per_seed, (std::vector<std::string>{"gd:0.05", "ols"}));
+  // Cell b's curve for ols: seed 1 (gd) has SPD(gd, ols), seed 2 (ols) has 0.
+  const auto ols_pred = Predictions(data::SamplePrompts(t, req.seed, 0, req.prompts),
+                                    *learners::MakeLearner("ols", t));
+  const auto gd_pred = Predictions(data::SamplePrompts(t, req.seed, 0, req.prompts),
+                                   *learners::MakeLearner("gd:0.05", t));
+  const arma::vec want = analysis::Spd(gd_pred, ols_pred, 3).mean / 2;
+  bool found = false;
+  for (const auto& c : v.curves)
+    if (c.cell == "b" && c.learner == "ols") {
+      found = true;
+      // Means of the same squares in another order: relative 1e-12.
+      EXPECT_LE(arma::abs(c.mean - want).max(), 1e-12 * want.max());
+      EXPECT_TRUE(arma::all(c.lo <= c.mean + 1e-15) && arma::all(c.mean <= c.hi + 1e-15));
+    }
+  EXPECT_TRUE(found);
+  // Errors: an unknown model, a model in two cells, a cell over two tasks.
+  EXPECT_THROW(analysis::AnalyseCells(r, {{"x", {"nope"}}}), std::invalid_argument);
+  EXPECT_THROW(analysis::AnalyseCells(r, {{"x", {"a/1"}}, {"y", {"a/1"}}}), std::invalid_argument);
+  data::TaskConfig noisy = t;
+  noisy.noise = 0.5;
+  const auto two = analysis::RunCompare({analysis::ClassicalUnderTest("p", t, learner("ols")),
+                                         analysis::ClassicalUnderTest("q", noisy, learner("ols"))},
+                                        req);
+  try {
+    analysis::AnalyseCells(two, {{"pq", {"p", "q"}}});
+    ADD_FAILURE() << "a cell over two tasks was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mixes learners compared on different tasks"),
+              std::string::npos)
+        << e.what();
+  }
 }

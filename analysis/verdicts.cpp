@@ -1,0 +1,269 @@
+// Per-k and window verdicts over the seeds of a cell, and the cell's SPD curves.
+#include "analysis/verdicts.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/errors.hpp"
+#include "probes/uncertainty.hpp"
+
+namespace icl::analysis {
+
+namespace {
+
+// The entries of one cell: [learner][seed], learners in the order of the first seed's rows.
+struct CellRows {
+  std::vector<std::string> learners;
+  std::vector<std::vector<const CompareEntry*>> rows;
+};
+
+CellRows RowsOf(const CompareResult& r, const Cell& cell) {
+  CellRows out;
+  for (const auto& e : r.entries)
+    if (e.model == cell.models[0]) out.learners.push_back(e.learner);
+  out.rows.assign(out.learners.size(), std::vector<const CompareEntry*>(cell.models.size()));
+  for (std::size_t s = 0; s < cell.models.size(); ++s)
+    for (const auto& e : r.entries)
+      if (e.model == cell.models[s])
+        for (std::size_t i = 0; i < out.learners.size(); ++i)
+          if (e.learner == out.learners[i]) out.rows[i][s] = &e;
+  for (std::size_t i = 0; i < out.learners.size(); ++i)
+    for (std::size_t s = 0; s < cell.models.size(); ++s)
+      if (!out.rows[i][s] || out.rows[i][s]->spd_per_prompt.is_empty())
+        throw core::InputError("compare", "cells",
+                               "cell '" + cell.name + "': '" + cell.models[s] +
+                                   "' has no comparison with " + out.learners[i]);
+  return out;
+}
+
+// Per-prompt values (N x S) of one learner at k (or the window, k < 0).
+arma::mat Values(const std::vector<const CompareEntry*>& seeds, int k) {
+  arma::mat v(seeds[0]->spd_prompt.n_elem, seeds.size());
+  for (std::size_t s = 0; s < seeds.size(); ++s)
+    v.col(s) = k < 0 ? seeds[s]->spd_prompt : arma::vec(seeds[s]->spd_per_prompt.row(k).t());
+  return v;
+}
+
+Verdict Judge(const Cell& cell, const CellRows& rows, int k, const probes::Bootstrap& boot) {
+  Verdict v;
+  v.cell = cell.name;
+  v.k = k;
+  v.seeds = static_cast<int>(cell.models.size());
+  std::vector<std::pair<double, std::size_t>> order;
+  std::vector<arma::mat> values(rows.learners.size());
+  for (std::size_t i = 0; i < rows.learners.size(); ++i) {
+    values[i] = Values(rows.rows[i], k);
+    if (values[i].is_finite()) order.emplace_back(arma::mean(arma::vectorise(values[i])), i);
+  }
+  std::sort(order.begin(), order.end());
+  if (order.empty()) return v;
+  const std::size_t best = order[0].second;
+  v.closest = rows.learners[best];
+  v.closest_spd = order[0].first;
+  v.stable = true;
+  for (std::size_t s = 0; s < cell.models.size(); ++s) {
+    std::size_t own = best;
+    double own_spd = arma::datum::inf;
+    for (const auto& [mean, i] : order) {
+      const double m = arma::mean(values[i].col(s));
+      if (m < own_spd) own_spd = m, own = i;
+    }
+    v.per_seed.push_back(rows.learners[own]);
+    v.stable = v.stable && own == best;
+  }
+  if (order.size() < 2) return v;
+  const std::size_t second = order[1].second;
+  v.runner_up = rows.learners[second];
+  v.runner_up_spd = order[1].first;
+  const arma::mat gap = values[second] - values[best];
+  const probes::Interval iv = probes::PercentileInterval(boot.MeanOverSeeds(gap));
+  v.margin = arma::mean(arma::vectorise(gap)), v.lo = iv.lo, v.hi = iv.hi;
+  v.significant = iv.lo > 0;
+  return v;
+}
+
+}  // namespace
+
+std::vector<Cell> SingleCells(const CompareResult& r) {
+  std::vector<Cell> cells;
+  for (std::size_t c = 0; c < r.tasks.size(); ++c)
+    cells.push_back({r.models[c], {r.models[c]}});
+  return cells;
+}
+
+CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells, int replicates) {
+  CellAnalysis out;
+  out.window = SummaryWindow(r.d, r.n);
+  out.replicates = replicates;
+  std::map<std::string, std::string> owner;  // model -> its cell
+  for (const Cell& cell : cells) {
+    if (cell.models.empty())
+      throw core::InputError("compare", "cells", "cell '" + cell.name + "' has no learner");
+    std::string task;
+    for (const std::string& m : cell.models) {
+      const auto it = std::find(r.models.begin(), r.models.end(), m);
+      const std::size_t c = static_cast<std::size_t>(it - r.models.begin());
+      if (it == r.models.end() || c >= r.tasks.size())
+        throw core::InputError("compare", "cells",
+                               "cell '" + cell.name + "': no learner under test named '" + m + "'");
+      if (!owner.emplace(m, cell.name).second)
+        throw core::InputError(
+            "compare", "cells",
+            "'" + m + "' is in cell '" + owner[m] + "' and in '" + cell.name + "'");
+      const std::string t = r.tasks[c].ToJson();
+      if (task.empty()) task = t;
+      if (t != task)
+        throw core::InputError("compare", "cells",
+                               "cell '" + cell.name +
+                                   "' mixes learners compared on different "
+                                   "tasks ('" +
+                                   cell.models[0] + "' and '" + m +
+                                   "'); a seed interval needs one cell's seeds only");
+    }
+  }
+  for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+    const Cell& cell = cells[ci];
+    const CellRows rows = RowsOf(r, cell);
+    const probes::Bootstrap boot(r.prompts, static_cast<int>(cell.models.size()), replicates,
+                                 r.seed + 7 * ci);
+    for (int k = 0; k < r.n; ++k)
+      out.verdicts.push_back(Judge(cell, rows, k, boot));
+    out.verdicts.push_back(Judge(cell, rows, -1, boot));
+    for (std::size_t i = 0; i < rows.learners.size(); ++i) {
+      CellCurve c{cell.name,      rows.learners[i], static_cast<int>(cell.models.size()),
+                  arma::vec(r.n), arma::vec(r.n),   arma::vec(r.n)};
+      for (int k = 0; k < r.n; ++k) {
+        const arma::mat v = Values(rows.rows[i], k);
+        c.mean(k) = arma::mean(arma::vectorise(v));
+        const probes::Interval iv = probes::PercentileInterval(boot.MeanOverSeeds(v));
+        c.lo(k) = iv.lo, c.hi(k) = iv.hi;
+      }
+      out.curves.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
+  os << "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
+        "margin_hi,significant,stable,per_seed\n";
+  for (const Verdict& v : a.verdicts) {
+    std::string per;
+    for (const auto& s : v.per_seed)
+      per += (per.empty() ? "" : ";") + s;
+    os << fmt::format("{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{}\n", v.cell,
+                      v.k < 0 ? "window" : "k", v.k < 0 ? std::string() : std::to_string(v.k),
+                      v.seeds, v.closest, v.closest_spd, v.runner_up, v.runner_up_spd, v.margin,
+                      v.lo, v.hi, int(v.significant), int(v.stable), per);
+  }
+}
+
+void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a) {
+  os << "cell,learner,k,seeds,spd,spd_lo,spd_hi\n";
+  for (const CellCurve& c : a.curves)
+    for (arma::uword k = 0; k < c.mean.n_elem; ++k)
+      os << fmt::format("{},{},{},{},{:.9g},{:.9g},{:.9g}\n", c.cell, c.learner, k, c.seeds,
+                        c.mean(k), c.lo(k), c.hi(k));
+}
+
+namespace {
+
+std::string VerdictText(const Verdict& v) {
+  if (v.closest.empty()) return "no learner with finite SPD";
+  std::string s = fmt::format("{} {:.3e}", v.closest, v.closest_spd);
+  if (!v.runner_up.empty())
+    s += fmt::format("; {} {:+.2e} [{:+.2e}, {:+.2e}] farther ({})", v.runner_up, v.margin, v.lo,
+                     v.hi,
+                     v.significant                             ? "significant"
+                     : v.margin == 0 && v.lo == 0 && v.hi == 0 ? "a tie: the same predictions"
+                                                               : "within noise");
+  if (v.seeds > 1)
+    s += v.stable ? fmt::format("; stable: all {} seeds agree", v.seeds)
+                  : "; not stable: seeds' closest " + [&] {
+                      std::string p;
+                      for (const auto& x : v.per_seed)
+                        p += (p.empty() ? "" : ", ") + x;
+                      return p;
+                    }();
+  return s;
+}
+
+std::string WindowText(const std::vector<int>& window) {
+  std::string s;
+  for (std::size_t i = 0; i < window.size();) {
+    std::size_t j = i;
+    while (j + 1 < window.size() && window[j + 1] == window[j] + 1)
+      ++j;
+    s += (s.empty() ? "" : ",") +
+         (j == i ? std::to_string(window[i]) : fmt::format("{}-{}", window[i], window[j]));
+    i = j + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
+  std::string last;
+  for (const Verdict& v : a.verdicts) {
+    if (v.cell != last) {
+      last = v.cell;
+      os << fmt::format(
+          "\nverdicts for {} ({} seed{}; intervals: 95%, bootstrap over {}prompts; margin = "
+          "runner-up - closest, SPD / d)\n",
+          v.cell, v.seeds, v.seeds == 1 ? "" : "s", v.seeds > 1 ? "seeds, then " : "");
+    }
+    if (v.k < 0)
+      os << fmt::format("  window k in {{{}}}: {}\n", WindowText(a.window), VerdictText(v));
+    else
+      os << fmt::format("  k={:<3} {}\n", v.k, VerdictText(v));
+  }
+}
+
+PlotFiles PlanCellPlots(const CellAnalysis& a) {
+  PlotFiles files;
+  const auto q = GnuplotQuote;
+  std::string& gp = files.data["compare.gp"];
+  gp = "# gnuplot script written by iclprobe compare; rerun with: gnuplot compare.gp\n"
+       "set datafile separator ','\nset key outside right top noenhanced\nset grid\n"
+       "set logscale y\nset format y '10^{%L}'\n";
+  std::vector<std::string> cells;
+  for (const CellCurve& c : a.curves)
+    if (std::find(cells.begin(), cells.end(), c.cell) == cells.end()) cells.push_back(c.cell);
+  for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+    const std::string stem = fmt::format("spd_cell{}", ci);
+    std::string dat = "k,spd,spd_lo,spd_hi\n", plot;
+    int block = 0, seeds = 0;
+    for (const CellCurve& c : a.curves) {
+      if (c.cell != cells[ci]) continue;
+      seeds = c.seeds;
+      // Blocks separated by two blank lines: gnuplot's `index`. Values at or below 0 have no
+      // place on a log axis and are left out of the figure (the CSVs keep them).
+      if (block) dat += "\n\n";
+      for (arma::uword k = 0; k < c.mean.n_elem; ++k)
+        if (c.mean(k) > 0 && c.lo(k) > 0)
+          dat += fmt::format("{},{:.6g},{:.6g},{:.6g}\n", k, c.mean(k), c.lo(k), c.hi(k));
+      plot += fmt::format("{}{} index {} using 1:2:3:4 with yerrorlines lw 2 title {}",
+                          block ? ", " : "plot ", q(stem + ".csv"), block, q(c.learner));
+      ++block;
+    }
+    files.data[stem + ".csv"] = dat;
+    for (const char* term : {"pngcairo size 1000,600", "svg size 1000,600"}) {
+      const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
+      files.images.push_back(stem + "." + ext);
+      gp += fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
+      gp += fmt::format(
+          "set title {} noenhanced\nset xlabel 'k (examples in context)'\nset ylabel 'SPD / d'\n",
+          q(fmt::format("{}: SPD / d to each learner ({} seed{}, 95% intervals over seeds and "
+                        "prompts)",
+                        cells[ci], seeds, seeds == 1 ? "" : "s")));
+      gp += plot + "\n";
+    }
+  }
+  return files;
+}
+
+}  // namespace icl::analysis

@@ -1,0 +1,73 @@
+// compare's verdicts: which reference learner a learner under test, or a cell of learners
+// that differ only by training seed, is closest to at every k and over the summary window, by
+// how much (the paired margin to the runner-up) and how surely (a two-stage bootstrap: seeds,
+// then prompts within a seed), and whether every seed agrees.
+#pragma once
+
+#include <armadillo>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "analysis/compare_run.hpp"
+#include "analysis/report.hpp"
+
+namespace icl::analysis {
+
+// Learners under test (CompareResult::models) that are one cell of an experiment: the same
+// recipe and task, different training seeds. A single checkpoint is a cell of one.
+struct Cell {
+  std::string name;
+  std::vector<std::string> models;
+};
+
+struct Verdict {
+  std::string cell;
+  int k = -1;  // -1: the mean over the summary window
+  int seeds = 0;
+  std::string closest, runner_up;  // by the mean over seeds and prompts of SPD / d
+  double closest_spd = arma::datum::nan, runner_up_spd = arma::datum::nan;
+  // runner_up - closest, with its 95% interval over seeds and prompts (paired: the same
+  // resamples for both learners).
+  double margin = arma::datum::nan, lo = arma::datum::nan, hi = arma::datum::nan;
+  bool significant = false;           // lo > 0
+  bool stable = false;                // every seed's own closest learner is `closest`
+  std::vector<std::string> per_seed;  // each seed's closest learner, in the cell's order
+};
+
+// SPD / d per k of one reference learner against a cell: mean over seeds and prompts, with the
+// two-stage 95% interval.
+struct CellCurve {
+  std::string cell, learner;
+  int seeds = 0;
+  arma::vec mean, lo, hi;  // n
+};
+
+struct CellAnalysis {
+  std::vector<Verdict> verdicts;  // per cell: k = 0..n-1, then the window (k = -1)
+  std::vector<CellCurve> curves;  // per cell and reference learner
+  std::vector<int> window;
+  int replicates = 0;
+};
+
+// Checks the cells against `r` (every model named exists, belongs to one cell, and the models
+// of a cell were compared on the same task) and computes their verdicts and curves. A learner
+// whose SPD is not finite for some prompt at a k takes no part in that k's ranking. Throws
+// core::InputError (setting "cells").
+CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells,
+                          int replicates = 1000);
+// Every learner under test as a cell of its own.
+std::vector<Cell> SingleCells(const CompareResult& r);
+
+// cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,margin_hi,
+// significant,stable,per_seed (scope: k or window; per_seed: each seed's closest, ';'-joined)
+void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
+// cell,learner,k,seeds,spd,spd_lo,spd_hi
+void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);
+// Per cell: the window's verdict, then one line per k.
+void PrintVerdicts(std::ostream& os, const CellAnalysis& a);
+// A figure per cell: SPD / d per k of every reference learner, log scale, 95% intervals over
+// seeds and prompts (PNG and SVG).
+PlotFiles PlanCellPlots(const CellAnalysis& a);
+
+}  // namespace icl::analysis

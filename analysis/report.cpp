@@ -864,7 +864,7 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
   // image is complete do the files move into `dir`. A full disk leaves no empty image behind.
   std::string pattern = (fs::path(dir) / ".iclprobe-plots-XXXXXX").string();
   if (!::mkdtemp(pattern.data()))
-    throw std::runtime_error("report: cannot create a folder in '" + dir +
+    throw std::runtime_error("plots: cannot create a folder in '" + dir +
                              "': " + std::strerror(errno));
   const std::string tmp = pattern;
   struct Cleanup {
@@ -879,14 +879,14 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
   std::string log;
   const int status = core::RunProgram(gnuplot, {"plots.gp"}, tmp, &log);
   if (status != 0)
-    throw std::runtime_error("report: gnuplot '" + gnuplot + "' failed (exit status " +
+    throw std::runtime_error("plots: gnuplot '" + gnuplot + "' failed (exit status " +
                              std::to_string(status) + ")" + (log.empty() ? "" : ": " + log));
   for (const auto& image : files.images) {
     const std::string path = tmp + "/" + image;
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
     if (ec || size == 0)
-      throw std::runtime_error("report: gnuplot wrote no '" + image + "' (disk full?)" +
+      throw std::runtime_error("plots: gnuplot wrote no '" + image + "' (disk full?)" +
                                (log.empty() ? "" : ": " + log));
     // A file cut short by a full disk keeps its header: check how it ends (PNG: the IEND
     // chunk and its CRC; SVG: the closing tag).
@@ -899,7 +899,7 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
     const bool complete =
         png ? end.compare(0, 4, "IEND") == 0 : end.find("</svg>") != std::string::npos;
     if (!complete)
-      throw std::runtime_error("report: '" + image + "' written by gnuplot is not a complete " +
+      throw std::runtime_error("plots: '" + image + "' written by gnuplot is not a complete " +
                                (png ? "PNG" : "SVG") + " image (disk full?)");
     core::SyncPath(path);
   }
@@ -907,7 +907,7 @@ void WritePlots(const PlotFiles& files, const std::string& dir, const std::strin
     std::error_code ec;
     fs::rename(tmp + "/" + name, fs::path(dir) / name, ec);
     if (ec)
-      throw std::runtime_error("report: cannot move '" + name + "' into '" + dir +
+      throw std::runtime_error("plots: cannot move '" + name + "' into '" + dir +
                                "': " + ec.message());
   }
   core::SyncPath(dir);

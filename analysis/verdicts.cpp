@@ -226,8 +226,8 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
 PlotFiles PlanCellPlots(const CellAnalysis& a) {
   PlotFiles files;
   const auto q = GnuplotQuote;
-  std::string& gp = files.data["compare.gp"];
-  gp = "# gnuplot script written by iclprobe compare; rerun with: gnuplot compare.gp\n"
+  std::string& gp = files.data["plots.gp"];  // the script WritePlots runs
+  gp = "# gnuplot script written by iclprobe compare; rerun with: gnuplot plots.gp\n"
        "set datafile separator ','\nset key outside right top noenhanced\nset grid\n"
        "set logscale y\nset format y '10^{%L}'\n";
   std::vector<std::string> cells;

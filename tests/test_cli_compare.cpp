@@ -87,8 +87,12 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   const auto r = RunIclprobe("compare " + cell +
                              " --learners ols,gd:0.05,zero --prompts 30 --ilwd-prompts 3 "
                              "--threads 1 --quiet --csv " +
-                             (tmp / "cmp.csv"));
+                             (tmp / "cmp.csv") + " --plot-dir " + (tmp / "figs"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The cell's figure (gnuplot is installed by scripts/setup).
+  EXPECT_GT(std::filesystem::file_size(tmp / "figs/spd_cell0.png"), 0u);
+  EXPECT_NE(icl::test::ReadFile(tmp / "figs/plots.gp").find("'spd_cell0.csv' index 2"),
+            std::string::npos);
   EXPECT_NE(r.out.find("verdicts for c (3 seeds; intervals: 95%, bootstrap over seeds, then "
                        "prompts"),
             std::string::npos)

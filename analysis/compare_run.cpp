@@ -96,6 +96,16 @@ std::string FitSpec::ValueName() const {
   return family == "ridge" ? "lambda" : family == "newton" ? "C" : "alpha";
 }
 
+namespace {
+
+// What the fitted hyperparameter of a fit spec is called (FitSpec::ValueName).
+std::string ValueNameOf(const std::string& fit_spec) {
+  FitSpec f;
+  return ParseFitSpec(fit_spec, &f) ? f.ValueName() : "value";
+}
+
+}  // namespace
+
 bool ParseFitSpec(const std::string& spec, FitSpec* out) {
   const core::Spec p = core::ParseSpec(spec);
   if (p.args.empty() || p.args[0] != "fit") return false;
@@ -535,16 +545,13 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
     }
     for (const auto* e : rows)
       if (!std::isnan(e->fitted))
-        os << fmt::format(
-            "{}: {} = {:.4g}{} (SPD / d {:.3e} on the {} fit prompts){}\n", e->learner,
-            e->learner.rfind("ridge", 0) == 0    ? "lambda"
-            : e->learner.rfind("newton", 0) == 0 ? "C"
-                                                 : "alpha",
-            e->fitted, e->fitted_steps > 0 ? fmt::format(", {} steps", e->fitted_steps) : "",
-            e->fit_spd, r.fit_prompts,
-            e->fit_at_bound ? "; at an end of the search range: the family's "
-                              "closest member may lie beyond it"
-                            : "");
+        os << fmt::format("{}: {} = {:.4g}{} (SPD / d {:.3e} on the {} fit prompts){}\n",
+                          e->learner, ValueNameOf(e->learner), e->fitted,
+                          e->fitted_steps > 0 ? fmt::format(", {} steps", e->fitted_steps) : "",
+                          e->fit_spd, r.fit_prompts,
+                          e->fit_at_bound ? "; at an end of the search range: the family's "
+                                            "closest member may lie beyond it"
+                                          : "");
     PrintClosest(os, rows, r.seed);
     if (c < r.implicit_r2.size()) {
       os << "implicit linear fit R2 by k (mean over contexts):";

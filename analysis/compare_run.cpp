@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
+#include "core/names.hpp"
 #include "core/spec.hpp"
 #include "learners/trainer.hpp"
 
@@ -43,7 +44,7 @@ Reference RunReference(const learners::ClassicalLearner& l, const data::PromptSe
               arma::cube(d, n, l.is_linear() ? contexts : 0)};
   learners::LearnerRun run;
   for (int i = 0; i < N; ++i) {
-    l.Run(set.x.slice(i), set.y.col(i), run);
+    learners::RunOnPrompt(l, set, i, run);
     r.pred.col(i) = run.predictions;
     if (r.linear && i < contexts) r.w.slice(i) = run.weights;
   }
@@ -77,7 +78,7 @@ arma::mat Predictions(const learners::ClassicalLearner& l, const data::PromptSet
   arma::mat p(set.task.n, set.size());
   learners::LearnerRun run;
   for (std::size_t i = 0; i < set.size(); ++i) {
-    l.Run(set.x.slice(i), set.y.col(i), run);
+    learners::RunOnPrompt(l, set, i, run);
     p.col(i) = run.predictions;
   }
   return p;
@@ -151,33 +152,70 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task) {
 
 namespace {
 
+// An iteration w <- w - 2 alpha (S w - X'y) (GD) or M <- 2M - M S M from C I (Newton) diverges
+// once alpha lambda_max(S) >= 1 or C lambda_max(S) >= 2. A member of two or more steps within
+// 10% of that on some fit prompt is refused: the scored prompts' largest lambda_max can exceed
+// the fit prompts' (a Newton start fitted on 20 prompts diverged on some of the 2,000 scored).
+constexpr double kDivergenceMargin = 0.9;
+
+// The largest lambda_max(X_k'X_k) over the prompts of `set`, k the largest of `rows`.
+double LargestCurvature(const data::PromptSet& set, const arma::uvec& rows) {
+  const int d = set.task.d, k = static_cast<int>(rows.max());
+  double most = 0;
+  for (std::size_t i = 0; i < set.size() && k > 0; ++i) {
+    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, k, false, true);
+    most = std::max(most, arma::eig_sym(arma::mat(x * x.t())).max());
+  }
+  return most;
+}
+
+bool NearDivergence(const FitSpec& spec, double value, int steps, double curvature) {
+  const double limit = spec.family == "gd" ? 1.0 : spec.family == "newton" ? 2.0 : 0.0;
+  return limit > 0 && steps >= 2 && value * curvature >= kDivergenceMargin * limit;
+}
+
 // Mean over prompts and `rows` of (target - prediction)^2 / d for every step count in
 // [spec.steps_lo, spec.steps_hi] (one entry for a family without steps) at one value; infinite
-// where a prediction is not finite.
+// where a prediction is not finite or the member is near divergence (curvature: the fit
+// prompts' LargestCurvature).
 arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, int steps_hi,
-                    const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows) {
+                    const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows,
+                    double curvature) {
   const int d = set.task.d, n = set.task.n;
   const auto l = learners::MakeLearner(spec.Spec(value, steps_hi), set.task);
-  const bool by_step = steps_hi > steps_lo;
+  // Every step count from one run of the longest; at shifted queries one run per step count
+  // (the step predictions are read at the examples themselves).
+  const bool by_step = steps_hi > steps_lo && !set.task.HasQueries();
+  std::vector<std::unique_ptr<learners::ClassicalLearner>> per_step;
+  if (steps_hi > steps_lo && !by_step)
+    for (int t = steps_lo; t <= steps_hi; ++t)
+      per_step.push_back(learners::MakeLearner(spec.Spec(value, t), set.task));
   arma::vec sum(steps_hi - steps_lo + 1, arma::fill::zeros);
   learners::LearnerRun run;
   for (std::size_t i = 0; i < set.size(); ++i) {
-    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
-    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
     const arma::vec want = target.col(i);
     if (by_step) {
+      const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
+      const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
       const arma::mat p = l->StepPredictions(x, y);  // steps_hi x n
       for (int t = steps_lo; t <= steps_hi; ++t) {
         const arma::rowvec r = p.row(t - 1);
         sum(t - steps_lo) += arma::accu(arma::square(want.elem(rows) - r.t().eval().elem(rows)));
       }
+    } else if (!per_step.empty()) {
+      for (int t = steps_lo; t <= steps_hi; ++t) {
+        learners::RunOnPrompt(*per_step[t - steps_lo], set, i, run);
+        sum(t - steps_lo) += arma::accu(arma::square(want.elem(rows) - run.predictions.elem(rows)));
+      }
     } else {
-      l->Run(x, y, run);
+      learners::RunOnPrompt(*l, set, i, run);
       sum(0) += arma::accu(arma::square(want.elem(rows) - run.predictions.elem(rows)));
     }
   }
   arma::vec v = sum / (double(set.size()) * rows.n_elem * d);
   v.transform([](double e) { return std::isfinite(e) ? e : arma::datum::inf; });
+  for (int t = steps_lo; t <= steps_hi; ++t)
+    if (NearDivergence(spec, value, t, curvature)) v(t - steps_lo) = arma::datum::inf;
   return v;
 }
 
@@ -188,6 +226,7 @@ FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma:
   if (ks.empty() || target.n_rows != arma::uword(set.task.n) || target.n_cols != set.size())
     throw std::logic_error("compare: a fit needs predictions n x N and at least one k");
   const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
+  const double curvature = LargestCurvature(set, rows);
   // A grid of 8 points per decade by every step count (the grid keeps the search off a local
   // minimum between far-apart basins).
   const double a = std::log(spec.lo), b = std::log(spec.hi);
@@ -195,8 +234,9 @@ FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma:
   const arma::vec grid = arma::linspace(a, b, points);
   arma::mat value(points, spec.steps_hi - spec.steps_lo + 1);  // (grid point, step count)
   for (int i = 0; i < points; ++i)
-    value.row(i) =
-        FamilySpd(spec, std::exp(grid(i)), spec.steps_lo, spec.steps_hi, set, target, rows).t();
+    value.row(i) = FamilySpd(spec, std::exp(grid(i)), spec.steps_lo, spec.steps_hi, set, target,
+                             rows, curvature)
+                       .t();
   // Golden-section search in log(value), at one step count, between the grid neighbours of
   // that count's best grid point; never ends worse than that point.
   const double g = (std::sqrt(5.0) - 1) / 2;
@@ -211,7 +251,7 @@ FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma:
     if (!std::isfinite(value.col(j).min())) return;
     const arma::uword best = value.col(j).index_min();
     auto spd = [&](double log_value) {
-      return FamilySpd(spec, std::exp(log_value), steps, steps, set, target, rows)(0);
+      return FamilySpd(spec, std::exp(log_value), steps, steps, set, target, rows, curvature)(0);
     };
     double lo = grid(best > 0 ? best - 1 : 0),
            hi = grid(std::min<arma::uword>(best + 1, points - 1));
@@ -263,8 +303,9 @@ LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskC
   l.predict = [model](const data::PromptSet& set) mutable {
     return learners::TransformerPredictions(model, set);
   };
-  l.query = [model](const data::PromptSet& set, std::size_t i, const arma::cube& q) mutable {
-    return learners::QueryPredictionsAllK(model, set, i, q);  // one forward pass per context
+  l.query = [model](const data::PromptSet& set, std::size_t first, std::size_t count,
+                     const arma::cube& q) mutable {
+    return learners::QueryPredictionsAllK(model, set, first, count, q);  // batched contexts
   };
   return l;
 }
@@ -279,12 +320,16 @@ LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskCon
   l.name = name;
   l.task = task;
   l.predict = [learner](const data::PromptSet& set) { return Predictions(*learner, set); };
-  l.query = [learner](const data::PromptSet& set, std::size_t i, const arma::cube& q) {
+  l.query = [learner](const data::PromptSet& set, std::size_t first, std::size_t count,
+                       const arma::cube& q) {
     learners::LearnerRun run;
-    learner->Run(set.x.slice(i), set.y.col(i), run);  // run.weights: d x n, after k = 0..n-1
+    const arma::uword n = set.task.n;
     arma::mat out(q.n_cols, q.n_slices);
-    for (arma::uword k = 0; k < q.n_slices; ++k)
-      out.col(k) = q.slice(k).t() * run.weights.col(k);
+    for (std::size_t c = 0; c < count; ++c) {
+      learner->Run(set.x.slice(first + c), set.y.col(first + c), run);  // weights d x n
+      for (arma::uword k = 0; k < n; ++k)
+        out.col(c * n + k) = q.slice(c * n + k).t() * run.weights.col(k);
+    }
     return out;
   };
   return l;
@@ -398,17 +443,22 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     const arma::mat pred = m.predict(ref.set);
     arma::cube w(d, n, P);
     arma::mat r2(n, P);
-    for (int i = 0; i < P; ++i) {
-      arma::cube q(d, Q, n);
-      for (int k = 0; k < n; ++k)
-        q.slice(k) = QueryPoints(d, Q, req.seed, std::uint64_t(i) * n + k);
-      const arma::mat yhat = m.query(ref.set, i, q);
-      for (int k = 0; k < n; ++k) {
-        const auto fit = FitImplicitWeights(q.slice(k), yhat.col(k));
-        w.slice(i).col(k) = fit.w;
-        r2(k, i) = fit.r2;
-      }
-      if (progress) progress(static_cast<long long>(c) * P + i + 1, total);
+    constexpr int kContextsPerCall = 64;  // a learner batches its forward passes within
+    for (int first = 0; first < P; first += kContextsPerCall) {
+      const int count = std::min(kContextsPerCall, P - first);
+      arma::cube q(d, Q, static_cast<arma::uword>(count) * n);
+      for (int i = first; i < first + count; ++i)
+        for (int k = 0; k < n; ++k)
+          q.slice((i - first) * n + k) = QueryPoints(d, Q, req.seed, std::uint64_t(i) * n + k);
+      const arma::mat yhat = m.query(ref.set, first, count, q);
+      for (int i = first; i < first + count; ++i)
+        for (int k = 0; k < n; ++k) {
+          const int s = (i - first) * n + k;
+          const auto fit = FitImplicitWeights(q.slice(s), yhat.col(s));
+          w.slice(i).col(k) = fit.w;
+          r2(k, i) = fit.r2;
+        }
+      if (progress) progress(static_cast<long long>(c) * P + first + count, total);
     }
     out.implicit_r2.push_back(r2);
     out.summary_ks.push_back(ks);
@@ -451,8 +501,8 @@ void WriteCompareCsv(std::ostream& os, const CompareResult& r) {
   os << "model,learner,k,spd,spd_lo,spd_hi,ilwd,fitted,fitted_steps\n";
   for (const auto& e : r.entries)
     for (arma::uword k = 0; k < e.spd.mean.n_elem; ++k)
-      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{},{},{}\n", e.model, e.learner, k,
-                        e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
+      os << fmt::format("{},{},{},{:.9g},{:.9g},{:.9g},{},{},{}\n", core::CsvField(e.model),
+                        e.learner, k, e.spd.mean(k), e.spd.lo(k), e.spd.hi(k),
                         e.ilwd.is_empty() ? std::string() : fmt::format("{:.9g}", e.ilwd(k)),
                         std::isnan(e.fitted) ? std::string() : fmt::format("{:.9g}", e.fitted),
                         e.fitted_steps > 0 ? std::to_string(e.fitted_steps) : std::string());
@@ -464,7 +514,7 @@ void WriteLinearityCsv(std::ostream& os, const CompareResult& r) {
     for (arma::uword k = 0; k < r.implicit_r2[c].n_rows; ++k) {
       const arma::rowvec row = r.implicit_r2[c].row(k);
       const arma::uvec ok = arma::find_finite(row);
-      os << fmt::format("{},{},{},{}\n", r.models[c], k,
+      os << fmt::format("{},{},{},{}\n", core::CsvField(r.models[c]), k,
                         ok.is_empty()
                             ? std::string()
                             : fmt::format("{:.9g}", arma::mean(arma::rowvec(row.cols(ok)))),
@@ -532,9 +582,15 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
       for (double v : cols[j])
         if (!std::isnan(v)) best[j] = std::min(best[j], v);
     }
-    const std::string noise = c < r.tasks.size() ? fmt::format(" (noise {:g}, w_scale {:g})",
-                                                               r.tasks[c].noise, r.tasks[c].w_scale)
-                                                 : "";
+    const std::string noise =
+        c < r.tasks.size()
+            ? fmt::format(
+                  " (noise {:g}, w_scale {:g}{}{})", r.tasks[c].noise, r.tasks[c].w_scale,
+                  r.tasks[c].context_shift.IsIdentity()
+                      ? ""
+                      : ", context shift " + r.tasks[c].context_shift.Spec(),
+                  r.tasks[c].HasQueries() ? ", query shift " + r.tasks[c].query_shift.Spec() : "")
+            : "";
     os << fmt::format("\n{}{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", r.models[c], noise,
                       "learner", "SPD k<d", "SPD all k", "ILWD k<d", "ILWD all k");
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -678,9 +734,9 @@ void WritePairedCsv(std::ostream& os, const PairedTable& t) {
   for (std::size_t c = 0; c < t.columns.size(); ++c)
     for (std::size_t i = 0; i < t.rows.size(); ++i) {
       const PairedCell& x = t.cells[i][c];
-      os << fmt::format("{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{},{}\n", t.columns[c], t.rows[i],
-                        x.mean, t.diagonal[c], x.diff, x.lo, x.hi, int(x.minimum),
-                        int(x.significant));
+      os << fmt::format("{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{},{}\n",
+                        core::CsvField(t.columns[c]), t.rows[i], x.mean, t.diagonal[c], x.diff,
+                        x.lo, x.hi, int(x.minimum), int(x.significant));
     }
 }
 

@@ -24,8 +24,11 @@ struct LearnerUnderTest {
   data::TaskConfig task;  // the prompts it is compared on (its training task, or overrides)
   // n x N: entry (k, i) predicts y_{k+1} of prompt i from k examples.
   std::function<arma::mat(const data::PromptSet&)> predict;
-  // queries d x Q x n (slice k: after k examples of prompt `i`) -> Q x n predictions.
-  std::function<arma::mat(const data::PromptSet&, std::size_t i, const arma::cube& queries)> query;
+  // Prompts first .. first + count - 1: queries d x Q x (count n) (slice c n + k: after k
+  // examples of prompt first + c) -> Q x (count n) predictions.
+  std::function<arma::mat(const data::PromptSet&, std::size_t first, std::size_t count,
+                          const arma::cube& queries)>
+      query;
 };
 
 // A transformer (kept alive by the returned object).
@@ -130,7 +133,9 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
 // longest gives every shorter one, StepPredictions), then refined by golden-section search in
 // log(value) between the best grid point's neighbours, at each of the three step counts
 // closest on the grid. Non-finite
-// predictions (a diverging step size or start) count as infinitely far.
+// predictions (a diverging step size or start) count as infinitely far, and so does a member of
+// two or more steps within 10% of divergence on some fit prompt (alpha lambda_max(X_k'X_k) >=
+// 0.9, C lambda_max >= 1.8, k the largest of `ks`): the scored prompts' lambda_max can be larger.
 struct FamilyFit {
   double value = 0, spd = 0;
   int steps = 1;

@@ -288,19 +288,22 @@ std::vector<int> ResolveKs(const ProbeResults& r, const std::string& spec) {
   return ks;
 }
 
-void PreparePlotFolder(const PlotFiles& files, const std::string& dir, const std::string& input,
-                       bool force) {
+void PreparePlotFolder(const PlotFiles& files, const std::string& dir,
+                       const std::vector<std::string>& inputs, bool force,
+                       const std::string& stage) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec)
-    throw core::InputError("report", "plot_dir", "cannot create '" + dir + "': " + ec.message());
-  const auto input_id = core::IdOf(input);
+  if (ec) throw core::InputError(stage, "plot_dir", "cannot create '" + dir + "': " + ec.message());
   for (const auto& name : files.All()) {
     const std::string p = (fs::path(dir) / name).string();
-    if (core::IdOf(p) == input_id)
-      throw core::InputError("report", "plot_dir", "'" + p + "' is the input {probes} file");
+    for (const auto& input : inputs)
+      if (core::IdOf(p) == core::IdOf(input))
+        throw core::InputError(stage, "plot_dir",
+                               "'" + p + "' is the input file '" + input +
+                                   "'; choose another "
+                                   "folder");
     if (fs::exists(p) && (!force || !fs::is_regular_file(p)))
-      throw core::InputError("report", "plot_dir",
+      throw core::InputError(stage, "plot_dir",
                              "'" + p +
                                  (force ? "' is not a regular file"
                                         : "' exists; pass {force} to overwrite the plots"));

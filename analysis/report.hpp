@@ -133,10 +133,12 @@ struct PlotFiles {
 };
 PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets);
 // Before anything is drawn: creates `dir` if needed and checks that no planned file would
-// replace the input `input` or, without `force`, an existing file (with it, anything but a
-// regular file). Throws core::InputError (setting "plot_dir").
-void PreparePlotFolder(const PlotFiles& files, const std::string& dir, const std::string& input,
-                       bool force);
+// replace one of the `inputs` or, without `force`, an existing file (with it, anything but a
+// regular file). Throws core::InputError (module `stage`, "report" or "compare"; setting
+// "plot_dir").
+void PreparePlotFolder(const PlotFiles& files, const std::string& dir,
+                       const std::vector<std::string>& inputs, bool force,
+                       const std::string& stage);
 // Adds to `files` a figure per k of an interventions file: the slope of the probe edit and of
 // the random edit per layer, with the probe's R^2 (analysis/intervention_plots.cpp).
 void PlanInterventionPlots(const intervene::InterveneResult& result, PlotFiles& files);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/names.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::analysis {
@@ -132,6 +133,8 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
     for (int k = 0; k < r.n; ++k)
       out.verdicts.push_back(Judge(cell, rows, k, boot));
     out.verdicts.push_back(Judge(cell, rows, -1, boot));
+    for (auto v = out.verdicts.end() - (r.n + 1); v != out.verdicts.end(); ++v)
+      v->converged = cell.converged;
     for (std::size_t i = 0; i < rows.learners.size(); ++i) {
       CellCurve c{cell.name,      rows.learners[i], static_cast<int>(cell.models.size()),
                   arma::vec(r.n), arma::vec(r.n),   arma::vec(r.n)};
@@ -149,15 +152,16 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
   os << "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-        "margin_hi,significant,stable,per_seed\n";
+        "margin_hi,significant,stable,per_seed,converged\n";
   for (const Verdict& v : a.verdicts) {
     std::string per;
     for (const auto& s : v.per_seed)
       per += (per.empty() ? "" : ";") + s;
-    os << fmt::format("{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{}\n", v.cell,
-                      v.k < 0 ? "window" : "k", v.k < 0 ? std::string() : std::to_string(v.k),
-                      v.seeds, v.closest, v.closest_spd, v.runner_up, v.runner_up_spd, v.margin,
-                      v.lo, v.hi, int(v.significant), int(v.stable), per);
+    os << fmt::format("{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{},{}\n",
+                      core::CsvField(v.cell), v.k < 0 ? "window" : "k",
+                      v.k < 0 ? std::string() : std::to_string(v.k), v.seeds, v.closest,
+                      v.closest_spd, v.runner_up, v.runner_up_spd, v.margin, v.lo, v.hi,
+                      int(v.significant), int(v.stable), core::CsvField(per), v.converged);
   }
 }
 
@@ -165,8 +169,8 @@ void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a) {
   os << "cell,learner,k,seeds,spd,spd_lo,spd_hi\n";
   for (const CellCurve& c : a.curves)
     for (arma::uword k = 0; k < c.mean.n_elem; ++k)
-      os << fmt::format("{},{},{},{},{:.9g},{:.9g},{:.9g}\n", c.cell, c.learner, k, c.seeds,
-                        c.mean(k), c.lo(k), c.hi(k));
+      os << fmt::format("{},{},{},{},{:.9g},{:.9g},{:.9g}\n", core::CsvField(c.cell), c.learner, k,
+                        c.seeds, c.mean(k), c.lo(k), c.hi(k));
 }
 
 namespace {
@@ -212,9 +216,11 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
     if (v.cell != last) {
       last = v.cell;
       os << fmt::format(
-          "\nverdicts for {} ({} seed{}; intervals: 95%, bootstrap over {}prompts; margin = "
-          "runner-up - closest, SPD / d)\n",
-          v.cell, v.seeds, v.seeds == 1 ? "" : "s", v.seeds > 1 ? "seeds, then " : "");
+          "\nverdicts for {} ({} seed{}, convergence rule: {}; intervals: 95%, bootstrap over "
+          "{}prompts; margin = runner-up - closest, SPD / d)\n",
+          v.cell, v.seeds, v.seeds == 1 ? "" : "s",
+          v.converged == "yes" ? "passed" : (v.converged == "no" ? "FAILED" : "untested"),
+          v.seeds > 1 ? "seeds, then " : "");
     }
     if (v.k < 0)
       os << fmt::format("  window k in {{{}}}: {}\n", WindowText(a.window), VerdictText(v));

@@ -19,6 +19,9 @@ namespace icl::analysis {
 struct Cell {
   std::string name;
   std::vector<std::string> models;
+  // The convergence rule's outcome for the cell (learners/convergence.hpp; one half-budget run
+  // per cell is enough): "yes", "no" or "untested".
+  std::string converged = "untested";
 };
 
 struct Verdict {
@@ -30,9 +33,10 @@ struct Verdict {
   // runner_up - closest, with its 95% interval over seeds and prompts (paired: the same
   // resamples for both learners).
   double margin = arma::datum::nan, lo = arma::datum::nan, hi = arma::datum::nan;
-  bool significant = false;           // lo > 0
-  bool stable = false;                // every seed's own closest learner is `closest`
-  std::vector<std::string> per_seed;  // each seed's closest learner, in the cell's order
+  bool significant = false;            // lo > 0
+  bool stable = false;                 // every seed's own closest learner is `closest`
+  std::vector<std::string> per_seed;   // each seed's closest learner, in the cell's order
+  std::string converged = "untested";  // the cell's (Cell::converged)
 };
 
 // SPD / d per k of one reference learner against a cell: mean over seeds and prompts, with the
@@ -60,7 +64,8 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 std::vector<Cell> SingleCells(const CompareResult& r);
 
 // cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,margin_hi,
-// significant,stable,per_seed (scope: k or window; per_seed: each seed's closest, ';'-joined)
+// significant,stable,per_seed,converged (scope: k or window; per_seed: each seed's closest,
+// ';'-joined; converged: yes, no or untested)
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
 // cell,learner,k,seeds,spd,spd_lo,spd_hi
 void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);

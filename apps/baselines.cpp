@@ -28,6 +28,7 @@ struct BaselinesArgs {
   std::vector<std::string> checkpoints;
   int threads = 0;
   bool fixed_w = false;
+  ShiftArgs shifts;
 };
 
 void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
@@ -47,6 +48,7 @@ void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
   t.Optional("csv", &a.csv, "csv", "also write the table as tidy CSV (learner,k,error,error_lo,error_hi)");
   t.Switch("force", "overwrite an existing --csv file");
   // clang-format on
+  AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
 }
 
@@ -98,9 +100,10 @@ int RunBaselines(int argc, char** argv) {
   }
 
   if (vm.count("fixed-w")) task.fixed_w = fixed_w;
+  ApplyShifts(vm, a.shifts, task);
   // Everything is checked before any work or output starts.
   RequirePositive("prompts", prompts);
-  task.Validate();  // names the setting at fault (--d, --n, --noise, --w-scale)
+  task.Validate();  // names the setting at fault (--d, --n, --noise, --w-scale, --*-shift)
   const auto learners = learners::MakeLearners(learner_specs, task);
   CheckThreads(threads);
   std::unique_ptr<core::AtomicOutput> out;
@@ -121,6 +124,9 @@ int RunBaselines(int argc, char** argv) {
 
   std::cout << "baselines: d=" << task.d << " n=" << task.n << " noise=" << task.noise
             << " w_scale=" << task.w_scale << (task.fixed_w ? " fixed_w" : "")
+            << (task.context_shift.IsIdentity() ? ""
+                                                : " context_shift=" + task.context_shift.Spec())
+            << (task.HasQueries() ? " query_shift=" + task.query_shift.Spec() : "")
             << " prompts=" << prompts << " seed=" << seed << "\n";
   analysis::PrintErrorTable(std::cout, curves);
 

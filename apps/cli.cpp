@@ -158,6 +158,27 @@ void AddThreadsOption(OptionTable& options, int* threads) {
                 "among its ranks)");
 }
 
+void AddShiftOptions(OptionTable& options, ShiftArgs* shifts, bool query) {
+  options.Optional("context-shift", &shifts->context, "context_shift",
+                   "shift the context examples (default: none, the training distribution): "
+                   "skewed (x ~ N(0, S), eigenvalues of S proportional to 1/(i+1), trace d), "
+                   "scale:S (x times S), half-subspace[:M] (x in a fixed M-dimensional "
+                   "subspace, default d/2), orthant[:+|-] (every x_i of one sign), y-scale:S "
+                   "(labels times S); recorded in the task configuration");
+  if (query)
+    options.Optional("query-shift", &shifts->query, "query_shift",
+                     "draw the query predicted after k examples apart from the context "
+                     "(default: same, the next example): none (N(0, I)), skewed, scale:S, "
+                     "half-subspace[:M], orthant[:+|-], or orthogonal (orthogonal to the k "
+                     "examples' span; where they span R^d, drawn like an example)");
+}
+
+void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::TaskConfig& task) {
+  if (vm.count("context-shift"))
+    task.context_shift = data::ParseShift(shifts.context, "context_shift");
+  if (vm.count("query-shift")) task.query_shift = data::ParseShift(shifts.query, "query_shift");
+}
+
 void CheckThreads(int threads) {
   if (threads < 0 || threads > kMaxThreads)
     throw std::invalid_argument("--threads: expected 0 (all cores) or 1.." +

@@ -63,6 +63,14 @@ std::array<double, 3> ParseSplit(const std::string& text);
 // The one --threads option of every subcommand that runs in parallel.
 void AddThreadsOption(OptionTable& options, int* threads);
 
+// --context-shift and (with `query`) --query-shift: out-of-distribution prompts
+// (data/shift.hpp). Given ones replace the task's; task.Validate() checks them against d.
+struct ShiftArgs {
+  std::string context, query;
+};
+void AddShiftOptions(OptionTable& options, ShiftArgs* shifts, bool query);
+void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::TaskConfig& task);
+
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
 // --threads as a worker count: at most the cores this process may use (0 = all of them; under

@@ -16,6 +16,7 @@
 #include "core/subprocess.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/classical.hpp"
+#include "learners/convergence.hpp"
 #include "learners/trainer.hpp"
 
 namespace icl::cli {
@@ -24,10 +25,11 @@ namespace {
 
 // What the command line sets.
 struct CompareArgs {
-  std::vector<std::string> checkpoints, cells;
+  std::vector<std::string> checkpoints, cells, halves;
   std::string csv, plot_dir;
   int threads = 0, n = 0;
   double noise = -1, w_scale = -1;
+  ShiftArgs shifts;
   analysis::CompareRequest req;
 };
 
@@ -39,6 +41,10 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "by training seed (repeatable); each verdict then carries an interval over seeds and "
        "prompts (two-stage bootstrap) and says whether every seed agrees; e.g. "
        "--cell d8=s1.h5,s2.h5,s3.h5");
+  t.List("half", &a.halves, "halves", "a half-budget run (the recipe of a compared checkpoint, "
+       "its seed, half the steps and warmup; repeatable, one per cell is enough): test the "
+       "convergence rule on its full run (held-out error / d within max(5%, the paired 95% "
+       "interval) at every k != d, d+1) and mark the cell's verdicts converged or not");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
        "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), "
        "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and the family's member closest to each "
@@ -68,6 +74,7 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   t.Switch("force", "overwrite existing CSV files");
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
+  AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
 }
 
@@ -154,28 +161,63 @@ void CheckCell(const CellArg& cell, const std::vector<learners::CheckpointInfo>&
   }
 }
 
+// Each --half file with the index of its full run among `infos` (the same recipe and seed,
+// twice the steps and warmup); refused before any work when it has none.
+std::vector<std::pair<learners::CheckpointInfo, std::size_t>> MatchHalves(
+    const std::vector<std::string>& halves, const std::vector<learners::CheckpointInfo>& infos) {
+  std::vector<std::pair<learners::CheckpointInfo, std::size_t>> out;
+  for (const auto& h : halves) {
+    core::RequireRegularInput(h, "half");
+    learners::CheckpointInfo info = learners::ReadCheckpointInfo(h);
+    std::string why = "no checkpoint is compared";
+    std::size_t full = infos.size();
+    for (std::size_t j = 0; j < infos.size() && full == infos.size(); ++j) {
+      const std::string m = learners::HalfRunMismatch(infos[j], info);
+      if (m.empty() && infos[j].train.seed == info.train.seed)
+        full = j;
+      else if (j == 0 || m.empty())
+        why = "'" + infos[j].path + "': " + (m.empty() ? "another seed" : m);
+    }
+    if (full == infos.size())
+      throw std::invalid_argument("--half '" + h +
+                                  "': no --checkpoint or --cell file is its full run (the same "
+                                  "recipe and seed with twice the steps and warmup; " +
+                                  why + ")");
+    for (const auto& [other, j] : out)
+      if (j == full)
+        throw std::invalid_argument("--half: '" + other.path + "' and '" + h +
+                                    "' are both half runs of '" + infos[j].path + "'");
+    out.emplace_back(std::move(info), full);
+  }
+  return out;
+}
+
 // The CSV and the two files beside it, all written or none.
 struct CompareOutputs {
-  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells;
+  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells, convergence;
 
-  CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force) {
+  CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force,
+                 bool with_convergence) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
     const std::string pair = lp.string() + ".paired.csv";
     const std::string verd = lp.string() + ".verdicts.csv";
     const std::string cell = lp.string() + ".cells.csv";
+    const std::string conv = lp.string() + ".convergence.csv";
     core::RequireDistinctOutputs(
-        {{"csv", csv}, {"csv", lin}, {"csv", pair}, {"csv", verd}, {"csv", cell}});
+        {{"csv", csv}, {"csv", lin}, {"csv", pair}, {"csv", verd}, {"csv", cell}, {"csv", conv}});
     const core::OutputOptions o{force, inputs, false, true};
     spd = std::make_unique<core::AtomicOutput>(csv, "csv", o);
     linearity = std::make_unique<core::AtomicOutput>(lin, "csv", o);
     paired = std::make_unique<core::AtomicOutput>(pair, "csv", o);
     verdicts = std::make_unique<core::AtomicOutput>(verd, "csv", o);
     cells = std::make_unique<core::AtomicOutput>(cell, "csv", o);
+    if (with_convergence) convergence = std::make_unique<core::AtomicOutput>(conv, "csv", o);
   }
 
-  void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis) {
+  void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis,
+             const std::vector<learners::ConvergenceEvidence>& evidence) {
     std::ostringstream f, g, h, v, c;
     analysis::WriteCompareCsv(f, result);
     analysis::WriteLinearityCsv(g, result);
@@ -187,13 +229,20 @@ struct CompareOutputs {
     paired->WriteText(h.str());
     verdicts->WriteText(v.str());
     cells->WriteText(c.str());
+    if (convergence) {
+      std::ostringstream e;
+      learners::WriteConvergenceCsv(e, evidence);
+      convergence->WriteText(e.str());
+    }
   }
   // All complete and synced before any takes its final name.
   void Commit() {
     for (auto* o : {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get()})
       o->Commit();
+    if (convergence) convergence->Commit();
     std::cout << "wrote " << spd->path() << ", " << linearity->path() << ", " << paired->path()
-              << ", " << verdicts->path() << " and " << cells->path() << "\n";
+              << ", " << verdicts->path() << (convergence ? ", " : " and ") << cells->path()
+              << (convergence ? " and " + convergence->path() : "") << "\n";
   }
 };
 
@@ -235,6 +284,7 @@ int RunCompare(int argc, char** argv) {
     }
     cells.push_back(std::move(cell));
   }
+  const auto halves = MatchHalves(a.halves, infos);
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
@@ -242,16 +292,31 @@ int RunCompare(int argc, char** argv) {
   if (vm.count("n")) task.n = a.n;
   if (vm.count("noise")) task.noise = a.noise;
   if (vm.count("w-scale")) task.w_scale = a.w_scale;
+  ApplyShifts(vm, a.shifts, task);
   req.all_pairs = vm.count("all-pairs") > 0;
   req.Validate();  // before any work
   for (const auto& info : infos)
     learners::CheckReadsTask(info, task);
   CheckThreads(a.threads);
   std::unique_ptr<CompareOutputs> out;
-  if (vm.count("csv")) out = std::make_unique<CompareOutputs>(a.csv, files, vm.count("force") > 0);
+  std::vector<std::string> inputs = files;
+  inputs.insert(inputs.end(), a.halves.begin(), a.halves.end());
+  if (vm.count("csv"))
+    out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0, !halves.empty());
   const std::string gnuplot =
       vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
   SetThreads(a.threads);
+
+  // The convergence evidence first (it re-runs the full and half runs on their evaluation
+  // prompts); a cell is converged when each of its seeds that has a half run passes.
+  std::vector<learners::ConvergenceEvidence> evidence;
+  for (const auto& [half, j] : halves) {
+    evidence.push_back(learners::TestConvergence(infos[j], half));
+    learners::PrintConvergence(std::cout, evidence.back());
+    for (auto& cell : cells)
+      if (std::find(cell.models.begin(), cell.models.end(), names[j]) != cell.models.end())
+        cell.converged = evidence.back().converged && cell.converged != "no" ? "yes" : "no";
+  }
 
   std::vector<analysis::LearnerUnderTest> models;
   for (std::size_t c = 0; c < infos.size(); ++c) {
@@ -262,6 +327,7 @@ int RunCompare(int argc, char** argv) {
     tc.n = task.n;
     if (vm.count("noise")) tc.noise = task.noise;
     if (vm.count("w-scale")) tc.w_scale = task.w_scale;
+    ApplyShifts(vm, a.shifts, tc);
     models.push_back(
         analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
   }
@@ -279,9 +345,9 @@ int RunCompare(int argc, char** argv) {
   analysis::PlotFiles plots;
   if (!gnuplot.empty()) {
     plots = analysis::PlanCellPlots(verdicts);
-    analysis::PreparePlotFolder(plots, a.plot_dir, files[0], vm.count("force") > 0);
+    analysis::PreparePlotFolder(plots, a.plot_dir, inputs, vm.count("force") > 0, "compare");
   }
-  if (out) out->Write(result, verdicts);
+  if (out) out->Write(result, verdicts, evidence);
   if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
   if (out) out->Commit();
   return 0;

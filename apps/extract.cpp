@@ -30,6 +30,7 @@ struct ExtractArgs {
   double noise = -1, w_scale = -1;
   bool fixed_w = false;
   int d_effective = 0;
+  ShiftArgs shifts;
 };
 
 void DeclareOptions(OptionTable& t, ExtractArgs& a) {
@@ -67,6 +68,7 @@ void DeclareOptions(OptionTable& t, ExtractArgs& a) {
   t.Switch("force", "overwrite an existing output (or start over from a partial one)");
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
+  AddShiftOptions(t, &a.shifts, /*query=*/false);
   AddThreadsOption(t, &a.threads);
 }
 
@@ -124,6 +126,7 @@ int RunExtract(int argc, char** argv) {
   if (vm.count("noise")) cfg.task.noise = noise;  // checked by the config's Validate (the task's)
   if (vm.count("w-scale")) cfg.task.w_scale = w_scale;
   if (vm.count("fixed-w")) cfg.task.fixed_w = fixed_w;
+  ApplyShifts(vm, a.shifts, cfg.task);
   if (vm.count("d-effective")) {
     if (d_effective < 1 || d_effective > cfg.task.d)
       throw std::invalid_argument("--d-effective: expected 1.." + std::to_string(cfg.task.d) +

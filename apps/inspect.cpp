@@ -8,6 +8,7 @@
 #include "construct/construct.hpp"
 #include "core/output.hpp"
 #include "learners/checkpoint.hpp"
+#include "learners/convergence.hpp"
 
 namespace icl::cli {
 
@@ -15,15 +16,21 @@ namespace {
 
 // What the command line sets.
 struct InspectArgs {
-  std::string checkpoint, export_path;
+  std::string checkpoint, export_path, half;
+  int threads = 0;
 };
 
 void DeclareOptions(OptionTable& t, InspectArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "checkpoint to describe (also the first positional argument)");
   t.Optional("export", &a.export_path, "export_path", "write a copy without /train_state (cannot be resumed; smaller)");
+  t.Optional("half", &a.half, "half", "a run of the same recipe with half the steps and half the "
+       "warmup: test the convergence rule (at every k != d, d+1 the half run's held-out error / d "
+       "within max(5%, the paired 95% interval) of this one's), from both evaluation logs and "
+       "both learners re-run on the logs' evaluation prompts");
   t.Switch("force", "overwrite an existing --export file");
   // clang-format on
+  AddThreadsOption(t, &a.threads);
 }
 
 }  // namespace
@@ -47,14 +54,21 @@ int RunInspect(int argc, char** argv) {
   if (vm.count("help")) {
     std::cout
         << "Usage: iclprobe inspect CHECKPOINT [--export OUT]\n\n"
-           "Prints a checkpoint's model and training configuration, step and parameter count.\n\n"
-        << opts << "\nExample:\n  iclprobe inspect runs/d4l8.h5 --export checkpoints/d4l8.h5\n";
+           "Prints a checkpoint's model and training configuration, step and parameter count;\n"
+           "with --half, the evidence that more training stops helping.\n\n"
+        << opts
+        << "\nExamples:\n  iclprobe inspect runs/d4l8.h5 --export checkpoints/d4l8.h5\n"
+           "  iclprobe inspect runs/d8_40k.h5 --half runs/d8_20k.h5\n";
     return 0;
   }
   po::notify(vm);
   if (checkpoint.empty())
     throw std::invalid_argument("inspect: give a checkpoint file (see --help)");
   core::RequireRegularInput(checkpoint, "checkpoint");
+  if (vm.count("half")) {
+    if (a.half.empty()) throw std::invalid_argument("--half: expected a checkpoint, got ''");
+    core::RequireRegularInput(a.half, "half");
+  }
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
   so.inputs = {checkpoint};  // --force never replaces the file being exported
@@ -105,6 +119,13 @@ int RunInspect(int argc, char** argv) {
       info.train.steps, learners::CountParameters(*model), info.model.ToJson(),
       info.train.task.ToJson(), info.train.ToJson(),
       info.has_train_state ? "yes (/train_state present)" : "no");
+  if (!a.half.empty()) {
+    CheckThreads(a.threads);
+    SetThreads(a.threads);
+    learners::CheckpointInfo full = learners::ReadCheckpointInfo(checkpoint);
+    learners::PrintConvergence(
+        std::cout, learners::TestConvergence(full, learners::ReadCheckpointInfo(a.half)));
+  }
   if (!export_path.empty()) {
     learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr, so);
     std::cout << "exported " << export_path << " (without /train_state)\n";

@@ -139,7 +139,7 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
     plots = analysis::PlanPlots(r, onsets);
     for (const auto& e : edits)
       analysis::PlanInterventionPlots(e, plots);
-    analysis::PreparePlotFolder(plots, a.plot_dir, r.path, a.force);
+    analysis::PreparePlotFolder(plots, a.plot_dir, {r.path}, a.force, "report");
   }
   // The table is committed only after the plots: a failed gnuplot (or a disk that fills while
   // they are drawn) leaves no table under its final name.

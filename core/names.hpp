@@ -17,4 +17,14 @@ inline bool IsPlainName(const std::string& name) {
   return true;
 }
 
+// A text as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a
+// quote or a line break (a file path may), as itself otherwise.
+inline std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string q = "\"";
+  for (char c : text)
+    q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 }  // namespace icl::core

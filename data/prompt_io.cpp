@@ -20,6 +20,12 @@ void WritePrompts(h5::Group& parent, const PromptSet& set) {
       .Write(set.x.memptr(), set.x.n_elem);
   g.CreateDataset<double>("y", {N, n}, {"prompt", "example"}).Write(set.y.memptr(), set.y.n_elem);
   g.CreateDataset<double>("w", {N, d}, {"prompt", "feature"}).Write(set.w.memptr(), set.w.n_elem);
+  if (set.task.HasQueries()) {
+    g.CreateDataset<double>("query_x", {N, n, d}, {"prompt", "prefix_len", "feature"})
+        .Write(set.query_x.memptr(), set.query_x.n_elem);
+    g.CreateDataset<double>("query_y", {N, n}, {"prompt", "prefix_len"})
+        .Write(set.query_y.memptr(), set.query_y.n_elem);
+  }
 }
 
 PromptSet ReadPrompts(const h5::Group& parent) {
@@ -43,6 +49,15 @@ PromptSet ReadPrompts(const h5::Group& parent) {
   x.Read(set.x.memptr(), set.x.n_elem);
   y.Read(set.y.memptr(), set.y.n_elem);
   w.Read(set.w.memptr(), set.w.n_elem);
+  if (set.task.HasQueries()) {  // the query after k examples, k = 0..n-1 (a query shift)
+    const h5::Dataset qx = g.OpenDataset("query_x"), qy = g.OpenDataset("query_y");
+    qx.ExpectDims({N, n, d});
+    qy.ExpectDims({N, n});
+    set.query_x.set_size(d, n, N);
+    set.query_y.set_size(n, N);
+    qx.Read(set.query_x.memptr(), set.query_x.n_elem);
+    qy.Read(set.query_y.memptr(), set.query_y.n_elem);
+  }
   return set;
 }
 

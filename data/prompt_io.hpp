@@ -1,5 +1,6 @@
-// Prompt sets in HDF5: /prompts/{x [N,n,d], y [N,n], w [N,d]} with the task config and seed
-// as attributes. Standalone files carry format = "iclprobe-prompts".
+// Prompt sets in HDF5: /prompts/{x [N,n,d], y [N,n], w [N,d]} (and, for a task with a query
+// shift, query_x [N,n,d] and query_y [N,n]: the query after k examples) with the task config and
+// seed as attributes. Standalone files carry format = "iclprobe-prompts".
 #pragma once
 
 #include <string>

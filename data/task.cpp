@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <vector>
 
 namespace icl::data {
 
@@ -51,6 +52,12 @@ void TaskConfig::Validate() const {
   if (w_scale > kMaxScale || noise > kMaxScale)
     throw core::InputError("task", w_scale > kMaxScale ? "w_scale" : "noise",
                            "must be at most 1e+06 (labels must stay finite in float32)");
+  context_shift.Validate(/*query=*/false, d, "context_shift");
+  query_shift.Validate(/*query=*/true, d, "query_shift");
+  if (context_shift.kind == ShiftKind::kYScale && w_scale * context_shift.scale > kMaxScale)
+    throw core::InputError("task", "context_shift",
+                           "y-scale times w_scale must be at most 1e+06 (labels must stay finite "
+                           "in float32)");
 }
 
 std::string TaskConfig::ToJson() const {
@@ -62,6 +69,8 @@ std::string TaskConfig::ToJson() const {
                       {"x_distribution", "normal(0, I)"}};
   // Written only when it restricts the task, so files of full-width tasks keep their bytes.
   if (d_effective > 0 && d_effective < d) j["d_effective"] = d_effective;
+  if (context_shift.kind != ShiftKind::kNone) j["context_shift"] = context_shift.Spec();
+  if (query_shift.kind != ShiftKind::kSame) j["query_shift"] = query_shift.Spec();
   return j.dump();
 }
 
@@ -78,6 +87,10 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
                       : 0;
   if (t.d_effective == t.d) t.d_effective = 0;
   try {
+    if (j.contains("context_shift"))
+      t.context_shift = ParseShift(core::json::String(j, "context_shift", what), "context_shift");
+    if (j.contains("query_shift"))
+      t.query_shift = ParseShift(core::json::String(j, "query_shift", what), "query_shift");
     t.Validate();
   } catch (const std::invalid_argument& e) {
     throw core::InputError(what, "", e.what());
@@ -87,7 +100,8 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
 
 bool operator==(const TaskConfig& a, const TaskConfig& b) {
   return a.d == b.d && a.n == b.n && a.w_scale == b.w_scale && a.noise == b.noise &&
-         a.fixed_w == b.fixed_w && a.EffectiveD() == b.EffectiveD();
+         a.fixed_w == b.fixed_w && a.EffectiveD() == b.EffectiveD() &&
+         a.context_shift == b.context_shift && a.query_shift == b.query_shift;
 }
 
 Rng::Rng(std::uint64_t seed, std::uint64_t stream) {
@@ -129,25 +143,104 @@ double Rng::Normal() {
   return r * std::cos(theta);
 }
 
-void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index, double* x,
-                  double* y, double* w) {
+namespace {
+
+bool NeedsBasis(const Shift& s) {
+  return s.kind == ShiftKind::kSkewed || s.kind == ShiftKind::kHalfSubspace;
+}
+
+// The query after the first k examples (x: d x n, column j = x_{j+1}) for z ~ N(0, I).
+// Orthogonal: z minus its projection on span(x_1..x_k), scaled by sqrt(d / (d - rank)) so that
+// E|q|^2 = d; where the examples span R^d there is no such direction and the query is drawn like
+// a context example.
+void QueryX(const TaskConfig& task, const std::vector<double>& basis, const double* x, int k,
+            const double* z, double* q) {
+  const int d = task.d;
+  if (task.query_shift.kind != ShiftKind::kOrthogonal) {
+    ShiftX(task.query_shift, d, basis, z, q);
+    return;
+  }
+  // Modified Gram-Schmidt over the examples, then of z against that basis.
+  std::vector<double> span;  // rank * d: orthonormal, one vector after another
+  int rank = 0;
+  for (int j = 0; j < k && rank < d; ++j) {
+    const double* xj = x + static_cast<std::size_t>(j) * d;
+    double norm0 = 0;
+    for (int r = 0; r < d; ++r)
+      norm0 += xj[r] * xj[r];
+    span.insert(span.end(), xj, xj + d);
+    double* v = span.data() + static_cast<std::size_t>(rank) * d;
+    const double norm = ProjectOut(d, span.data(), rank, v);
+    if (norm <= 1e-20 * norm0 || norm0 == 0) {  // dependent on earlier examples
+      span.resize(static_cast<std::size_t>(rank) * d);
+      continue;
+    }
+    for (int r = 0; r < d; ++r)
+      v[r] /= std::sqrt(norm);
+    ++rank;
+  }
+  if (rank >= d) {
+    ShiftX(task.context_shift, d, basis, z, q);
+    return;
+  }
+  for (int r = 0; r < d; ++r)
+    q[r] = z[r];
+  ProjectOut(d, span.data(), rank, q);
+  const double scale = std::sqrt(static_cast<double>(d) / (d - rank));
+  for (int r = 0; r < d; ++r)
+    q[r] *= scale;
+}
+
+void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, std::uint64_t seed,
+                      std::uint64_t index, double* x, double* y, double* w, double* qx,
+                      double* qy) {
   Rng rng(seed, index);
   const int d = task.d, used = task.EffectiveD();
+  const double y_scale =
+      task.context_shift.kind == ShiftKind::kYScale ? task.context_shift.scale : 1.0;
   for (int i = 0; i < d; ++i) {
     const double z = rng.Normal();  // drawn even for fixed_w so x and noise match the ordinary task
     w[i] = i >= used ? 0.0 : task.fixed_w ? 1.0 : task.w_scale * z;
   }
+  std::vector<double> z(static_cast<std::size_t>(d));
+  const auto draw_z = [&] {  // every coordinate drawn: one stream for any d_effective
+    for (int i = 0; i < d; ++i) {
+      const double v = rng.Normal();
+      z[i] = i >= used ? 0.0 : v;
+    }
+  };
+  const auto label = [&](const double* xj, double eps) {
+    double dot = 0.0;
+    for (int i = 0; i < d; ++i)
+      dot += w[i] * xj[i];
+    return y_scale * (dot + task.noise * eps);
+  };
   for (int j = 0; j < task.n; ++j) {
     double* xj = x + static_cast<std::size_t>(j) * d;
-    double dot = 0.0;
-    for (int i = 0; i < d; ++i) {
-      const double z = rng.Normal();  // drawn for every coordinate: one stream for any d_effective
-      xj[i] = i >= used ? 0.0 : z;
-      dot += w[i] * xj[i];
-    }
-    const double eps = rng.Normal();
-    y[j] = dot + task.noise * eps;
+    draw_z();
+    ShiftX(task.context_shift, d, basis, z.data(), xj);
+    y[j] = label(xj, rng.Normal());
   }
+  if (!task.HasQueries()) return;
+  if (!qx || !qy) throw std::logic_error("SamplePrompt: a query shift needs qx and qy");
+  for (int k = 0; k < task.n; ++k) {
+    draw_z();
+    double* q = qx + static_cast<std::size_t>(k) * d;
+    QueryX(task, basis, x, k, z.data(), q);
+    qy[k] = label(q, rng.Normal());
+  }
+}
+
+std::vector<double> BasisFor(const TaskConfig& task) {
+  return NeedsBasis(task.context_shift) || NeedsBasis(task.query_shift) ? ShiftBasis(task.d)
+                                                                        : std::vector<double>();
+}
+
+}  // namespace
+
+void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index, double* x,
+                  double* y, double* w, double* qx, double* qy) {
+  SamplePromptWith(task, BasisFor(task), seed, index, x, y, w, qx, qy);
 }
 
 PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_t first_index,
@@ -160,10 +253,15 @@ PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_
   set.x.set_size(task.d, task.n, count);
   set.y.set_size(task.n, count);
   set.w.set_size(task.d, count);
-  for (std::size_t i = 0; i < count; ++i) {
-    SamplePrompt(task, seed, first_index + i, set.x.slice_memptr(i), set.y.colptr(i),
-                 set.w.colptr(i));
+  if (task.HasQueries()) {
+    set.query_x.set_size(task.d, task.n, count);
+    set.query_y.set_size(task.n, count);
   }
+  const std::vector<double> basis = BasisFor(task);
+  for (std::size_t i = 0; i < count; ++i)
+    SamplePromptWith(task, basis, seed, first_index + i, set.x.slice_memptr(i), set.y.colptr(i),
+                     set.w.colptr(i), task.HasQueries() ? set.query_x.slice_memptr(i) : nullptr,
+                     task.HasQueries() ? set.query_y.colptr(i) : nullptr);
   return set;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "data/shift.hpp"
+
 namespace icl::data {
 
 // Sizes beyond these are refused as input errors (they would exhaust memory long before any
@@ -23,6 +25,11 @@ struct TaskConfig {
   // coordinates (Garg et al.'s curriculum zero-pads them); the random stream is the same.
   int d_effective = 0;
   int EffectiveD() const { return d_effective > 0 ? d_effective : d; }
+  // Out-of-distribution prompts (data/shift.hpp): the context examples' x (or labels), and the
+  // query predicted after k examples (same: the next context example, as in training).
+  Shift context_shift;
+  Shift query_shift{ShiftKind::kSame};
+  bool HasQueries() const { return query_shift.kind != ShiftKind::kSame; }
 
   // Throws core::InputError naming the field when d, n, w_scale or noise is out of range.
   void Validate() const;
@@ -47,15 +54,27 @@ struct PromptSet {
   arma::cube x;                   // d x n x N  == row-major [N, n, d]; slice i column j is x_j
   arma::mat y;                    // n x N      == row-major [N, n]
   arma::mat w;                    // d x N      == row-major [N, d]
+  // Only when task.HasQueries(): the query after k examples, x in column k of slice i and its
+  // label (k, i), in place of example k + 1 (which stays context for later k).
+  arma::cube query_x;  // d x n x N == row-major [N, n, d]
+  arma::mat query_y;   // n x N
 
   std::size_t size() const { return y.n_cols; }
+  // The x whose label is predicted after k examples of prompt i, and that label.
+  const double* QueryX(std::size_t i, int k) const {
+    return (task.HasQueries() ? query_x : x).slice_memptr(i) + static_cast<std::size_t>(k) * task.d;
+  }
+  double QueryY(std::size_t i, int k) const { return (task.HasQueries() ? query_y : y)(k, i); }
 };
 
 // Prompt `index` of the stream `seed`: depends only on (task, seed, index). Draw order is w,
 // then (x_j, eps_j) for j = 1..n, so a prompt with fewer examples is a prefix of a longer one,
-// and the fixed-w control task sees the same x and noise as the ordinary task.
+// and the fixed-w control task sees the same x and noise as the ordinary task; a context shift
+// transforms the same draws. With a query shift the n queries (z, eps) are drawn after them
+// into qx (n*d) and qy (n), so the context is the same whatever the query shift.
 void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index,
-                  double* x /*n*d*/, double* y /*n*/, double* w /*d*/);
+                  double* x /*n*d*/, double* y /*n*/, double* w /*d*/, double* qx = nullptr,
+                  double* qy = nullptr);
 
 // Prompts first_index .. first_index + count - 1 of the stream `seed`.
 PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_t first_index,

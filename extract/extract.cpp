@@ -174,6 +174,12 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
 
 void ExtractConfig::Validate(const learners::ModelConfig& model) const {
   const ExtractConfig& c = *this;
+  if (c.task.HasQueries())
+    throw core::InputError(
+        "extract", "query_shift",
+        "the activations hold the states of the prompt's own tokens, and a shifted "
+        "query has none there; give a context shift (a query shift is for "
+        "predictions: baselines, compare)");
   if (c.prompts <= 0)
     throw core::InputError("extract", "prompts",
                            "must be positive, got " + std::to_string(c.prompts));

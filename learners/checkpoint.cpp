@@ -240,7 +240,8 @@ std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int
   return l;
 }
 
-std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b) {
+std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b,
+                             const std::vector<std::string>& free) {
   // The first key (depth first, in key order) whose values differ, "" when none.
   const std::function<std::string(const nlohmann::json&, const nlohmann::json&, const std::string&)>
       first = [&](const nlohmann::json& x, const nlohmann::json& y, const std::string& at) {
@@ -260,13 +261,15 @@ std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b) {
         }
         return x == y ? std::string() : at + ": " + x.dump() + " vs " + y.dump();
       };
-  const std::string model = first(core::json::Parse(a.model.ToJson(), a.path),
-                                  core::json::Parse(b.model.ToJson(), b.path), "");
+  nlohmann::json ma = core::json::Parse(a.model.ToJson(), a.path),
+                 mb = core::json::Parse(b.model.ToJson(), b.path);
+  ma.erase("kernels"), mb.erase("kernels");
+  const std::string model = first(ma, mb, "");
   if (!model.empty()) return "model_config " + model;
   nlohmann::json ta = core::json::Parse(a.train.ToJson(), a.path),
                  tb = core::json::Parse(b.train.ToJson(), b.path);
-  for (const char* free : {"seed", "shards", "save_every"})
-    ta.erase(free), tb.erase(free);
+  for (const auto& key : free)
+    ta.erase(key), tb.erase(key);
   const std::string train = first(ta, tb, "");
   return train.empty() ? "" : "train_config " + train;
 }

@@ -40,9 +40,13 @@ void CheckReadsTask(const CheckpointInfo& info, const data::TaskConfig& task);
 
 // Where two checkpoints' recipes differ, "" when they are seeds of one cell: the same model
 // configuration and the same training configuration (task, steps, schedule, batch, ...) except
-// the seed, the number of shards a batch is computed in and how often it saved. Names the first
-// differing setting, e.g. "model_config layers: 4 vs 8".
-std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b);
+// the training settings named in `free` (by default the seed, the number of shards a batch is
+// computed in and how often it saved). The model's `kernels` never counts: it is the same
+// function to float32 rounding. Names the first differing setting, e.g.
+// "model_config layers: 4 vs 8".
+std::string RecipeDifference(const CheckpointInfo& a, const CheckpointInfo& b,
+                             const std::vector<std::string>& free = {"seed", "shards",
+                                                                     "save_every"});
 
 // The training loss summed since the last evaluation, which the next row of the evaluation log
 // averages: kept in /train_state, so that a run resumed between two evaluations logs what an

@@ -217,15 +217,39 @@ void ZeroLearner::Run(const arma::mat& x, const arma::vec&, LearnerRun& out) con
   out.predictions.zeros(x.n_cols);
 }
 
+void RunOnPrompt(const ClassicalLearner& learner, const data::PromptSet& set, std::size_t i,
+                 LearnerRun& out) {
+  const int d = set.task.d, n = set.task.n;
+  const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
+  const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
+  learner.Run(x, y, out);
+  if (!set.task.HasQueries()) return;
+  if (learner.is_linear()) {
+    for (int k = 0; k < n; ++k)
+      out.predictions(k) =
+          arma::dot(out.weights.col(k), arma::vec(const_cast<double*>(set.QueryX(i, k)), d, false));
+    return;
+  }
+  // Example k + 1 is only ever the query of prediction k: replacing it changes nothing earlier.
+  arma::mat xq = x;
+  LearnerRun one;
+  for (int k = 0; k < n; ++k) {
+    xq.col(k) = arma::vec(const_cast<double*>(set.QueryX(i, k)), d, false);
+    learner.Run(xq, y, one);
+    out.predictions(k) = one.predictions(k);
+    xq.col(k) = x.col(k);
+  }
+}
+
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner) {
   const int d = set.task.d, n = set.task.n;
   arma::mat err(n, set.size());
   LearnerRun run;
   for (std::size_t i = 0; i < set.size(); ++i) {
-    const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
-    const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
-    learner.Run(x, y, run);
-    err.col(i) = arma::square(run.predictions - y) / d;
+    RunOnPrompt(learner, set, i, run);
+    for (int k = 0; k < n; ++k)
+      err(k, i) =
+          (run.predictions(k) - set.QueryY(i, k)) * (run.predictions(k) - set.QueryY(i, k)) / d;
   }
   return err;
 }

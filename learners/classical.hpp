@@ -31,8 +31,15 @@ class ClassicalLearner {
   virtual arma::mat StepPredictions(const arma::mat&, const arma::vec&) const { return {}; }
 };
 
+// The learner on prompt i of `set`: Run on its examples, the predictions read at the queries of
+// a query-shifted task (PromptSet::QueryX): a linear learner's weights after k examples times
+// the query, any other run once per k with the query in place of example k + 1.
+void RunOnPrompt(const ClassicalLearner& learner, const data::PromptSet& set, std::size_t i,
+                 LearnerRun& out);
+
 // Squared error of each prediction divided by d: n x N, entry (k, i) is
-// (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i.
+// (prediction of y_{k+1} from k examples - y_{k+1})^2 / d for prompt i (the query's label for a
+// query-shifted task).
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
 
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA |

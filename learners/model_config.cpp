@@ -94,6 +94,9 @@ double TrainConfig::LearningRate(std::int64_t step) const {
 
 void TrainConfig::Validate() const {
   task.Validate();
+  Require(!task.HasQueries(), "train", "query_shift",
+          "training reads every example's prediction in one sequence; a query shift is for "
+          "evaluation (baselines, compare)");
   Require(steps >= 0, "train", "steps", "must be non-negative, got " + std::to_string(steps));
   Require(batch > 0, "train", "batch", "must be positive, got " + std::to_string(batch));
   Require(batch <= kMaxBatch, "train", "batch", "must be at most " + std::to_string(kMaxBatch));

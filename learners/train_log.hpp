@@ -3,8 +3,10 @@
 // (noiseless task) or the Bayes ridge (noisy task). This file owns its name, header and rows.
 #pragma once
 
+#include <armadillo>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "learners/trainer.hpp"
 
@@ -23,5 +25,22 @@ void TruncateTrainLog(const std::string& path, std::int64_t step, const std::str
 
 // Appends the rows of one evaluation; throws std::runtime_error when the write fails.
 void AppendTrainLog(const std::string& path, const EvalRecord& record);
+
+// One evaluation of a log: the rows of one step, k = 0..n-1.
+struct TrainLogEval {
+  std::int64_t step = 0;
+  double lr = 0, train_loss = 0, eval_loss = 0;
+  arma::vec model_error, ref_error;  // per k, squared error / d
+};
+struct TrainLog {
+  std::string path;
+  std::string ref_name;             // "ols" or "bayes" (the header's last column)
+  std::vector<TrainLogEval> evals;  // by step, increasing
+};
+
+// Reads a log written by train, treating it as hostile: the header must be train's, every row
+// has seven finite numbers, each evaluation lists k = 0..n-1 in order with one n for the whole
+// log, and steps increase. Throws core::InputError (module: the log) naming the line.
+TrainLog ReadTrainLog(const std::string& path);
 
 }  // namespace icl::learners

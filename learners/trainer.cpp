@@ -45,8 +45,21 @@ arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set,
   arma::mat out(n, set.size());
   for (std::size_t b = 0; b < set.size(); b += batch) {
     const std::size_t count = std::min<std::size_t>(batch, set.size() - b);
-    const auto pred =
-        model->forward(data::TokenTensor(set, b, count)).to(torch::kFloat64).contiguous();
+    const auto tokens = data::TokenTensor(set, b, count);
+    torch::Tensor pred;
+    if (set.task.HasQueries()) {
+      // Query k after the first k examples, all n in one pass (QueryForward).
+      const arma::fcube q = arma::conv_to<arma::fcube>::from(
+          set.query_x.slices(b, b + count - 1));  // d x n x count == [count, n, d]
+      std::vector<std::int64_t> positions(static_cast<std::size_t>(n));
+      for (int k = 0; k < n; ++k)
+        positions[static_cast<std::size_t>(k)] = 2 * k;
+      const auto qt = torch::from_blob(const_cast<float*>(q.memptr()),
+                                       {static_cast<long>(count), n, set.task.d});
+      pred = model->QueryForward(tokens, qt, positions).to(torch::kFloat64).contiguous();
+    } else {
+      pred = model->forward(tokens).to(torch::kFloat64).contiguous();
+    }
     // pred [count, n] row-major == n x count column-major.
     out.cols(b, b + count - 1) = arma::mat(pred.data_ptr<double>(), n, count);
   }
@@ -55,29 +68,44 @@ arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set,
 }
 
 arma::mat TransformerErrors(Transformer& model, const data::PromptSet& set, int batch) {
-  return arma::square(TransformerPredictions(model, set, batch) - set.y) / set.task.d;
+  const arma::mat& truth = set.task.HasQueries() ? set.query_y : set.y;
+  return arma::square(TransformerPredictions(model, set, batch) - truth) / set.task.d;
+}
+
+arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t first,
+                               std::size_t count, const arma::cube& queries) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  const long d = set.task.d, n = set.task.n, q = queries.n_cols;
+  if (queries.n_rows != arma::uword(d) || queries.n_slices != count * n)
+    throw std::logic_error("QueryPredictionsAllK: queries must be d x Q x (count n)");
+  // Per prompt one sequence: the prompt, then its n Q queries, (k, j) at the x-token position
+  // 2k. Sub-batches keep the attention scores (B x heads x T^2 floats) near 2^24 elements.
+  const arma::fcube qf = arma::conv_to<arma::fcube>::from(queries);  // == [count, n Q, d]
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(n * q));
+  for (long i = 0; i < n * q; ++i)
+    positions[static_cast<std::size_t>(i)] = 2 * (i / q);
+  const long T = 2 * n + n * q;
+  const std::size_t step = std::max<std::size_t>(
+      1, (std::size_t(1) << 24) / static_cast<std::size_t>(T * T * model->config.heads));
+  arma::mat out(q, n * count);
+  for (std::size_t b = 0; b < count; b += step) {
+    const std::size_t c = std::min(step, count - b);
+    const auto qt = torch::from_blob(const_cast<float*>(qf.slice_memptr(b * n)),
+                                     {static_cast<long>(c), n * q, d});
+    const auto pred = model->QueryForward(data::TokenTensor(set, first + b, c), qt, positions)
+                          .to(torch::kFloat64)
+                          .contiguous();  // [c, n Q] row-major == Q x (c n)
+    out.cols(b * n, (b + c) * n - 1) = arma::mat(pred.data_ptr<double>(), q, c * n);
+  }
+  model->train(was_training);
+  return out;
 }
 
 arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t prompt,
                                const arma::cube& queries) {
-  torch::NoGradGuard no_grad;
-  const bool was_training = model->is_training();
-  model->eval();
-  const int d = set.task.d, n = set.task.n;
-  const long q = queries.n_cols;
-  // Row (k, j): the prompt's tokens with x_{k+1} replaced by query j; later tokens are ignored.
-  auto tokens = data::TokenTensor(set, prompt, 1).expand({n * q, 2L * n, d + 1L}).clone();
-  const arma::fcube qf = arma::conv_to<arma::fcube>::from(queries);  // d x Q x n == [n, Q, d]
-  const auto qt = torch::from_blob(const_cast<float*>(qf.memptr()), {n, q, static_cast<long>(d)});
-  auto view = tokens.view({n, q, 2L * n, d + 1L});
-  for (int k = 0; k < n; ++k)
-    view[k].select(1, 2 * k).slice(1, 1, d + 1).copy_(qt[k]);
-  const auto pred = model->forward(tokens).view({n, q, n});  // [k, j, x-token index]
-  auto out = torch::empty({n, q}, torch::kFloat64);
-  for (int k = 0; k < n; ++k)
-    out[k].copy_(pred[k].select(1, k));
-  model->train(was_training);
-  return arma::mat(out.data_ptr<double>(), q, n);  // [n, Q] row-major == Q x n
+  return QueryPredictionsAllK(model, set, prompt, 1, queries);
 }
 
 arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::size_t prompt,

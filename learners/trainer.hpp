@@ -23,11 +23,15 @@ arma::mat TransformerPredictions(Transformer& model, const data::PromptSet& set,
 // Predictions of y for `queries` (d x Q) placed one at a time at the query position after the
 // first k examples of prompt i: one forward pass over Q sequences of 2k + 1 tokens (the context
 // repeated, each ending with one query x-token).
-// The same for every k at once, in one forward pass: queries is d x Q x n (slice k = the
-// queries after k examples); returns Q x n. Causality makes this exact: the query x-token sits
-// at position 2k of a full-length sequence and nothing after it can influence its prediction.
+// The same for every k at once, in one forward pass of 2n + nQ tokens: queries is d x Q x n
+// (slice k = the queries after k examples); returns Q x n. Each query token sees only the
+// first k examples and itself (TransformerImpl::QueryForward).
 arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t prompt,
                                const arma::cube& queries);
+// The same for prompts first .. first + count - 1 in batches: queries d x Q x (count n), slice
+// c n + k = the queries after k examples of prompt first + c; returns Q x (count n).
+arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, std::size_t first,
+                               std::size_t count, const arma::cube& queries);
 arma::vec QueryPredictions(Transformer& model, const data::PromptSet& set, std::size_t prompt,
                            int k, const arma::mat& queries);
 

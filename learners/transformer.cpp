@@ -17,7 +17,8 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_)
   torch::nn::init::zeros_(out_proj->bias);
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Tensor* weights) {
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Tensor* weights,
+                                               const torch::Tensor* blocked) {
   const auto B = x.size(0), T = x.size(1);
   const int64_t head_dim = hidden / heads;
   // [B, T, 3H] -> [3, B, M, T, head_dim]
@@ -27,7 +28,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Te
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(head_dim)));
   // Causal: position t attends to positions <= t.
-  const auto mask = torch::ones({T, T}, torch::kBool).triu(/*diagonal=*/1);
+  const auto mask = blocked ? *blocked : torch::ones({T, T}, torch::kBool).triu(/*diagonal=*/1);
   scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
   const auto attn = torch::softmax(scores, /*dim=*/-1);
   if (weights) *weights = attn;
@@ -47,8 +48,9 @@ BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernel
   fc2 = register_module("fc2", torch::nn::Linear(mlp_ratio * hidden, hidden));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attention) {
-  auto out = h + attn(ln1 ? ln1(h) : h, attention);
+torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attention,
+                                 const torch::Tensor* blocked) {
+  auto out = h + attn(ln1 ? ln1(h) : h, attention, blocked);
   return out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
 }
 
@@ -111,6 +113,35 @@ torch::Tensor TransformerImpl::RunFrom(int layer, const torch::Tensor& state) {
   for (int b = layer; b < config.layers; ++b)
     h = blocks[b]->as<Block>()->forward(h);
   return Readout(h);
+}
+
+torch::Tensor TransformerImpl::QueryForward(const torch::Tensor& tokens,
+                                            const torch::Tensor& queries,
+                                            const std::vector<std::int64_t>& positions) {
+  const auto T = tokens.size(1), Q = static_cast<std::int64_t>(positions.size());
+  if (queries.dim() != 3 || queries.size(0) != tokens.size(0) || queries.size(1) != Q ||
+      queries.size(2) != config.d)
+    throw std::logic_error("transformer: queries must be [B, Q, d] with one position each");
+  for (const auto p : positions)
+    if (p < 0 || p >= T || p % 2 != 0)
+      throw std::logic_error("transformer: a query position must be an x-token of the context");
+  // The query tokens [0, x]: embedded at their positions.
+  auto query_tokens = torch::zeros({tokens.size(0), Q, config.d + 1L}, tokens.options());
+  query_tokens.slice(/*dim=*/2, 1, config.d + 1).copy_(queries);
+  const auto at = torch::tensor(positions, torch::kLong);
+  auto h = torch::cat({Embed(tokens), input_proj(query_tokens) + pos_embed.index_select(0, at)},
+                      /*dim=*/1);
+  // Blocked: the causal mask over the context and every query column for it; a query row sees
+  // the context before its position and itself.
+  auto blocked = torch::ones({T + Q, T + Q}, torch::kBool);
+  blocked.slice(0, 0, T).slice(1, 0, T).copy_(torch::ones({T, T}, torch::kBool).triu(1));
+  const auto rows = blocked.slice(0, T, T + Q);
+  rows.slice(1, 0, T).copy_(torch::arange(T).unsqueeze(0) >= at.unsqueeze(1));
+  rows.slice(1, T, T + Q).copy_(~torch::eye(Q, torch::kBool));
+  for (const auto& b : *blocks)
+    h = b->as<Block>()->forward(h, nullptr, &blocked);
+  const auto q_states = h.slice(/*dim=*/1, T, T + Q);
+  return readout(final_ln ? final_ln(q_states) : q_states).squeeze(-1);
 }
 
 std::int64_t CountParameters(torch::nn::Module& module) {

@@ -16,7 +16,10 @@ namespace icl::learners {
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(int hidden, int heads);
   // x: [B, T, H]. When `weights` is not null it receives the attention weights [B, M, T, T].
-  torch::Tensor forward(const torch::Tensor& x, torch::Tensor* weights = nullptr);
+  // `blocked` [T, T] (bool, true: query row may not attend to key column) replaces the causal
+  // mask when given.
+  torch::Tensor forward(const torch::Tensor& x, torch::Tensor* weights = nullptr,
+                        const torch::Tensor* blocked = nullptr);
 
   int hidden, heads;
   torch::Tensor in_proj_weight, in_proj_bias;
@@ -28,7 +31,8 @@ TORCH_MODULE(CausalSelfAttention);
 // are absent and the sublayers read h itself.
 struct BlockImpl : torch::nn::Module {
   BlockImpl(int hidden, int heads, int mlp_ratio, bool norm = true, int kernels = 1);
-  torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr);
+  torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr,
+                        const torch::Tensor* blocked = nullptr);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -57,6 +61,15 @@ struct TransformerImpl : torch::nn::Module {
   // state [B, 2n, H] -> predictions [B, n]. On the unedited state it gives Run's predictions:
   // the entry point of interventions.
   torch::Tensor RunFrom(int layer, const torch::Tensor& state);
+  // Predictions at query x-tokens placed after prefixes of the context, many in one pass:
+  // tokens [B, 2n, d + 1] (the context), queries [B, Q, d] (x of each query), positions [Q]
+  // (query j sits at the even position 2k: after the first k examples) -> [B, Q]. A query
+  // token attends to the context tokens before its position and to itself, and no token
+  // attends to a query, so each equals the prediction of its own sequence (the first k
+  // examples, then the query) up to float32 summation order: Q sequences of up to 2n tokens
+  // become one of 2n + Q.
+  torch::Tensor QueryForward(const torch::Tensor& tokens, const torch::Tensor& queries,
+                             const std::vector<std::int64_t>& positions);
 
   ModelConfig config;
   torch::nn::Linear input_proj{nullptr};

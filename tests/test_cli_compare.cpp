@@ -56,6 +56,12 @@ TEST(CliCompare, BadInputIsOneLineExitTwo) {
       {"-c " + a + " --learners ols,magic", "unknown learner spec 'magic'"},
       {"-c " + a + " --queries 3", "--queries: the implicit-weight fit needs at least d+1 = 4"},
       {"--prompts 5", "--checkpoint: required"},
+      {"-c " + a + " --context-shift scale:0", "--context-shift: scale:S: the scale must be"},
+      {"-c " + a + " --context-shift scale:nan", "positive finite"},
+      {"-c " + a + " --context-shift half-subspace:3", "half-subspace of 3 dimensions in d = 3"},
+      {"-c " + a + " --context-shift tilt", "--context-shift: expected none, same"},
+      {"-c " + a + " --context-shift orthogonal", "is a query shift only"},
+      {"-c " + a + " --query-shift y-scale:2", "--query-shift: y-scale changes labels"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("compare --quiet " + args + " --csv " + (tmp / "c.csv"));
@@ -93,17 +99,18 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   EXPECT_GT(std::filesystem::file_size(tmp / "figs/spd_cell0.png"), 0u);
   EXPECT_NE(icl::test::ReadFile(tmp / "figs/plots.gp").find("'spd_cell0.csv' index 2"),
             std::string::npos);
-  EXPECT_NE(r.out.find("verdicts for c (3 seeds; intervals: 95%, bootstrap over seeds, then "
-                       "prompts"),
+  EXPECT_NE(r.out.find("verdicts for c (3 seeds, convergence rule: untested; intervals: 95%, "
+                       "bootstrap over seeds, then prompts"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("window k in {0-2,5-6}: "), std::string::npos) << r.out;
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
   EXPECT_EQ(verdicts.substr(0, verdicts.find('\n')),
             "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-            "margin_hi,significant,stable,per_seed");
+            "margin_hi,significant,stable,per_seed,converged");
   EXPECT_EQ(CountLines(verdicts), 1 + 7 + 1);  // k = 0..6 and the window
   EXPECT_NE(verdicts.find("\nc,window,,3,"), std::string::npos) << verdicts;
+  EXPECT_NE(verdicts.find(",untested\n"), std::string::npos) << verdicts;
   const std::string curves = icl::test::ReadFile(tmp / "cmp.cells.csv");
   EXPECT_EQ(CountLines(curves), 1 + 3 * 7);  // learners x k
   EXPECT_NE(icl::test::ReadFile(tmp / "cmp.csv").find("\nc/seed2,ols,0,"), std::string::npos);
@@ -123,5 +130,64 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
     EXPECT_EQ(CountLines(e.err), 1) << args << ": " << e.err;
     EXPECT_NE(e.err.find(message), std::string::npos) << args << ": " << e.err;
     EXPECT_FALSE(std::filesystem::exists(tmp / "bad.csv")) << args;
+  }
+}
+
+// The convergence rule from a run and its half-budget run, in inspect and in compare's verdicts.
+TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
+  TempDir tmp;
+  auto train = [&](const std::string& name, int seed, int steps, int layers = 1) {
+    const auto t = RunIclprobe("train --d 3 --n 7 --layers " + std::to_string(layers) +
+                               " --hidden 16 --heads 2 --batch 8 --eval-every 5 --eval-prompts 40 "
+                               "--save-every 5 --threads 1 --quiet --lr 3e-3 --steps " +
+                               std::to_string(steps) + " --warmup " + std::to_string(steps / 10) +
+                               " --seed " + std::to_string(seed) + " --out " + (tmp / name));
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+  };
+  train("s1.h5", 1, 20);
+  train("s2.h5", 2, 20);
+  train("s1_half.h5", 1, 10);
+  train("s2_half.h5", 2, 10);
+  train("deep_half.h5", 1, 10, 2);
+  const auto i = RunIclprobe("inspect " + (tmp / "s1.h5") + " --half " + (tmp / "s1_half.h5") +
+                             " --threads 1");
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(i.out.find("convergence of " + (tmp / "s1.h5")), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("(k = d or d + 1: not in the rule)"), std::string::npos) << i.out;
+  const bool converged = i.out.find("\n  converged: ") != std::string::npos;
+  EXPECT_TRUE(converged || i.out.find("\n  not converged: ") != std::string::npos) << i.out;
+
+  const auto r = RunIclprobe("compare --cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") +
+                             " --half " + (tmp / "s1_half.h5") +
+                             " --learners ols,zero --prompts 20 --ilwd-prompts 2 --threads 1 "
+                             "--quiet --csv " +
+                             (tmp / "cmp.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
+  EXPECT_NE(verdicts.find(converged ? ",yes\n" : ",no\n"), std::string::npos) << verdicts;
+  EXPECT_EQ(verdicts.find(",untested\n"), std::string::npos) << verdicts;
+  const std::string evidence = icl::test::ReadFile(tmp / "cmp.convergence.csv");
+  EXPECT_EQ(
+      evidence.substr(0, evidence.find('\n')),
+      "checkpoint,half,k,in_window,full_error,half_error,diff,diff_lo,diff_hi,allowed,within");
+  EXPECT_EQ(CountLines(evidence), 1 + 7);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "deep_half.h5"),
+       "no --checkpoint or --cell file is its full run"},
+      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s2_half.h5"), "another seed"},
+      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s1_half.h5") + " --half " +
+           (tmp / "s1_half.h5"),
+       "are both half runs of"},
+      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "none.h5"), "none.h5"},
+      {"inspect " + (tmp / "s1.h5") + " --half " + (tmp / "deep_half.h5"),
+       "is not a half-budget run of the recipe of"},
+      {"inspect " + (tmp / "s1_half.h5") + " --half " + (tmp / "s1.h5"), "20 is not half of 10"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto e = RunIclprobe(args);
+    EXPECT_EQ(e.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(e.err), 1) << args << ": " << e.err;
+    EXPECT_NE(e.err.find(message), std::string::npos) << args << ": " << e.err;
   }
 }

@@ -377,3 +377,31 @@ TEST(CellVerdicts, PlantedSeedsGiveKnownVerdicts) {
         << e.what();
   }
 }
+
+// Garg et al.'s orthogonal query, as a known answer: min-norm OLS, ridge and GD from 0 keep
+// their weights in the span of the k examples, so where k < d they predict exactly 0 (up to
+// rounding) at a query orthogonal to that span, and the zero learner is then their equal; kNN
+// is not linear and does not. And the predictions are read at the queries, not at the examples.
+TEST(ComparePipeline, OrthogonalQueriesGiveTheSpanLearnersZeroPredictions) {
+  data::TaskConfig t;
+  t.d = 4;
+  t.n = 7;
+  t.query_shift = data::ParseShift("orthogonal", "query_shift");
+  analysis::CompareRequest req;
+  req.learner_specs = "zero,ridge:0.5,gd:0.05:3,knn:2";
+  req.prompts = 60;
+  req.ilwd_prompts = 2;
+  req.task = t;
+  const auto r = analysis::RunCompare(
+      {analysis::ClassicalUnderTest("ols", t, learners::MakeLearner("ols", t))}, req);
+  ASSERT_EQ(r.entries.size(), 4u);
+  for (int k = 1; k < t.d; ++k) {
+    // Weights w = X_k' a: w.q = a.(X_k q), and |X_k q| is Gram-Schmidt rounding, ~1e-15 |x||q|
+    // per example; squared, / d: far below 1e-20 for unit-scale prompts.
+    for (int e = 0; e < 3; ++e)
+      EXPECT_LT(r.entries[e].spd.mean(k), 1e-20) << r.entries[e].learner << " k=" << k;
+    EXPECT_GT(r.entries[3].spd.mean(k), 1e-3) << "knn k=" << k;
+  }
+  // From k = d on the examples span R^4 and the queries are ordinary: OLS predicts w.q != 0.
+  EXPECT_GT(r.entries[0].spd.mean(t.d + 1), 1e-2);
+}

@@ -4,14 +4,19 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/errors.hpp"
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "data/tokens_torch.hpp"
 #include "learners/checkpoint.hpp"
+#include "learners/convergence.hpp"
 #include "learners/gelu.hpp"
+#include "learners/train_log.hpp"
 #include "learners/trainer.hpp"
 #include "tests/test_util.hpp"
 
@@ -320,6 +325,10 @@ TEST(Transformer, BatchedQueriesEqualOneAtATimeForwardPasses) {
   arma::arma_rng::set_seed(3);
   arma::cube q(3, 4, 5, arma::fill::randn);
   const arma::mat all = learners::QueryPredictionsAllK(m, set, 1, q);  // 4 x 5
+  // Both prompts in one batch: prompt 1's block equals its own call (the same tolerance).
+  const arma::mat both = learners::QueryPredictionsAllK(m, set, 0, 2, arma::join_slices(q, q));
+  ASSERT_EQ(both.n_cols, 10u);
+  EXPECT_LT(arma::abs(both.cols(5, 9) - all).max(), 1e-5 * std::max(1.0, arma::abs(all).max()));
   for (int k = 0; k < 5; ++k) {
     const arma::vec per_k = learners::QueryPredictions(m, set, 1, k, q.slice(k));
     for (int j = 0; j < 4; ++j) {
@@ -507,4 +516,178 @@ TEST(ModelConfig, KernelsAbsentMeansLibTorchAndOnlyTwoIsWritten) {
   const auto pa = a->forward(tokens), pb = b->forward(tokens);
   EXPECT_FALSE(torch::equal(pa, pb));  // another arithmetic indeed
   EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-5);
+}
+
+namespace {
+
+// A training run with its evaluation log, as `iclprobe train` writes them.
+learners::CheckpointInfo TrainWithLog(const learners::TrainConfig& train, const std::string& out,
+                                      core::ThreadPool& pool, std::int64_t stop_after = -1) {
+  const std::string log = learners::TrainLogPath(out);
+  learners::StartTrainLog(log, train.task.noise > 0);
+  learners::TrainCallbacks cb;
+  cb.on_eval = [&](const learners::EvalRecord& r) { learners::AppendTrainLog(log, r); };
+  learners::Train({Tiny(2), train, out, false, stop_after}, pool, cb);
+  return learners::ReadCheckpointInfo(out);
+}
+
+std::string MessageOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const core::InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+}  // namespace
+
+TEST_F(SingleThread, TrainLogRoundTripsAndRefusesMalformedLogs) {
+  test::TempDir tmp;
+  const auto train = TinyTrain(10);
+  TrainWithLog(train, tmp / "run.h5", serial);
+  const learners::TrainLog log = learners::ReadTrainLog(tmp / "run.train.csv");
+  EXPECT_EQ(log.ref_name, "ols");
+  ASSERT_EQ(log.evals.size(), 2u);  // steps 5 and 10
+  EXPECT_EQ(log.evals[0].step, 5);
+  EXPECT_EQ(log.evals[1].step, 10);
+  ASSERT_EQ(log.evals[1].model_error.n_elem, 5u);
+  // The log's errors are the checkpoint's on the evaluation prompts, printed to 9 significant
+  // digits: relative rounding at most 5e-9.
+  Transformer m = learners::LoadCheckpoint(tmp / "run.h5");
+  const arma::vec rerun =
+      arma::mean(learners::TransformerErrors(
+                     m, data::SamplePrompts(train.task, train.eval_seed, 0, train.eval_prompts)),
+                 1);
+  for (arma::uword k = 0; k < rerun.n_elem; ++k)
+    EXPECT_NEAR(log.evals[1].model_error(k), rerun(k), 5e-9 * rerun(k)) << k;
+
+  const std::string text = test::ReadFile(tmp / "run.train.csv");
+  const std::string head = text.substr(0, text.find('\n') + 1);
+  const std::string body = text.substr(head.size());
+  const auto refused = [&](const std::string& name, const std::string& content) {
+    const std::string path = tmp / name;
+    std::ofstream(path) << content;
+    return MessageOf([&] { learners::ReadTrainLog(path); });
+  };
+  EXPECT_NE(refused("h.csv", "step,lr\n" + body).find("expected the header"), std::string::npos);
+  EXPECT_NE(refused("e.csv", "").find("is empty"), std::string::npos);
+  std::string bad = body;
+  bad.replace(bad.find(",0,"), 3, ",0x,");
+  EXPECT_NE(refused("x.csv", head + bad).find("line 2: expected step,lr"), std::string::npos)
+      << refused("x.csv", head + bad);
+  EXPECT_NE(refused("nan.csv", head + "5,0.1,nan,1,0,1,1\n").find("line 2"), std::string::npos);
+  EXPECT_NE(refused("skip.csv", head + "5,0.1,1,1,0,1,1\n5,0.1,1,1,2,1,1\n").find("expected k = 1"),
+            std::string::npos);
+  EXPECT_NE(refused("back.csv", head + "5,0.1,1,1,0,1,1\n4,0.1,1,1,0,1,1\n").find("follows step 5"),
+            std::string::npos);
+  EXPECT_NE(refused("n.csv", head + "5,0.1,1,1,0,1,1\n5,0.1,1,1,1,1,1\n6,0.1,1,1,0,1,1\n")
+                .find("has 1 rows of k, the first one 2"),
+            std::string::npos);
+  EXPECT_NE(refused("missing.csv", head + "5,0.1,1,1,0,1\n").find("line 2"), std::string::npos);
+  EXPECT_NE(MessageOf([&] { learners::ReadTrainLog(tmp / "none.csv"); }).find("none.csv"),
+            std::string::npos);
+}
+
+// Two paths to one number: the paired difference of the re-run learners on the evaluation
+// prompts, and the difference of the two logs' final evaluations. Each log value carries a
+// relative rounding of at most 5e-9 (9 significant digits); the re-run is the same computation.
+TEST_F(SingleThread, ConvergenceEvidenceAgreesWithBothLogs) {
+  test::TempDir tmp;
+  auto full = TinyTrain(20), half = TinyTrain(10);
+  full.warmup = 2, half.warmup = 1;
+  const auto f = TrainWithLog(full, tmp / "full.h5", serial);
+  const auto h = TrainWithLog(half, tmp / "half.h5", serial);
+  const learners::ConvergenceEvidence e = learners::TestConvergence(f, h);
+  ASSERT_EQ(e.rows.size(), 5u);
+  EXPECT_LT(e.log_rerun_gap, 1e-8);
+  int failing = 0;
+  for (const auto& r : e.rows) {
+    EXPECT_EQ(r.in_window, r.k != 3 && r.k != 4) << r.k;  // d = 3
+    EXPECT_NEAR(r.diff, r.half - r.full, 1e-8 * (r.half + r.full)) << r.k;
+    EXPECT_LE(r.lo, r.diff);
+    EXPECT_GE(r.hi, r.diff);
+    // (hi - lo) / 2 is 1.96 se up to the rounding of diff +- 1.96 se.
+    EXPECT_NEAR(r.allowed, std::max(0.05 * r.full, (r.hi - r.lo) / 2),
+                4e-16 * (std::abs(r.diff) + r.allowed))
+        << r.k;
+    EXPECT_EQ(r.within, std::abs(r.half - r.full) <= r.allowed);
+    failing += r.in_window && !r.within;
+  }
+  EXPECT_EQ(e.failing, failing);
+  EXPECT_EQ(e.converged, failing == 0);
+  std::ostringstream csv;
+  learners::WriteConvergenceCsv(csv, {e});
+  const std::string table = csv.str();
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 6);
+  EXPECT_NE(learners::ConvergenceSummary(e).find(e.converged ? "converged" : "not converged"),
+            std::string::npos);
+}
+
+TEST_F(SingleThread, ConvergenceRefusesPairsThatAreNotAHalfRun) {
+  test::TempDir tmp;
+  auto full = TinyTrain(20), half = TinyTrain(10);
+  full.warmup = 2, half.warmup = 1;
+  const auto f = TrainWithLog(full, tmp / "full.h5", serial);
+  const auto h = TrainWithLog(half, tmp / "half.h5", serial);
+  auto other = h;
+  other.model.layers = 1;
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, other); }).find("model_config layers"),
+            std::string::npos);
+  other = h;
+  other.train.steps = 12;
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, other); }).find("12 is not half of 20"),
+            std::string::npos);
+  other = h;
+  other.train.warmup = 2;
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, other); }).find("warmup: 2 is not half"),
+            std::string::npos);
+  other = h;
+  other.train.lr = 1e-2;
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, other); }).find("train_config lr"),
+            std::string::npos);
+  // Another seed and another kernel arithmetic are the same recipe.
+  other = h;
+  other.train.seed = 9;
+  other.model.kernels = 1;
+  EXPECT_EQ(learners::HalfRunMismatch(f, other), "");
+  // An unfinished full run.
+  const auto part = TrainWithLog(full, tmp / "part.h5", serial, /*stop_after=*/10);
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(part, h); }).find("is at step 10 of 20"),
+            std::string::npos);
+  // A log that lacks the final evaluation, and no log at all.
+  const std::string text = test::ReadFile(tmp / "half.train.csv");
+  std::string cut = text.substr(0, text.find("\n10,"));
+  std::ofstream(tmp / "half.train.csv") << cut << "\n";
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, h); }).find("ends at step 5"),
+            std::string::npos)
+      << MessageOf([&] { learners::TestConvergence(f, h); });
+  std::filesystem::remove(tmp / "half.train.csv");
+  EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, h); }).find("half.train.csv"),
+            std::string::npos);
+}
+
+// Two paths to a shifted query's prediction: all n queries of a prompt in one pass of 3n tokens
+// (TransformerPredictions, QueryForward) and each query at the end of its own sequence of
+// 2k + 1 tokens (QueryPredictions). The tolerance is BatchedQueriesEqualOneAtATime's: float32
+// passes of different lengths and batch sizes agree to |diff| <= 1e-5 max(1, |prediction|).
+TEST(Transformer, ShiftedQueriesInOnePassEqualTheirOwnSequences) {
+  torch::manual_seed(7);
+  Transformer m(Tiny(2));
+  data::TaskConfig t;
+  t.d = 3;
+  t.n = 5;
+  t.query_shift = data::ParseShift("scale:2", "query_shift");
+  const auto set = data::SamplePrompts(t, 4, 0, 3);
+  const arma::mat all = learners::TransformerPredictions(m, set, /*batch=*/2);  // n x N
+  const arma::mat err = learners::TransformerErrors(m, set, /*batch=*/2);
+  for (std::size_t i = 0; i < set.size(); ++i)
+    for (int k = 0; k < t.n; ++k) {
+      const arma::mat q = set.query_x.slice(i).col(k);
+      const double single = learners::QueryPredictions(m, set, i, k, q)(0);
+      EXPECT_NEAR(all(k, i), single, 1e-5 * std::max(1.0, std::abs(single))) << i << " " << k;
+      // The error is against the query's own label.
+      const double e = (all(k, i) - set.query_y(k, i)) * (all(k, i) - set.query_y(k, i)) / t.d;
+      EXPECT_NEAR(err(k, i), e, 1e-12 * std::max(1.0, e));
+    }
 }

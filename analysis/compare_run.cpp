@@ -304,7 +304,7 @@ LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskC
     return learners::TransformerPredictions(model, set);
   };
   l.query = [model](const data::PromptSet& set, std::size_t first, std::size_t count,
-                     const arma::cube& q) mutable {
+                    const arma::cube& q) mutable {
     return learners::QueryPredictionsAllK(model, set, first, count, q);  // batched contexts
   };
   return l;
@@ -321,7 +321,7 @@ LearnerUnderTest ClassicalUnderTest(const std::string& name, const data::TaskCon
   l.task = task;
   l.predict = [learner](const data::PromptSet& set) { return Predictions(*learner, set); };
   l.query = [learner](const data::PromptSet& set, std::size_t first, std::size_t count,
-                       const arma::cube& q) {
+                      const arma::cube& q) {
     learners::LearnerRun run;
     const arma::uword n = set.task.n;
     arma::mat out(q.n_cols, q.n_slices);

@@ -531,6 +531,18 @@ learners::CheckpointInfo TrainWithLog(const learners::TrainConfig& train, const 
   return learners::ReadCheckpointInfo(out);
 }
 
+// A 20-step run and its half-budget run (10 steps, half the warmup), with their logs.
+struct RunAndHalf {
+  learners::TrainConfig full_config;
+  learners::CheckpointInfo full, half;
+};
+RunAndHalf TrainRunAndHalf(const test::TempDir& tmp, core::ThreadPool& pool) {
+  auto full = TinyTrain(20), half = TinyTrain(10);
+  full.warmup = 2, half.warmup = 1;
+  return {full, TrainWithLog(full, tmp / "full.h5", pool),
+          TrainWithLog(half, tmp / "half.h5", pool)};
+}
+
 std::string MessageOf(const std::function<void()>& f) {
   try {
     f();
@@ -594,10 +606,8 @@ TEST_F(SingleThread, TrainLogRoundTripsAndRefusesMalformedLogs) {
 // relative rounding of at most 5e-9 (9 significant digits); the re-run is the same computation.
 TEST_F(SingleThread, ConvergenceEvidenceAgreesWithBothLogs) {
   test::TempDir tmp;
-  auto full = TinyTrain(20), half = TinyTrain(10);
-  full.warmup = 2, half.warmup = 1;
-  const auto f = TrainWithLog(full, tmp / "full.h5", serial);
-  const auto h = TrainWithLog(half, tmp / "half.h5", serial);
+  const RunAndHalf pair = TrainRunAndHalf(tmp, serial);
+  const auto &f = pair.full, &h = pair.half;
   const learners::ConvergenceEvidence e = learners::TestConvergence(f, h);
   ASSERT_EQ(e.rows.size(), 5u);
   EXPECT_LT(e.log_rerun_gap, 1e-8);
@@ -626,10 +636,8 @@ TEST_F(SingleThread, ConvergenceEvidenceAgreesWithBothLogs) {
 
 TEST_F(SingleThread, ConvergenceRefusesPairsThatAreNotAHalfRun) {
   test::TempDir tmp;
-  auto full = TinyTrain(20), half = TinyTrain(10);
-  full.warmup = 2, half.warmup = 1;
-  const auto f = TrainWithLog(full, tmp / "full.h5", serial);
-  const auto h = TrainWithLog(half, tmp / "half.h5", serial);
+  const RunAndHalf pair = TrainRunAndHalf(tmp, serial);
+  const auto &f = pair.full, &h = pair.half;
   auto other = h;
   other.model.layers = 1;
   EXPECT_NE(MessageOf([&] { learners::TestConvergence(f, other); }).find("model_config layers"),
@@ -652,7 +660,7 @@ TEST_F(SingleThread, ConvergenceRefusesPairsThatAreNotAHalfRun) {
   other.model.kernels = 1;
   EXPECT_EQ(learners::HalfRunMismatch(f, other), "");
   // An unfinished full run.
-  const auto part = TrainWithLog(full, tmp / "part.h5", serial, /*stop_after=*/10);
+  const auto part = TrainWithLog(pair.full_config, tmp / "part.h5", serial, /*stop_after=*/10);
   EXPECT_NE(MessageOf([&] { learners::TestConvergence(part, h); }).find("is at step 10 of 20"),
             std::string::npos);
   // A log that lacks the final evaluation, and no log at all.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "core/errors.hpp"
@@ -56,7 +57,13 @@ Reference RunReference(const learners::ClassicalLearner& l, const data::PromptSe
 struct TaskReferences {
   data::PromptSet set, fit_set;
   std::vector<Reference> fixed;  // per spec item; empty Reference for a fit item
+  int users = 0;                 // learners under test of this task
+  std::vector<std::shared_ptr<const FamilyGrid>> grids;  // per fit item, once two users need it
 };
+
+// The most a cell's shared fit grids may hold (FamilyGridBytes); a larger one is recomputed per
+// learner instead (the same fit, more time).
+constexpr std::size_t kMaxSharedGrid = std::size_t(512) << 20;
 
 std::vector<std::string> SplitSpecs(const std::string& specs) {
   std::vector<std::string> out;
@@ -174,13 +181,10 @@ bool NearDivergence(const FitSpec& spec, double value, int steps, double curvatu
   return limit > 0 && steps >= 2 && value * curvature >= kDivergenceMargin * limit;
 }
 
-// Mean over prompts and `rows` of (target - prediction)^2 / d for every step count in
-// [spec.steps_lo, spec.steps_hi] (one entry for a family without steps) at one value; infinite
-// where a prediction is not finite or the member is near divergence (curvature: the fit
-// prompts' LargestCurvature).
-arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, int steps_hi,
-                    const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows,
-                    double curvature) {
+// A family member's predictions on `set` at `rows` for every step count in [steps_lo,
+// steps_hi] (one slice for a family without steps): rows x N x steps.
+arma::cube FamilyPredictions(const FitSpec& spec, double value, int steps_lo, int steps_hi,
+                             const data::PromptSet& set, const arma::uvec& rows) {
   const int d = set.task.d, n = set.task.n;
   const auto l = learners::MakeLearner(spec.Spec(value, steps_hi), set.task);
   // Every step count from one run of the longest; at shifted queries one run per step count
@@ -190,56 +194,153 @@ arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, int steps_h
   if (steps_hi > steps_lo && !by_step)
     for (int t = steps_lo; t <= steps_hi; ++t)
       per_step.push_back(learners::MakeLearner(spec.Spec(value, t), set.task));
-  arma::vec sum(steps_hi - steps_lo + 1, arma::fill::zeros);
+  arma::cube out(rows.n_elem, set.size(), steps_hi - steps_lo + 1);
   learners::LearnerRun run;
   for (std::size_t i = 0; i < set.size(); ++i) {
-    const arma::vec want = target.col(i);
     if (by_step) {
       const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
       const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);
       const arma::mat p = l->StepPredictions(x, y);  // steps_hi x n
-      for (int t = steps_lo; t <= steps_hi; ++t) {
-        const arma::rowvec r = p.row(t - 1);
-        sum(t - steps_lo) += arma::accu(arma::square(want.elem(rows) - r.t().eval().elem(rows)));
-      }
+      for (int t = steps_lo; t <= steps_hi; ++t)
+        out.slice(t - steps_lo).col(i) = p.row(t - 1).t().eval().elem(rows);
     } else if (!per_step.empty()) {
       for (int t = steps_lo; t <= steps_hi; ++t) {
         learners::RunOnPrompt(*per_step[t - steps_lo], set, i, run);
-        sum(t - steps_lo) += arma::accu(arma::square(want.elem(rows) - run.predictions.elem(rows)));
+        out.slice(t - steps_lo).col(i) = run.predictions.elem(rows);
       }
     } else {
       learners::RunOnPrompt(*l, set, i, run);
-      sum(0) += arma::accu(arma::square(want.elem(rows) - run.predictions.elem(rows)));
+      out.slice(0).col(i) = run.predictions.elem(rows);
     }
   }
-  arma::vec v = sum / (double(set.size()) * rows.n_elem * d);
+  return out;
+}
+
+// Mean over prompts and `rows` of (target - prediction)^2 / d for every step count of `pred`
+// (FamilyPredictions from steps_lo on) at one value; infinite where a prediction is not finite
+// or the member is near divergence (curvature: the fit prompts' LargestCurvature).
+arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, const arma::cube& pred,
+                    const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows,
+                    double curvature) {
+  arma::vec sum(pred.n_slices, arma::fill::zeros);
+  for (arma::uword t = 0; t < pred.n_slices; ++t)
+    for (std::size_t i = 0; i < set.size(); ++i) {
+      const arma::vec want = target.col(i);
+      sum(t) += arma::accu(arma::square(want.elem(rows) - pred.slice(t).col(i)));
+    }
+  arma::vec v = sum / (double(set.size()) * rows.n_elem * set.task.d);
   v.transform([](double e) { return std::isfinite(e) ? e : arma::datum::inf; });
-  for (int t = steps_lo; t <= steps_hi; ++t)
-    if (NearDivergence(spec, value, t, curvature)) v(t - steps_lo) = arma::datum::inf;
+  for (arma::uword t = 0; t < pred.n_slices; ++t)
+    if (NearDivergence(spec, value, steps_lo + static_cast<int>(t), curvature))
+      v(t) = arma::datum::inf;
   return v;
+}
+
+// The search grid of a family's value: 8 points per decade over [lo, hi], in log(value).
+arma::vec FitGrid(const FitSpec& spec) {
+  const double a = std::log(spec.lo), b = std::log(spec.hi);
+  const int points = 1 + static_cast<int>(std::ceil(8 * (b - a) / std::log(10.0)));
+  return arma::linspace(a, b, points);
+}
+
+// Brent's minimisation of f on [a, b]: a parabola through the three best points so far where
+// it lands inside the bracket and shrinks the step, a golden-section step otherwise; stops when
+// the bracket around the best point is within about 4 tol. On a smooth minimum it needs a
+// third of golden-section's evaluations for the same bracket. Non-finite values never give a
+// parabola (its coefficients are NaN), only golden-section steps. Returns {x, f(x)}.
+template <typename F>
+std::pair<double, double> BrentMinimum(F&& f, double a, double b, double tol) {
+  const double c = (3 - std::sqrt(5.0)) / 2;
+  double x = a + c * (b - a), w = x, v = x;
+  double fx = f(x), fw = fx, fv = fx;
+  double d = 0, e = 0;
+  for (int it = 0; it < 100; ++it) {
+    const double m = (a + b) / 2, tol2 = 2 * tol;
+    if (std::abs(x - m) <= tol2 - (b - a) / 2) break;
+    bool parabola = false;
+    if (std::abs(e) > tol) {
+      const double r = (x - w) * (fx - fv);
+      double q = (x - v) * (fx - fw);
+      double p = (x - v) * q - (x - w) * r;
+      q = 2 * (q - r);
+      if (q > 0) p = -p;
+      q = std::abs(q);
+      const double last = e;
+      if (std::abs(p) < std::abs(q * last / 2) && p > q * (a - x) && p < q * (b - x)) {
+        e = d;
+        d = p / q;
+        if (x + d - a < tol2 || b - x - d < tol2) d = x < m ? tol : -tol;
+        parabola = true;
+      }
+    }
+    if (!parabola) {
+      e = x >= m ? a - x : b - x;
+      d = c * e;
+    }
+    const double u = std::abs(d) >= tol ? x + d : x + (d > 0 ? tol : -tol);
+    const double fu = f(u);
+    if (fu <= fx) {
+      (u >= x ? a : b) = x;
+      v = w, fv = fw, w = x, fw = fx, x = u, fx = fu;
+    } else {
+      (u < x ? a : b) = u;
+      if (fu <= fw || w == x) {
+        v = w, fv = fw, w = u, fw = fu;
+      } else if (fu <= fv || v == x || v == w) {
+        v = u, fv = fu;
+      }
+    }
+  }
+  return {x, fx};
 }
 
 }  // namespace
 
+FamilyGrid MakeFamilyGrid(const FitSpec& spec, const data::PromptSet& set,
+                          const std::vector<int>& ks) {
+  const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
+  FamilyGrid g;
+  g.grid = FitGrid(spec);
+  g.curvature = LargestCurvature(set, rows);
+  for (const double x : g.grid)
+    g.predictions.push_back(
+        FamilyPredictions(spec, std::exp(x), spec.steps_lo, spec.steps_hi, set, rows));
+  return g;
+}
+
+std::size_t FamilyGridBytes(const FitSpec& spec, const data::PromptSet& set,
+                            const std::vector<int>& ks) {
+  return FitGrid(spec).n_elem * ks.size() * set.size() *
+         static_cast<std::size_t>(spec.steps_hi - spec.steps_lo + 1) * sizeof(double);
+}
+
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
-                    const std::vector<int>& ks) {
+                    const std::vector<int>& ks, const FamilyGrid* shared) {
   if (ks.empty() || target.n_rows != arma::uword(set.task.n) || target.n_cols != set.size())
     throw std::logic_error("compare: a fit needs predictions n x N and at least one k");
   const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
-  const double curvature = LargestCurvature(set, rows);
+  const int steps = spec.steps_hi - spec.steps_lo + 1;
+  if (shared && (shared->predictions.size() != shared->grid.n_elem || shared->predictions.empty() ||
+                 shared->predictions[0].n_rows != rows.n_elem ||
+                 shared->predictions[0].n_cols != set.size() ||
+                 shared->predictions[0].n_slices != arma::uword(steps)))
+    throw std::logic_error("compare: a shared family grid of another fit set, window or family");
+  const double curvature = shared ? shared->curvature : LargestCurvature(set, rows);
   // A grid of 8 points per decade by every step count (the grid keeps the search off a local
-  // minimum between far-apart basins).
-  const double a = std::log(spec.lo), b = std::log(spec.hi);
-  const int points = 1 + static_cast<int>(std::ceil(8 * (b - a) / std::log(10.0)));
-  const arma::vec grid = arma::linspace(a, b, points);
-  arma::mat value(points, spec.steps_hi - spec.steps_lo + 1);  // (grid point, step count)
+  // minimum between far-apart basins); its predictions do not depend on the target, so the
+  // seeds of a cell can share them (`shared`).
+  const arma::vec grid = shared ? shared->grid : FitGrid(spec);
+  const int points = static_cast<int>(grid.n_elem);
+  arma::mat value(points, steps);  // (grid point, step count)
   for (int i = 0; i < points; ++i)
-    value.row(i) = FamilySpd(spec, std::exp(grid(i)), spec.steps_lo, spec.steps_hi, set, target,
-                             rows, curvature)
+    value.row(i) = FamilySpd(spec, std::exp(grid(i)), spec.steps_lo,
+                             shared ? shared->predictions[i]
+                                    : FamilyPredictions(spec, std::exp(grid(i)), spec.steps_lo,
+                                                        spec.steps_hi, set, rows),
+                             set, target, rows, curvature)
                        .t();
-  // Golden-section search in log(value), at one step count, between the grid neighbours of
-  // that count's best grid point; never ends worse than that point.
-  const double g = (std::sqrt(5.0) - 1) / 2;
+  // Brent's search in log(value), at one step count, between the grid neighbours of that
+  // count's best grid point, to a bracket of about 1e-6; never ends worse than that point.
   std::vector<FamilyFit> refined(value.n_cols);
   std::vector<bool> done(value.n_cols, false);
   auto refine = [&](arma::uword j) {
@@ -251,19 +352,13 @@ FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma:
     if (!std::isfinite(value.col(j).min())) return;
     const arma::uword best = value.col(j).index_min();
     auto spd = [&](double log_value) {
-      return FamilySpd(spec, std::exp(log_value), steps, steps, set, target, rows, curvature)(0);
+      const double v = std::exp(log_value);
+      return FamilySpd(spec, v, steps, FamilyPredictions(spec, v, steps, steps, set, rows), set,
+                       target, rows, curvature)(0);
     };
-    double lo = grid(best > 0 ? best - 1 : 0),
-           hi = grid(std::min<arma::uword>(best + 1, points - 1));
-    double x1 = hi - g * (hi - lo), x2 = lo + g * (hi - lo), f1 = spd(x1), f2 = spd(x2);
-    for (int it = 0; it < 40 && hi - lo > 1e-6; ++it) {
-      if (f1 <= f2) {
-        hi = x2, x2 = x1, f2 = f1, x1 = hi - g * (hi - lo), f1 = spd(x1);
-      } else {
-        lo = x1, x1 = x2, f1 = f2, x2 = lo + g * (hi - lo), f2 = spd(x2);
-      }
-    }
-    const double x = f1 <= f2 ? x1 : x2, fx = std::min(f1, f2);
+    const double lo = grid(best > 0 ? best - 1 : 0),
+                 hi = grid(std::min<arma::uword>(best + 1, points - 1));
+    const auto [x, fx] = BrentMinimum(spd, lo, hi, 2.5e-7);
     out.value = fx <= value(best, j) ? std::exp(x) : std::exp(grid(best));
     out.spd = std::min(fx, value(best, j));
     out.at_bound = best == 0 || best + 1 == arma::uword(points);
@@ -400,11 +495,16 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   const std::vector<int> ks = SummaryWindow(d, n);
   const arma::uvec rows = arma::conv_to<arma::uvec>::from(ks);
   std::vector<std::pair<std::string, TaskReferences>> shared;  // by task JSON
-  auto references_of = [&](const data::TaskConfig& t) -> const TaskReferences& {
+  std::vector<std::string> task_keys;
+  for (const auto& m : models)
+    task_keys.push_back(m.task.ToJson());
+  auto references_of = [&](const data::TaskConfig& t) -> TaskReferences& {
     const std::string key = t.ToJson();
-    for (const auto& [k, r] : shared)
+    for (auto& [k, r] : shared)
       if (k == key) return r;
     TaskReferences r;
+    r.users = static_cast<int>(std::count(task_keys.begin(), task_keys.end(), key));
+    r.grids.resize(items.size());
     r.set = data::SamplePrompts(t, req.seed, 0, req.prompts);
     if (any_fit) r.fit_set = data::SamplePrompts(t, req.seed, req.prompts, req.fit_prompts);
     const auto learners = learners::MakeLearners(
@@ -425,7 +525,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     const auto& m = models[c];
     out.models.push_back(m.name);
     out.tasks.push_back(m.task);
-    const TaskReferences& ref = references_of(m.task);
+    TaskReferences& ref = references_of(m.task);
     // Fitted learners: on prompts after the scored ones (disjoint from them), each family's
     // hyperparameters closest to this model.
     std::vector<FamilyFit> fitted(items.size(), FamilyFit{arma::datum::nan, arma::datum::nan});
@@ -434,7 +534,13 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
       const arma::mat target = m.predict(ref.fit_set);
       for (std::size_t i = 0; i < items.size(); ++i) {
         if (!is_fit[i]) continue;
-        fitted[i] = FitFamily(fits[i], ref.fit_set, target, ks);
+        // The grid's predictions are the same for every learner of this task: shared by the
+        // seeds of a cell (built at the first that needs them), unless too large to keep.
+        if (ref.users > 1 && !ref.grids[i] &&
+            FamilyGridBytes(fits[i], ref.fit_set, ks) <= kMaxSharedGrid)
+          ref.grids[i] =
+              std::make_shared<const FamilyGrid>(MakeFamilyGrid(fits[i], ref.fit_set, ks));
+        fitted[i] = FitFamily(fits[i], ref.fit_set, target, ks, ref.grids[i].get());
         fitted_ref[i] = RunReference(
             *learners::MakeLearner(fits[i].Spec(fitted[i].value, fitted[i].steps), m.task), ref.set,
             P);

@@ -130,8 +130,9 @@ void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
 // `set`): the hyperparameters minimising the mean over prompts and `ks` of
 // (target - learner)^2 / d. The continuous one is searched on a log-spaced grid over [lo, hi]
 // (8 points a decade) jointly with every step count in [steps_lo, steps_hi] (one run of the
-// longest gives every shorter one, StepPredictions), then refined by golden-section search in
-// log(value) between the best grid point's neighbours, at each of the three step counts
+// longest gives every shorter one, StepPredictions), then refined by Brent's search in
+// log(value) (parabolic steps, golden-section where a parabola fails) between the best grid
+// point's neighbours, at each of the three step counts
 // closest on the grid. Non-finite
 // predictions (a diverging step size or start) count as infinitely far, and so does a member of
 // two or more steps within 10% of divergence on some fit prompt (alpha lambda_max(X_k'X_k) >=
@@ -142,8 +143,21 @@ struct FamilyFit {
   bool at_bound = false;        // the best grid point was an end of the value's search range
   bool steps_at_bound = false;  // the step count was fitted and the best is its largest
 };
+// The grid stage of a fit that does not depend on the target: every grid point's predictions
+// (ks x N x step counts) on the fit prompts and their largest curvature. The seeds of a cell
+// share one (FitFamily's `shared`), so only the refinement is per seed; FitFamily gives the
+// same fit with it as without. FamilyGridBytes: what one holds.
+struct FamilyGrid {
+  arma::vec grid;                       // log(value) of each grid point
+  double curvature = 0;                 // the fit prompts' largest lambda_max(X_k'X_k)
+  std::vector<arma::cube> predictions;  // per grid point: ks x N x (steps_hi - steps_lo + 1)
+};
+FamilyGrid MakeFamilyGrid(const FitSpec& spec, const data::PromptSet& set,
+                          const std::vector<int>& ks);
+std::size_t FamilyGridBytes(const FitSpec& spec, const data::PromptSet& set,
+                            const std::vector<int>& ks);
 FamilyFit FitFamily(const FitSpec& spec, const data::PromptSet& set, const arma::mat& target,
-                    const std::vector<int>& ks);
+                    const std::vector<int>& ks, const FamilyGrid* shared = nullptr);
 
 // The one summary window, fixed before any learner was scored: every k in 0..n-1 except d and
 // d + 1, noiseless or not. Under noise minimum-norm OLS's SPD has no finite mean there;

@@ -42,3 +42,32 @@ finish() {
   } > "$OUT/README.md"
   echo "wrote $OUT/README.md"
 }
+
+# finished CKPT: true when the file exists and its run reached its last step.
+finished() {
+  [ -f "$1" ] && "$ICLPROBE" inspect "$1" | awk '$1 == "step" && $2 == $4 {ok = 1} END {exit !ok}'
+}
+
+# verdict_table VERDICTS_CSV [CELL]: compare's verdicts (every k, then the window k != d, d+1)
+# as a Markdown table, for one cell or every cell of the file.
+verdict_table() {
+  echo "| cell | k | closest | SPD / d | runner-up | margin [95%] | significant | every seed agrees | converged |"
+  echo "|---|---|---|---:|---|---|---|---|---|"
+  awk -F, -v want="${2:-}" 'NR > 1 && (want == "" || $1 == want) {
+      k = ($2 == "window") ? "**window**" : $3
+      stable = ($13 == 1) ? "yes" : "no (" $14 ")"
+      if ($4 == 1) stable = "(1 seed)"
+      printf "| %s | %s | %s | %.3g | %s | %+.2g [%+.2g, %+.2g] | %s | %s | %s |\n", $1, k, $5, $6, $7, $9, $10, $11, ($12 == 1 ? "yes" : "no"), stable, $15
+    }' "$1"
+}
+
+# spd_table CELLS_CSV CELL LEARNER...: SPD / d per k with its 95% interval over seeds and
+# prompts, one column per learner.
+spd_table() {
+  local csv=$1 cell=$2; shift 2
+  printf '| k |'; printf ' %s |' "$@"; echo
+  printf '|---:|'; printf -- '---|%.0s' "$@"; echo
+  awk -F, -v cell="$cell" -v names="$*" 'BEGIN { n = split(names, want, " ") }
+    NR > 1 && $1 == cell { v[$3, $2] = sprintf("%.2e [%.2e, %.2e]", $5, $6, $7); if ($3 + 0 > kmax) kmax = $3 + 0 }
+    END { for (k = 0; k <= kmax; k++) { printf "| %d |", k; for (j = 1; j <= n; j++) printf " %s |", v[k, want[j]]; printf "\n" } }' "$csv"
+}

@@ -34,14 +34,23 @@ for pair in "${LEVELS[@]}"; do
       --save-every $SAVE --threads 1 --quiet --out "$ck" > "$CK/noise_$name.log"
   fi
   CKPTS+=(-c "$ck")
+  # The convergence rule's half-budget run (the same recipe, 10,000 steps and 500 warmup), where
+  # it was trained (checkpoints/noisy/noise_NAME_half.h5).
+  if [ -f "$CK/noise_${name}_half.h5" ]; then CKPTS+=(--half "$CK/noise_${name}_half.h5"); fi
 done
 run "$ICLPROBE" compare "${CKPTS[@]}" --learners ols,ridge:0.0625,ridge:0.111111111,ridge:0.25,ridge:0.444444444 \
-  --prompts $P --ilwd-prompts $Q --seed 3 --quiet --force --csv "$OUT/compare.csv" > "$OUT/compare.txt"
+  --prompts $P --ilwd-prompts $Q --seed 11 --threads 1 --quiet --force --plot-dir "$OUT/figs" \
+  --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 
 # Which weight vector the layers carry: w_ols, w_ridge(lambda = sigma^2, the Bayes ridge) or w.
 for pair in "0.25:0.5:1_4" "0.444444444:0.666666667:4_9"; do
   lambda=${pair%%:*}; rest=${pair#*:}; name=${rest#*:}
   acts="$RUNS/acts_noise_$name.h5"
+  # The full profile keeps probes newer than their learner (delete them to redo them).
+  if [ "$PROFILE" = full ] && [ "$OUT/probes_noise_$name.h5" -nt "$CK/noise_$name.h5" ] &&
+     [ "$OUT/probes_mlp_noise_$name.h5" -nt "$CK/noise_$name.h5" ]; then
+    echo "# reused results/noisy_regime/probes_noise_$name.h5 and probes_mlp_noise_$name.h5 (newer than their learner; made by the extract and probe commands of this script, prompt seed 7)" >> "$OUT/commands.txt"
+  else
   run "$ICLPROBE" extract -c "$CK/noise_$name.h5" --prompts $PP --seed 7 --ridge-lambda "$lambda" \
     --threads 1 --quiet --force --out "$acts" > /dev/null
   run "$ICLPROBE" probe -a "$acts" --targets w_ols,w_ridge,w --probes ridge --threads 1 --quiet --force \
@@ -50,6 +59,7 @@ for pair in "0.25:0.5:1_4" "0.444444444:0.666666667:4_9"; do
     --epochs $EPOCHS --threads 1 --quiet --force \
     --out "$OUT/probes_mlp_noise_$name.h5" --csv "$OUT/probes_mlp_noise_$name.csv" > /dev/null
   rm -f "$acts"
+  fi
   for probes in probes_noise probes_mlp_noise; do
     for k in 6 12; do
       run "$ICLPROBE" report --probes "$OUT/${probes}_$name.h5" --k $k --compare-targets --force \
@@ -63,8 +73,26 @@ done
   echo "## Behaviour: mean SPD / d to each reference learner"
   echo
   echo "Columns: training (sigma/tau)^2 = 0, 1/16, 1/9, 1/4, 4/9 (checkpoints noise_0 ... noise_4_9)."
-  echo "Cells: mean SPD / d over the window k = 0..11 except k = d and d+1 in every column (fixed before the learners were scored: there OLS's SPD has no finite mean under noise and jumps to 0 without it) against each reference learner, on $P prompts (seed 3) with the column's noise; * = a column minimum whose paired 95% bootstrap interval against the runner-up excludes 0, ~ = one that does not. Below it, each row's paired difference from the column's diagonal ridge."
+  echo "Cells: mean SPD / d over the window k = 0..11 except k = d and d+1 in every column (fixed before the learners were scored: there OLS's SPD has no finite mean under noise and jumps to 0 without it) against each reference learner, on $P prompts (seed 11, a prompt seed no earlier result used) with the column's noise; * = a column minimum whose paired 95% bootstrap interval against the runner-up excludes 0, ~ = one that does not. Below it, each row's paired difference from the column's diagonal ridge. One learner (seed 1) per column: every interval is over prompts only."
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,$p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
+  echo
+  echo "The goal (the Bayes ridge, λ = σ²/τ², OLS for noise 0, is the column's minimum with its paired interval against the runner-up excluding 0), column by column:"
+  echo
+  awk -F, 'NR > 1 { diag[$1] = $4; if ($9 == "1" || $8 == "1") { best[$1] = $2; sig[$1] = $9 } if ($2 != $4) { d = $5 + 0; if (!($1 in near) || d < near[$1]) { near[$1] = d; nearname[$1] = $2; lo[$1] = $6; hi[$1] = $7 } } if (!($1 in order)) { order[$1] = ++n; names[n] = $1 } }
+    END { met = 0
+      for (i = 1; i <= n; i++) { m = names[i]
+        if (best[m] == diag[m] && sig[m] == "1") { met++; printf "- %s: met; the nearest other learner, %s, is farther by %+.2e [%+.2e, %+.2e]\n", m, nearname[m], near[m], lo[m], hi[m] }
+        else if (best[m] == diag[m]) printf "- %s: the diagonal %s is the minimum but not significantly (%s farther by %+.2e [%+.2e, %+.2e])\n", m, diag[m], nearname[m], near[m], lo[m], hi[m]
+        else printf "- %s: missed; %s is closer than the diagonal %s by %.2e [%.2e, %.2e] (paired)%s\n", m, nearname[m], diag[m], -near[m], -hi[m], -lo[m], (hi[m] >= 0 ? ": a tie, the interval includes 0" : "") }
+      printf "\nMet in %d of %d columns (the goal: 4 of 5).\n", met, n }' "$OUT/compare.paired.csv"
+  echo
+  echo "Convergence of each learner (its half-budget run: the same recipe, half the steps and warmup; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's, on its 500 evaluation prompts):"
+  echo; echo '```'; { grep -E '^(convergence of|  (not )?converged:)' "$OUT/compare.txt" || echo "no half-budget runs: convergence untested"; } | sed "s|$ROOT/||g"; echo '```'
+  echo
+  echo "Verdict at every k and over the window, per column (closest reference learner, runner-up, paired margin with its 95% interval over prompts):"
+  echo; verdict_table "$OUT/compare.verdicts.csv"
+  echo; echo "SPD / d per k with 95% intervals, one figure per column (noise 0, 1/16, 1/9, 1/4, 4/9):"; echo
+  for f in "$OUT"/figs/spd_cell*.png; do echo "![SPD per k](figs/$(basename "$f"))"; done
   echo
   echo "## Representation: which weight vector each layer carries"
   echo

@@ -40,31 +40,32 @@ for L in "${DEPTHS[@]}"; do
 done
 if [ -n "${TRAIN_ONLY:-}" ]; then echo "experiments/phase: trained; run again without TRAIN_ONLY for the comparison" >&2; exit 0; fi
 # Comparison: one compare per learner (each fits its own family members).
-LEARNERS="ols,ridge:fit,gd:fit,sgd:fit,knn:3"
-echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,ridge_lambda" > "$OUT/phase.csv"
+LEARNERS="ols,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3"
+echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,ridge_lambda,converged" > "$OUT/phase.csv"
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
     ck="$CKDIR/l${L}_h$H.h5"
-    # The full profile keeps a comparison newer than its learner (delete it to redo it).
-    if [ "$PROFILE" = full ] && [ -s "$OUT/compare_l${L}_h$H.txt" ] && [ "$OUT/compare_l${L}_h$H.txt" -nt "$ck" ]; then
-      echo "${ICLPROBE#$ROOT/} compare -c ${ck#$ROOT/} --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT --seed 3 --quiet --force --csv ${OUT#$ROOT/}/compare_l${L}_h$H.csv" |
-        sed -e "s|^[^ ]*iclprobe[^ ]* |iclprobe |" >> "$OUT/commands.txt"
+    # The convergence rule's half-budget run of this cell, where one was trained (the depth row
+    # and the L = 4 width column: checkpoints/phase/lL_hH_half.h5).
+    half=(); if [ -f "$CKDIR/l${L}_h${H}_half.h5" ]; then half=(--half "$CKDIR/l${L}_h${H}_half.h5"); fi
+    cmd=(compare -c "$ck" "${half[@]}" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT
+      --seed 11 --threads 1 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv")
+    # The full profile keeps a comparison made by the same command and newer than its learner
+    # (delete it to redo it).
+    stamp="$OUT/compare_l${L}_h$H.cmd"
+    if [ "$PROFILE" = full ] && [ -s "$OUT/compare_l${L}_h$H.txt" ] && [ "$OUT/compare_l${L}_h$H.txt" -nt "$ck" ] &&
+       [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${cmd[*]//$ROOT\//}" ]; then
+      echo "iclprobe ${cmd[*]//$ROOT\//}" >> "$OUT/commands.txt"
     else
-      run "$ICLPROBE" compare -c "$ck" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT \
-        --seed 3 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv" > "$OUT/compare_l${L}_h$H.txt"
+      run "$ICLPROBE" "${cmd[@]}" > "$OUT/compare_l${L}_h$H.txt"
+      echo "${cmd[*]//$ROOT\//}" > "$stamp"
     fi
-    # "closest (...): NAME [(alpha|lambda V)] SPD; runner-up NAME [(...)]: DIFF [LO, HI] farther (...)"
-    sed -n 's/^closest (mean SPD \/ d over the summary k): //p' "$OUT/compare_l${L}_h$H.txt" |
-      awk -v L=$L -v H=$H -v lam="$(sed -n 's/^ridge:fit: lambda = \([^ ]*\) .*/\1/p' "$OUT/compare_l${L}_h$H.txt")" '{
-        line = $0; sig = (line ~ /\(significant\)$/) ? 1 : 0
-        split(line, parts, "; runner-up ")
-        n1 = split(parts[1], a, " "); spd = a[n1]; name1 = a[1]; v1 = ""
-        if (n1 == 4) { v1 = a[3]; sub(/\)$/, "", v1) }
-        split(parts[2], b, ": "); n2 = split(b[1], c, " "); name2 = c[1]; v2 = ""
-        if (n2 == 3) { v2 = c[3]; sub(/\)$/, "", v2) }
-        rest = b[2]; gsub(/[\[\],]/, " ", rest); split(rest, d, " ")
-        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s\n", L, H, name1, v1, spd, name2, v2, d[1], d[2], d[3], sig, lam
-      }' >> "$OUT/phase.csv"
+    # One row from the window's verdict and the fitted values (compare's tidy CSVs): a fitted
+    # member's value is its lambda or alpha, with its step count where it has several.
+    awk -F, -v L=$L -v H=$H 'FNR == NR { if (FNR > 1 && $8 != "") { v = sprintf("%.4g", $8); if ($9 != "" && $9 != 1) v = v " x" $9; val[$2] = v; if ($2 == "ridge:fit") lam = $8 } next }
+      FNR > 1 && $2 == "window" {
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s\n", L, H, $5, val[$5], $6, $7, val[$7], $9, $10, $11, $12, lam, $15
+      }' "$OUT/compare_l${L}_h$H.csv" "$OUT/compare_l${L}_h$H.verdicts.csv" >> "$OUT/phase.csv"
   done
 done
 # The heat map: colour = log10 of the fitted ridge lambda (ridge with lambda far above the
@@ -73,7 +74,7 @@ done
 if command -v gnuplot > /dev/null; then
   awk -F, 'NR > 1 {
       f = $3; sub(/:.*/, "", f)
-      label = f; if ($4 != "") label = label "\\n" $4; if (!$11) label = label "\\n(~)"
+      label = f; if ($4 != "") label = label "\\n" $4; if (!$11) label = label "\\n(~)"; if ($13 == "no") label = label "\\n(not conv.)"
       printf "%d %d %.4f \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), log($12) / log(10), label
     }' "$OUT/phase.csv" > "$OUT/phase.dat"
   cat > "$OUT/phase.gp" <<'GP'
@@ -96,11 +97,14 @@ GP
   (cd "$OUT" && gnuplot phase.gp)
 fi
 { echo "Learners: depth L in {${DEPTHS[*]}} x width H in {${WIDTHS[*]}} (M = 4 heads, d = 4, n = 12, noiseless,"
-  echo "$STEPS steps, seed 1; one learner per cell). Each is compared on $P prompts (seed 3) with OLS, kNN(3)"
-  echo "and each family's member closest to it: gd:fit (one GD step), sgd:fit (one pass), ridge:fit,"
-  echo "their step size or lambda fitted on the $FIT prompts that follow the scored ones. Closest ="
+  echo "$STEPS steps, seed 1; one learner per cell, so every interval is over prompts only). Each is compared on $P prompts"
+  echo "(seed 11, a prompt seed no earlier result used) with OLS, kNN(3) and each family's member closest to it:"
+  echo "gd:fit (one GD step), gd:fit:1..16 (step size and number of steps), sgd:fit (one pass), newton:fit"
+  echo "(Fu et al.'s iterative Newton, scale and steps), ridge:fit, fitted on the $FIT prompts that follow the scored ones. Closest ="
   echo "least mean SPD / d over the window k = 0..11 except k = d and d+1; the runner-up's paired difference has a 95% bootstrap"
-  echo "interval over the $P prompts (significant when it excludes 0)."
+  echo "interval over the $P prompts (significant when it excludes 0). Converged: the convergence rule on the"
+  echo "cell's half-budget run (lL_hH_half.h5: the same recipe, half the steps and warmup), trained for the"
+  echo "depth row (H = 64) and the width column (L = 4); 'untested' elsewhere."
   echo
   echo "Reading the fitted lambda: ridge(lambda) predicts x'(X'X + lambda I)^-1 X'y. Far above the"
   echo "eigenvalues of X'X (about k(1 +- sqrt(d/k))^2, at most about 30 at k = 12, d = 4) that is"
@@ -108,9 +112,9 @@ fi
   echo "alpha = 1 / (2 lambda): there the fitted families nearly coincide and a large lambda means"
   echo "GD-like. lambda -> 0 is OLS. The heat map's colour is log10 of the fitted lambda."
   echo; echo '![phase diagram](phase.png)'; echo
-  echo '| L | H | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] |'
-  echo '|---:|---:|---|---:|---:|---|---:|---|'
-  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 ? "" : " (within noise)" }' "$OUT/phase.csv"
+  echo '| L | H | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | converged |'
+  echo '|---:|---:|---|---:|---:|---|---:|---|---|'
+  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 ? "" : " (within noise)", $13 }' "$OUT/phase.csv"
 } > "$OUT/summary.md"
 { echo; echo "Training commands (checkpoints/phase/commands.txt; resumed runs appear once per resume):"; echo
   echo '```sh'; sed "s|$ROOT/||g" "$CKDIR/commands.txt" 2>/dev/null; echo '```'; } >> "$OUT/summary.md"

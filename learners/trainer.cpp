@@ -81,14 +81,16 @@ arma::mat QueryPredictionsAllK(Transformer& model, const data::PromptSet& set, s
   if (queries.n_rows != arma::uword(d) || queries.n_slices != count * n)
     throw std::logic_error("QueryPredictionsAllK: queries must be d x Q x (count n)");
   // Per prompt one sequence: the prompt, then its n Q queries, (k, j) at the x-token position
-  // 2k. Sub-batches keep the attention scores (B x heads x T^2 floats) near 2^24 elements.
+  // 2k. Sub-batches keep the attention scores (B x heads x (n Q (2n + 1) + (2n)^2) floats: each
+  // query against the context and itself, the context against itself) near 2^22 elements (16 MB,
+  // below the mmap threshold core/process.cpp sets, so the buffers are reused, not faulted in).
   const arma::fcube qf = arma::conv_to<arma::fcube>::from(queries);  // == [count, n Q, d]
   std::vector<std::int64_t> positions(static_cast<std::size_t>(n * q));
   for (long i = 0; i < n * q; ++i)
     positions[static_cast<std::size_t>(i)] = 2 * (i / q);
-  const long T = 2 * n + n * q;
+  const long scores = n * q * (2 * n + 1) + 4 * n * n;
   const std::size_t step = std::max<std::size_t>(
-      1, (std::size_t(1) << 24) / static_cast<std::size_t>(T * T * model->config.heads));
+      1, (std::size_t(1) << 22) / static_cast<std::size_t>(scores * model->config.heads));
   arma::mat out(q, n * count);
   for (std::size_t b = 0; b < count; b += step) {
     const std::size_t c = std::min(step, count - b);

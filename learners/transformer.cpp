@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include "learners/gelu.hpp"
 
@@ -36,6 +37,37 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Te
   return out_proj(out);
 }
 
+std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQueries(
+    const torch::Tensor& x, const torch::Tensor& xq, const torch::Tensor& query_blocked) {
+  const auto B = x.size(0), T = x.size(1), Q = xq.size(1);
+  const int64_t head_dim = hidden / heads;
+  const double scale = 1.0 / std::sqrt(double(head_dim));
+  const auto split = [&](const torch::Tensor& t, std::int64_t len) {
+    // [B, len, 3H] -> [3, B, M, len, head_dim]
+    return torch::linear(t, in_proj_weight, in_proj_bias)
+        .view({B, len, 3, heads, head_dim})
+        .permute({2, 0, 3, 1, 4});
+  };
+  const auto qkv = split(x, T), qkv_q = split(xq, Q);
+  const auto q = qkv[0], k = qkv[1], v = qkv[2];
+  const auto qq = qkv_q[0], kq = qkv_q[1], vq = qkv_q[2];
+  // The context: causal, as in forward (no context token attends to a query).
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+  scores = scores.masked_fill(torch::ones({T, T}, torch::kBool).triu(1),
+                              -std::numeric_limits<float>::infinity());
+  const auto out =
+      torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, hidden});
+  // The queries: their open context keys, then themselves, in one softmax.
+  auto to_context = (torch::matmul(qq, k.transpose(-2, -1)) * scale)
+                        .masked_fill(query_blocked, -std::numeric_limits<float>::infinity());
+  const auto to_self = (qq * kq).sum(-1, /*keepdim=*/true) * scale;  // [B, M, Q, 1]
+  const auto attn = torch::softmax(torch::cat({to_context, to_self}, -1), -1);
+  const auto out_q = (torch::matmul(attn.slice(-1, 0, T), v) + attn.slice(-1, T, T + 1) * vq)
+                         .transpose(1, 2)
+                         .reshape({B, Q, hidden});
+  return {out_proj(out), out_proj(out_q)};
+}
+
 BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernels_)
     : kernels(kernels_) {
   // Registration order = parameter order in checkpoints: ln1, ln2, attn, fc1, fc2.
@@ -52,6 +84,15 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attentio
                                  const torch::Tensor* blocked) {
   auto out = h + attn(ln1 ? ln1(h) : h, attention, blocked);
   return out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
+}
+
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::ForwardWithQueries(
+    const torch::Tensor& h, const torch::Tensor& hq, const torch::Tensor& query_blocked) {
+  auto [a, aq] = attn->ForwardWithQueries(ln1 ? ln1(h) : h, ln1 ? ln1(hq) : hq, query_blocked);
+  auto out = h + a, out_q = hq + aq;
+  out = out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
+  out_q = out_q + fc2(Gelu(fc1(ln2 ? ln2(out_q) : out_q), kernels));
+  return {out, out_q};
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c)
@@ -129,19 +170,13 @@ torch::Tensor TransformerImpl::QueryForward(const torch::Tensor& tokens,
   auto query_tokens = torch::zeros({tokens.size(0), Q, config.d + 1L}, tokens.options());
   query_tokens.slice(/*dim=*/2, 1, config.d + 1).copy_(queries);
   const auto at = torch::tensor(positions, torch::kLong);
-  auto h = torch::cat({Embed(tokens), input_proj(query_tokens) + pos_embed.index_select(0, at)},
-                      /*dim=*/1);
-  // Blocked: the causal mask over the context and every query column for it; a query row sees
-  // the context before its position and itself.
-  auto blocked = torch::ones({T + Q, T + Q}, torch::kBool);
-  blocked.slice(0, 0, T).slice(1, 0, T).copy_(torch::ones({T, T}, torch::kBool).triu(1));
-  const auto rows = blocked.slice(0, T, T + Q);
-  rows.slice(1, 0, T).copy_(torch::arange(T).unsqueeze(0) >= at.unsqueeze(1));
-  rows.slice(1, T, T + Q).copy_(~torch::eye(Q, torch::kBool));
+  auto h = Embed(tokens);
+  auto hq = input_proj(query_tokens) + pos_embed.index_select(0, at);
+  // A query row sees the context before its position (and itself, in the attention).
+  const auto query_blocked = torch::arange(T).unsqueeze(0) >= at.unsqueeze(1);  // [Q, T]
   for (const auto& b : *blocks)
-    h = b->as<Block>()->forward(h, nullptr, &blocked);
-  const auto q_states = h.slice(/*dim=*/1, T, T + Q);
-  return readout(final_ln ? final_ln(q_states) : q_states).squeeze(-1);
+    std::tie(h, hq) = b->as<Block>()->ForwardWithQueries(h, hq, query_blocked);
+  return readout(final_ln ? final_ln(hq) : hq).squeeze(-1);
 }
 
 std::int64_t CountParameters(torch::nn::Module& module) {

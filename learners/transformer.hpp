@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include <utility>
 #include <vector>
 
 #include "learners/model_config.hpp"
@@ -20,6 +21,13 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   // mask when given.
   torch::Tensor forward(const torch::Tensor& x, torch::Tensor* weights = nullptr,
                         const torch::Tensor* blocked = nullptr);
+  // The context x [B, T, H] under the causal mask, and query rows xq [B, Q, H] that attend to
+  // the context keys their row of `query_blocked` [Q, T] leaves open and to themselves, while no
+  // row attends to a query: the attention of one sequence of T + Q tokens with that mask, at
+  // Q x T scores instead of (T + Q)^2. Returns {context out, query out}.
+  std::pair<torch::Tensor, torch::Tensor> ForwardWithQueries(const torch::Tensor& x,
+                                                             const torch::Tensor& xq,
+                                                             const torch::Tensor& query_blocked);
 
   int hidden, heads;
   torch::Tensor in_proj_weight, in_proj_bias;
@@ -33,6 +41,10 @@ struct BlockImpl : torch::nn::Module {
   BlockImpl(int hidden, int heads, int mlp_ratio, bool norm = true, int kernels = 1);
   torch::Tensor forward(const torch::Tensor& h, torch::Tensor* attention = nullptr,
                         const torch::Tensor* blocked = nullptr);
+  // The block on context states h and query states hq (CausalSelfAttention::ForwardWithQueries).
+  std::pair<torch::Tensor, torch::Tensor> ForwardWithQueries(const torch::Tensor& h,
+                                                             const torch::Tensor& hq,
+                                                             const torch::Tensor& query_blocked);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -67,7 +79,8 @@ struct TransformerImpl : torch::nn::Module {
   // token attends to the context tokens before its position and to itself, and no token
   // attends to a query, so each equals the prediction of its own sequence (the first k
   // examples, then the query) up to float32 summation order: Q sequences of up to 2n tokens
-  // become one of 2n + Q.
+  // become one pass over 2n context tokens and Q query tokens, whose attention costs Q x 2n
+  // scores per head (each query against the context, plus itself), not (2n + Q)^2.
   torch::Tensor QueryForward(const torch::Tensor& tokens, const torch::Tensor& queries,
                              const std::vector<std::int64_t>& positions);
 

@@ -226,8 +226,8 @@ TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
 
 // The fitted families (issue 19): a family's fit to a member of that family finds the planted
 // hyperparameter. Its SPD is then exactly 0 at the planted value and grows on both sides, and
-// golden-section search narrows log(value) to 1e-6, so the value comes back to ~1e-6 relative
-// (1e-4 leaves room for a flat minimum).
+// Brent's search narrows log(value) to a bracket of about 1e-6, so the value comes back to ~1e-6
+// relative (1e-4 leaves room for a flat minimum).
 TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
   const data::PromptSet s = Prompts(4, 12, 200, /*noise=*/0.5);
   const std::vector<int> ks = {0, 1, 2, 3, 6, 7, 8, 9, 10, 11};
@@ -273,6 +273,34 @@ TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
         "gd:fit:1..", "gd:fit:..4", "gd:fit:1..1001", "newton:fit:0..3", "newton:fit:1..101",
         "newton:fit:2:3", "gd:fit:1...3"})
     EXPECT_THROW(analysis::ParseFitSpec(bad, nullptr), std::invalid_argument) << bad;
+}
+
+// Two paths to one fit: the grid's predictions computed inside FitFamily, and shared from
+// MakeFamilyGrid (as the seeds of a cell share them). The same arithmetic in the same order, so
+// the fits are identical to the bit, for two different targets on one grid; a grid of another
+// window is refused.
+TEST(FitFamily, ASharedGridGivesTheSameFit) {
+  const data::PromptSet s = Prompts(3, 8, 60, /*noise=*/0.3);
+  const std::vector<int> ks = {0, 1, 2, 5, 6, 7};
+  for (const char* spec : {"gd:fit:1..6", "newton:fit:1..5", "ridge:fit"}) {
+    analysis::FitSpec f;
+    ASSERT_TRUE(analysis::ParseFitSpec(spec, &f));
+    const analysis::FamilyGrid grid = analysis::MakeFamilyGrid(f, s, ks);
+    EXPECT_EQ(analysis::FamilyGridBytes(f, s, ks),
+              grid.grid.n_elem * grid.predictions[0].n_elem * sizeof(double));
+    for (const char* planted : {"gd:0.03:3", "ridge:0.7"}) {
+      const auto target = Predictions(s, *learners::MakeLearner(planted, s.task));
+      const analysis::FamilyFit own = analysis::FitFamily(f, s, target, ks);
+      const analysis::FamilyFit with = analysis::FitFamily(f, s, target, ks, &grid);
+      EXPECT_EQ(own.value, with.value) << spec << " " << planted;
+      EXPECT_EQ(own.spd, with.spd) << spec << " " << planted;
+      EXPECT_EQ(own.steps, with.steps) << spec << " " << planted;
+      EXPECT_EQ(own.at_bound, with.at_bound) << spec << " " << planted;
+    }
+    EXPECT_THROW(analysis::FitFamily(f, s, Predictions(s, *learners::MakeLearner("ols", s.task)),
+                                     {0, 1}, &grid),
+                 std::logic_error);
+  }
 }
 
 // compare with fitted learners: each is fitted on prompts disjoint from the scored ones, and a

@@ -740,7 +740,8 @@ void WriteFamilyReport(std::ostream& os, std::ostream& summary,
           << agreement.str();
 }
 
-PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {
+PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets,
+                    const OnsetRule& rule) {
   PlotFiles files;
   const int k = onsets.empty() ? r.ks.back() : onsets[0].k;
   const arma::uword ki = std::find(r.ks.begin(), r.ks.end(), k) - r.ks.begin();
@@ -798,29 +799,55 @@ PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets) {
       }
       gp << "\n";
     }
-    // Heatmap of R2 over (layer, k) for the model, per probe.
+    // Heat map of R2 over (layer, k) for the model, per probe: only the probed k, as labelled
+    // rows (row j = the j-th probed k, whatever the gaps between them), one column per layer,
+    // tight axes, a perceptually uniform palette (viridis-like: lightness rises monotonically,
+    // so it reads in grey), each cell labelled with its R2 and "~" where its 95% interval
+    // contains the onset threshold of that k (the cell's side of it is not settled).
     for (const auto& p : r.probes) {
       const arma::cube* c = r.Find(t, p, "model", "r2");
       if (!c) continue;
       std::ostringstream hm;
+      hm << "# column row layer k r2 r2_lo r2_hi label\n";
+      std::string ytics;
       for (std::size_t kk = 0; kk < r.ks.size(); ++kk) {
+        double best = -arma::datum::inf;
         for (arma::uword li = 0; li < r.layers.size(); ++li)
-          hm << r.layers[li] << " " << r.ks[kk] << " " << OverSeeds(*c, kk, li).mean << "\n";
+          best = std::max(best, OverSeeds(*c, kk, li).mean);
+        const double threshold = rule.threshold >= 0 ? rule.threshold : rule.relative * best;
+        for (arma::uword li = 0; li < r.layers.size(); ++li) {
+          const Scorer::Score v = scorer.R2(t, p, "model", li, kk);
+          const bool open = scorer.intervals() && v.lo < threshold && v.hi >= threshold;
+          hm << fmt::format("{} {} {} {} {:.6g} {:.6g} {:.6g} \"{:.2f}{}\"\n", li, kk, r.layers[li],
+                            r.ks[kk], v.mean, v.lo, v.hi, v.mean, open ? "~" : "");
+        }
         hm << "\n";
+        ytics += fmt::format("{}'{}' {}", kk ? ", " : "", r.ks[kk], kk);
       }
+      std::string xtics;
+      for (arma::uword li = 0; li < r.layers.size(); ++li)
+        xtics += fmt::format("{}'{}' {}", li ? ", " : "", r.layers[li], li);
       files.data[t + "_" + p + "_heatmap.dat"] = hm.str();
+      const double cols = double(r.layers.size()), rows = double(r.ks.size());
       for (const char* term : {"pngcairo size 800,560", "svg size 800,560"}) {
         const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
         files.images.push_back(t + "_" + p + "_heatmap." + ext);
         gp << fmt::format("set terminal {}\nset output {}\nset datafile separator whitespace\n",
                           term, q(files.images.back()));
         gp << fmt::format(
-            "set title {} noenhanced\nset xlabel 'layer'\nset "
-            "ylabel 'k (examples)'\n"
-            "set yrange [*:*]\nset cbrange [0:1]\nset palette rgb 33,13,10\nset view map\n"
-            "plot {} using 1:2:3 with image notitle\nset datafile separator ','\n",
-            q(fmt::format("{} ({}): test R^2 over layer and k", t, p)),
-            q(t + "_" + p + "_heatmap.dat"));
+            "set title {} noenhanced\nset xlabel 'layer (0 = embedding)'\n"
+            "set ylabel 'k (examples; probed k only)'\nset xtics ({})\nset ytics ({})\n"
+            "set xrange [-0.5:{}]\nset yrange [-0.5:{}]\nset cbrange [0:1]\nset cblabel 'R^2'\n"
+            "set palette defined (0 '#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', "
+            "1 '#fde725')\nunset key\n"
+            "plot {} using 1:2:5 with image, '' using 1:2:8:(($5 > 0.6) ? 0 : 16777215) with "
+            "labels "
+            "font ',9' tc rgb variable\nset datafile separator ','\nunset xrange\nunset yrange\n"
+            "set xtics autofreq\nset ytics autofreq\nunset cblabel\n",
+            q(fmt::format(
+                "{} ({}): test R^2 over layer and k{}", t, p,
+                scorer.intervals() ? "; ~: 95% interval contains the onset threshold" : "")),
+            xtics, ytics, cols - 0.5, rows - 0.5, q(t + "_" + p + "_heatmap.dat"));
       }
     }
   }

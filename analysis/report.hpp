@@ -131,7 +131,10 @@ struct PlotFiles {
   std::vector<std::string> images;
   std::vector<std::string> All() const;  // every file name, data first
 };
-PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets);
+// `rule` marks the heat maps' cells: one whose 95% interval contains the onset threshold of
+// its k (rule.threshold, or rule.relative x that k's best layer) is labelled "~".
+PlotFiles PlanPlots(const ProbeResults& r, const std::vector<Onset>& onsets,
+                    const OnsetRule& rule = {});
 // Before anything is drawn: creates `dir` if needed and checks that no planned file would
 // replace one of the `inputs` or, without `force`, an existing file (with it, anything but a
 // regular file). Throws core::InputError (module `stage`, "report" or "compare"; setting

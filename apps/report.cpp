@@ -136,7 +136,7 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
       vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
   analysis::PlotFiles plots;
   if (!gnuplot.empty()) {
-    plots = analysis::PlanPlots(r, onsets);
+    plots = analysis::PlanPlots(r, onsets, a.rule);
     for (const auto& e : edits)
       analysis::PlanInterventionPlots(e, plots);
     analysis::PreparePlotFolder(plots, a.plot_dir, {r.path}, a.force, "report");

@@ -24,7 +24,7 @@ for L in "${DEPTHS[@]}"; do
     # Training commands are kept beside the learners (the comparison's commands.txt is
     # rewritten by every run).
     CMDS="$CKDIR/commands.txt"
-    if [ -f "$ck" ] && "$ICLPROBE" inspect "$ck" | grep -q "^resumable *yes"; then
+    if [ -f "$ck" ] && ! finished "$ck" && "$ICLPROBE" inspect "$ck" | grep -q "^resumable *yes"; then
       run "$ICLPROBE" train --resume --threads 1 --quiet --out "$ck" >> "$CKDIR/l${L}_h$H.log"
     elif [ ! -f "$ck" ]; then
       run "$ICLPROBE" train --d 4 --n 12 --layers $L --hidden $H --heads 4 --batch 64 --lr 1e-3 --seed 1 \

@@ -159,6 +159,73 @@ TEST(Report, PlotsAreWrittenAndAMissingGnuplotIsHandled) {
   EXPECT_NE(none.out.find("| layer |"), std::string::npos);  // the tables are still written
 }
 
+// The heat map draws only the probed k (2 and 4), as rows 0 and 1 with their k as labels, on
+// axes that end half a cell past the first and last layer and k, in a palette that is not the
+// rainbow, and marks "~" exactly the cells whose 95% interval contains the onset threshold of
+// their k (0.9 x that k's best layer). Planted per-prompt errors (one seed, 200 test prompts):
+// at k = 4 layer 1's R2 sits at the threshold (fraction 0.1 + 0.9 x the best layer's 0.05, so
+// its point is within 0.1 |1 - mean u| <= 0.05 of it, inside an interval of about +-0.01 for
+// this draw) and layer 0's (R2 0.1) and layer 2's (the best, 0.95) are far from it.
+TEST(Report, HeatMapsShowOnlyTheProbedKAndMarkUnsettledCells) {
+  analysis::ProbeResults r;
+  r.path = "planted.h5";
+  r.d = 2, r.n = 4, r.seeds = 1, r.layers = {0, 1, 2}, r.ks = {2, 4};
+  r.targets = {"xty"}, r.probes = {"ridge"}, r.sources = {"model"};
+  r.n_test = 200, r.bootstrap = 1000, r.bootstrap_seed = 5;
+  arma::arma_rng::set_seed(3);
+  // Per k index an n_test x seeds matrix of sst; per (layer index x K + k index) one of sse.
+  const std::vector<arma::mat> sst = {0.5 + arma::randu<arma::mat>(200, 1),
+                                      0.5 + arma::randu<arma::mat>(200, 1)};
+  const double fraction[3] = {0.9, 0.1 + 0.9 * 0.05, 0.05};
+  r.sst["xty"] = sst;
+  arma::cube r2(2, 1, 3);  // k x seeds x layers
+  for (int l = 0; l < 3; ++l)
+    for (int k = 0; k < 2; ++k) {
+      const arma::mat sse = fraction[l] * sst[k] % (0.7 + 0.6 * arma::randu<arma::mat>(200, 1));
+      r.sse["xty/ridge/model"].push_back(sse);
+      r2(k, 0, l) = 1 - arma::accu(sse) / arma::accu(sst[k]);
+    }
+  r.metric["xty/ridge/model/r2"] = r2;
+  const analysis::PlotFiles files = analysis::PlanPlots(r, {});
+  ASSERT_TRUE(files.data.count("xty_ridge_heatmap.dat"));
+  std::istringstream lines(files.data.at("xty_ridge_heatmap.dat"));
+  std::string line;
+  std::vector<std::vector<double>> cells;  // col row layer k r2 lo hi unsettled
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::vector<double> c(8);
+    std::string label;
+    for (int i = 0; i < 7; ++i)
+      f >> c[i];
+    f >> label;
+    c[7] = label.find('~') != std::string::npos;
+    EXPECT_EQ(c[3], c[1] == 0 ? 2 : 4) << line;
+    EXPECT_EQ(c[2], c[0]) << line;
+    cells.push_back(c);
+  }
+  ASSERT_EQ(cells.size(), 3u * 2);
+  int unsettled = 0;
+  for (const auto& c : cells) {
+    double best = -1;
+    for (const auto& o : cells)
+      if (o[1] == c[1]) best = std::max(best, o[4]);
+    const double threshold = 0.9 * best;
+    EXPECT_EQ(c[7], c[5] < threshold && c[6] >= threshold) << c[0] << " " << c[1];
+    unsettled += static_cast<int>(c[7]);
+    if (c[0] != 1) {
+      EXPECT_EQ(c[7], 0) << c[0] << " " << c[1];  // far from the threshold
+    }
+  }
+  EXPECT_GE(unsettled, 1);
+  std::string gp;
+  for (const auto& [name, text] : files.data)
+    if (name == "plots.gp") gp = text;
+  EXPECT_NE(gp.find("set ytics ('2' 0, '4' 1)"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("set xrange [-0.5:2.5]\nset yrange [-0.5:1.5]"), std::string::npos) << gp;
+  EXPECT_EQ(gp.find("rgb 33,13,10"), std::string::npos);  // no rainbow
+}
+
 TEST(Report, RefusesOtherFilesAndBadOptions) {
   TempDir tmp;
   WriteProbes(tmp / "p.h5");

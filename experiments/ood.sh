@@ -25,8 +25,9 @@ if [ "$PROFILE" = full ]; then
     fi
   done
   [ -n "$D8" ] && CELLS+=("d8=$D8")
-  # The convergence rule's half-budget run of the d = 8 recipe (seed 1, 20,000 steps).
-  declare -A HALF=([d8]="$CK/behaviour/d8_n40_l8_h64_s1.h5")
+  # The convergence rule's half-budget runs: the d = 8 recipe's (seed 1, 20,000 steps) and the
+  # shipped recipe's (seed 1, 10,000 steps).
+  declare -A HALF=([d8]="$CK/behaviour/d8_n40_l8_h64_s1.h5" [d4]="$CK/family/d4_l8_h64_half.h5")
 else
   P=40; FIT=20
   for s in 1 2; do

@@ -71,3 +71,17 @@ spd_table() {
     NR > 1 && $1 == cell { v[$3, $2] = sprintf("%.2e [%.2e, %.2e]", $5, $6, $7); if ($3 + 0 > kmax) kmax = $3 + 0 }
     END { for (k = 0; k <= kmax; k++) { printf "| %d |", k; for (j = 1; j <= n; j++) printf " %s |", v[k, want[j]]; printf "\n" } }' "$csv"
 }
+
+# train_tiny_cell: the quick profile's cell, two tiny learners (seeds 1 and 2,
+# $RUNS/tiny_s1.h5 and tiny_s2.h5) and seed 1's half-budget run ($RUNS/tiny_s1_half.h5).
+train_tiny_cell() {
+  local s
+  for s in 1 2; do
+    run "$ICLPROBE" train --d 3 --n 7 --layers 1 --hidden 16 --heads 2 --steps 20 --warmup 2 \
+      --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed $s --threads 1 --quiet \
+      --force --out "$RUNS/tiny_s$s.h5" > /dev/null
+  done
+  run "$ICLPROBE" train --d 3 --n 7 --layers 1 --hidden 16 --heads 2 --steps 10 --warmup 1 \
+    --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed 1 --threads 1 --quiet \
+    --force --out "$RUNS/tiny_s1_half.h5" > /dev/null
+}

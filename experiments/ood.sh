@@ -30,14 +30,7 @@ if [ "$PROFILE" = full ]; then
   declare -A HALF=([d8]="$CK/behaviour/d8_n40_l8_h64_s1.h5" [d4]="$CK/family/d4_l8_h64_half.h5")
 else
   P=40; FIT=20
-  for s in 1 2; do
-    run "$ICLPROBE" train --d 3 --n 7 --layers 1 --hidden 16 --heads 2 --steps 20 --warmup 2 \
-      --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed $s --threads 1 --quiet \
-      --force --out "$RUNS/tiny_s$s.h5" > /dev/null
-  done
-  run "$ICLPROBE" train --d 3 --n 7 --layers 1 --hidden 16 --heads 2 --steps 10 --warmup 1 \
-    --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed 1 --threads 1 --quiet \
-    --force --out "$RUNS/tiny_s1_half.h5" > /dev/null
+  train_tiny_cell
   CELLS=("tiny=$RUNS/tiny_s1.h5,$RUNS/tiny_s2.h5")
   declare -A HALF=([tiny]="$RUNS/tiny_s1_half.h5")
 fi

@@ -222,12 +222,11 @@ arma::cube FamilyPredictions(const FitSpec& spec, double value, int steps_lo, in
 arma::vec FamilySpd(const FitSpec& spec, double value, int steps_lo, const arma::cube& pred,
                     const data::PromptSet& set, const arma::mat& target, const arma::uvec& rows,
                     double curvature) {
+  const arma::mat want = target.rows(rows);  // the target at the fit's k, like pred
   arma::vec sum(pred.n_slices, arma::fill::zeros);
   for (arma::uword t = 0; t < pred.n_slices; ++t)
-    for (std::size_t i = 0; i < set.size(); ++i) {
-      const arma::vec want = target.col(i);
-      sum(t) += arma::accu(arma::square(want.elem(rows) - pred.slice(t).col(i)));
-    }
+    for (std::size_t i = 0; i < set.size(); ++i)
+      sum(t) += arma::accu(arma::square(want.col(i) - pred.slice(t).col(i)));
   arma::vec v = sum / (double(set.size()) * rows.n_elem * set.task.d);
   v.transform([](double e) { return std::isfinite(e) ? e : arma::datum::inf; });
   for (arma::uword t = 0; t < pred.n_slices; ++t)

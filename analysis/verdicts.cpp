@@ -263,8 +263,8 @@ PlotFiles PlanCellPlots(const CellAnalysis& a) {
       gp += fmt::format("set terminal {}\nset output {}\n", term, q(files.images.back()));
       gp += fmt::format(
           "set title {} noenhanced\nset xlabel 'k (examples in context)'\nset ylabel 'SPD / d'\n",
-          q(fmt::format("{}: SPD / d to each learner ({} seed{}, 95% intervals over {})",
-                        cells[ci], seeds, seeds == 1 ? "" : "s",
+          q(fmt::format("{}: SPD / d to each learner ({} seed{}, 95% intervals over {})", cells[ci],
+                        seeds, seeds == 1 ? "" : "s",
                         seeds == 1 ? "prompts" : "seeds, then prompts")));
       gp += plot + "\n";
     }

@@ -106,6 +106,23 @@ Scorer::Score Scorer::TargetDifference(const std::string& ta, const std::string&
   return Between(ta, p, s, li, tb, p, s, li, ki);
 }
 
+Scorer::Score Scorer::Combination(const std::vector<Term>& terms, arma::uword ki) const {
+  Score out;
+  arma::vec rep;
+  for (const Term& t : terms) {
+    out.mean += t.coef * OverSeeds(*r_.Find(t.target, t.probe, t.source, "r2"), ki, t.layer_index).mean;
+    if (!boot_) continue;
+    const arma::vec x = t.coef * Replicates(t.target, t.probe, t.source, t.layer_index, ki);
+    rep = rep.is_empty() ? x : arma::vec(rep + x);
+  }
+  out.lo = out.hi = out.mean;
+  if (boot_ && !rep.is_empty()) {
+    const probes::Interval i = probes::PercentileInterval(rep);
+    out.lo = i.lo, out.hi = i.hi;
+  }
+  return out;
+}
+
 std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rule) {
   const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
   if (kit == r.ks.end())
@@ -193,8 +210,16 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
         "control; no intervals: the probes file keeps no per-prompt errors):\n",
         onsets[0].k, threshold, rule.margin);
   std::set<std::string> targets;
-  for (const auto& o : onsets)
+  bool query = false;
+  for (const auto& o : onsets) {
     targets.insert(o.target);
+    query = query || probes::SplitTargetName(o.target).second == probes::ProbeAt::kQuery;
+  }
+  os << (query ? "Positions: a target is read at the y-token of example k (the state after k "
+                 "examples); TARGET.query at the x-token of example k+1 (where the prediction "
+                 "of y_{k+1} is read).\n"
+               : "Position: every target is read at the y-token of example k (the state after "
+                 "k examples).\n");
   for (const auto& t : std::vector<std::string>(targets.begin(), targets.end())) {
     std::vector<std::string> found, missing;
     std::map<std::string, std::vector<std::string>> control;
@@ -430,6 +455,23 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
   }
 }
 
+namespace {
+
+// Why a target cannot enter a target comparison, or "" when it can.
+std::string NotComparable(const std::string& target) {
+  const auto [base, at] = probes::SplitTargetName(target);
+  if (base == "w")
+    return "'" + target +
+           "' is the prompt's true weights, not a function of the prompt: under label noise (or "
+           "k < d) no state holds more of it than E[w | prompt] = w_ridge at the Bayes lambda, "
+           "so R2(w) = ceiling(w) x R2(w_ridge) for every representation and the comparison "
+           "cannot discriminate; compare w_ols, w_ridge and learner iterates (the tables give w's "
+           "ceiling beside its R2)";
+  return "";
+}
+
+}  // namespace
+
 std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
                                              std::vector<std::string> targets, int k) {
   const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
@@ -437,24 +479,39 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
     throw core::InputError("report", "k",
                            "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
   const arma::uword ki = kit - r.ks.begin();
-  if (targets.empty())
-    for (const char* t : {"w_ols", "w_ridge", "w"})
-      if (std::find(r.targets.begin(), r.targets.end(), t) != r.targets.end()) targets.push_back(t);
+  auto probed = [&](const std::string& t) {
+    return std::find(r.targets.begin(), r.targets.end(), t) != r.targets.end();
+  };
+  if (targets.empty()) {
+    for (const char* t : {"w_ols", "w_ridge"})
+      if (probed(t)) targets.push_back(t);
+    for (const auto& [name, spec] : r.learner_targets)
+      if (probed(name)) targets.push_back(name);
+  }
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const auto& t = targets[i];
-    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
+    if (!probed(t))
       throw core::InputError("report", "compare-targets",
                              "target '" + t + "' was not probed in '" + r.path + "'");
     if (std::find(targets.begin(), targets.begin() + long(i), t) != targets.begin() + long(i))
       throw core::InputError("report", "compare-targets",
                              "target '" + t + "' is listed twice (a target against itself)");
+    if (const std::string why = NotComparable(t); !why.empty())
+      throw core::InputError("report", "compare-targets", why);
+    if (probes::SplitTargetName(t).second != probes::SplitTargetName(targets[0]).second)
+      throw core::InputError("report", "compare-targets",
+                             "'" + targets[0] + "' and '" + t +
+                                 "' are read at different positions (state and query); compare "
+                                 "targets at one position");
   }
   if (targets.size() < 2)
     throw core::InputError("report", "compare-targets",
                            "needs two or more targets probed in '" + r.path + "'");
   const Scorer scorer(r);
+  const auto layer0 = std::find(r.layers.begin(), r.layers.end(), 0);
   std::vector<TargetComparison> out;
   for (const auto& p : r.probes) {
+    if (p == probes::FamilyName(probes::Family::kMlp)) continue;  // linear probes only
     bool all = true;
     for (const auto& t : targets)
       all = all && r.Find(t, p, "model", "r2") != nullptr;
@@ -473,26 +530,69 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
       c.best = c.r2[order[0]].first, c.runner_up = c.r2[order[1]].first;
       c.margin = scorer.TargetDifference(c.best, c.runner_up, p, "model", li, ki);
       c.significant = c.intervals && c.margin.lo > 0;
+      // margin(model, layer) - margin(baseline): the same prompts, the same resamples.
+      auto over = [&](const std::string& source, arma::uword bl) {
+        return scorer.Combination({{1, c.best, p, "model", li},
+                                   {-1, c.runner_up, p, "model", li},
+                                   {-1, c.best, p, source, bl},
+                                   {1, c.runner_up, p, source, bl}},
+                                  ki);
+      };
+      if (layer0 != r.layers.end() && c.layer != 0)
+        c.over_baselines.emplace_back("embedding", over("model", layer0 - r.layers.begin()));
+      for (const auto& s : r.sources)
+        if (s != "model" && r.Find(c.best, p, s, "r2") && r.Find(c.runner_up, p, s, "r2"))
+          c.over_baselines.emplace_back(s, over(s, li));
+      c.preferred = c.significant && c.layer != 0 && !c.over_baselines.empty();
+      for (const auto& [name, v] : c.over_baselines)
+        c.preferred = c.preferred && v.lo > 0;
       out.push_back(c);
     }
   }
   if (out.empty())
     throw core::InputError("report", "compare-targets",
-                           "no probe of '" + r.path + "' was fitted to every compared target");
+                           "no linear probe (ridge, linear) of '" + r.path +
+                               "' was fitted to every compared target (an MLP can compute any "
+                               "of them from a state that holds the prompt: it cannot tell them "
+                               "apart)");
   return out;
 }
+
+namespace {
+
+// "embedding +0.012 [+0.004, +0.020]; acts_init +0.030 [...]", or "none probed".
+std::string BaselineText(const TargetComparison& c, bool markdown_escape, TableFormat format) {
+  if (c.over_baselines.empty()) return c.layer == 0 ? "(the embedding itself)" : "none probed";
+  std::vector<std::string> parts;
+  for (const auto& [name, v] : c.over_baselines)
+    parts.push_back(
+        (markdown_escape ? Escape(name, format) : name) + " " +
+        (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", v.mean, v.lo, v.hi)
+                     : fmt::format("{:+.3f}", v.mean)));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
 
 void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,
                            TableFormat format) {
   if (rows.empty()) return;
   if (format == TableFormat::kCsv) {
+    // One row per target and cell, then one per baseline of the cell (target = "over:<name>").
     os << "probe,layer,k,target,r2,r2_lo,r2_hi,best,runner_up,margin,margin_lo,margin_hi,"
-          "significant\n";
-    for (const auto& c : rows)
-      for (const auto& [t, v] : c.r2)
-        os << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{},{:.6g},{:.6g},{:.6g},{}\n",
+          "significant,preferred\n";
+    for (const auto& c : rows) {
+      auto row = [&](const std::string& t, const Scorer::Score& v) {
+        os << fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{},{:.6g},{:.6g},{:.6g},{},{}\n",
                           c.probe, c.layer, c.k, t, v.mean, v.lo, v.hi, c.best, c.runner_up,
-                          c.margin.mean, c.margin.lo, c.margin.hi, c.significant ? 1 : 0);
+                          c.margin.mean, c.margin.lo, c.margin.hi, c.significant ? 1 : 0,
+                          c.preferred ? 1 : 0);
+      };
+      for (const auto& [t, v] : c.r2)
+        row(t, v);
+      for (const auto& [name, v] : c.over_baselines)
+        row("over:" + name, v);
+    }
     return;
   }
   const bool md = format == TableFormat::kMarkdown;
@@ -502,8 +602,11 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
   const std::string note =
       rows[0].intervals
           ? "R² [95% bootstrap interval]; the margin is R²(best) − R²(runner-up), paired over "
-            "the same test prompts; * its interval excludes 0, ~ it does not"
-          : "R² point estimates (the file keeps no per-prompt errors: no intervals)";
+            "the same test prompts; 'over baselines' is that margin minus the same margin at the "
+            "embedding and in each control (paired); * preferred: the margin and every excess "
+            "exclude 0; ~ not"
+          : "R² point estimates (the file keeps no per-prompt errors: no intervals, nothing "
+            "preferred)";
   std::string probe;
   for (const auto& c : rows) {
     if (c.probe != probe) {
@@ -514,17 +617,17 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
         os << "| layer |";
         for (const auto& t : names)
           os << " " << t << " |";
-        os << " best | margin over runner-up |\n|---:|";
+        os << " best | margin over runner-up | over baselines |\n|---:|";
         for (std::size_t i = 0; i < names.size(); ++i)
           os << "---:|";
-        os << ":---|---:|\n";
+        os << ":---|---:|:---|\n";
       } else {
         os << fmt::format("\n% which target each layer carries best ({} probe, k = {})\n",
                           Escape(probe, format), c.k);
-        os << "\\begin{tabular}{r" << std::string(names.size(), 'r') << "lr}\n\\toprule\nlayer";
+        os << "\\begin{tabular}{r" << std::string(names.size(), 'r') << "lrl}\n\\toprule\nlayer";
         for (const auto& t : names)
           os << " & " << Escape(t, format);
-        os << " & best & margin \\\\\n\\midrule\n";
+        os << " & best & margin & over baselines \\\\\n\\midrule\n";
       }
     }
     const std::string sep = md ? " | " : " & ";
@@ -533,12 +636,12 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
       os << sep
          << (c.intervals ? fmt::format("{:.3f} [{:.3f}, {:.3f}]", v.mean, v.lo, v.hi)
                          : fmt::format("{:.3f}", v.mean));
-    const std::string mark = !c.intervals ? "" : (c.significant ? "*" : "~");
+    const std::string mark = !c.intervals ? "" : (c.preferred ? "*" : "~");
     os << sep << Escape(c.best, format) << mark << sep
        << (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over {}", c.margin.mean,
                                      c.margin.lo, c.margin.hi, Escape(c.runner_up, format))
                        : fmt::format("{:+.3f} over {}", c.margin.mean, Escape(c.runner_up, format)))
-       << (md ? " |\n" : " \\\\\n");
+       << sep << BaselineText(c, true, format) << (md ? " |\n" : " \\\\\n");
     if (!md && (&c == &rows.back() || (&c + 1)->probe != probe))
       os << "\\bottomrule\n\\end{tabular}\n";
   }
@@ -549,26 +652,28 @@ void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>
   for (const auto& c : rows)
     if (std::find(probes.begin(), probes.end(), c.probe) == probes.end()) probes.push_back(c.probe);
   for (const auto& p : probes) {
-    std::map<std::string, std::vector<int>> best;  // target (or "tie") -> layers
+    std::map<std::string, std::vector<int>> best;  // target (or "" for none) -> layers
     std::vector<std::string> order;
     int k = 0;
     bool intervals = false;
     for (const auto& c : rows) {
       if (c.probe != p) continue;
       k = c.k, intervals = c.intervals;
-      const std::string key = !c.intervals || c.significant ? c.best : "";
+      const std::string key = c.preferred ? c.best : "";
       if (!best.count(key)) order.push_back(key);
       best[key].push_back(c.layer);
     }
     std::vector<std::string> parts;
     for (const auto& key : order)
       parts.push_back(
-          key.empty() ? fmt::format("no significant best at layers {}", fmt::join(best[key], ","))
+          key.empty() ? fmt::format("no target preferred at layers {}", fmt::join(best[key], ","))
                       : fmt::format("{} at layers {}", key, fmt::join(best[key], ",")));
-    os << fmt::format("Best-carried target, {} probe, k = {} ({}): {}\n", p, k,
-                      intervals ? "the paired 95% interval over the runner-up excludes 0"
-                                : "point estimates, no intervals",
-                      fmt::join(parts, "; "));
+    os << fmt::format(
+        "Preferred target, {} probe, k = {} ({}): {}\n", p, k,
+        intervals ? "its paired 95% margin over the runner-up, and that margin's excess over the "
+                    "embedding's and every control's, exclude 0"
+                  : "no intervals in the file: nothing can be preferred",
+        fmt::join(parts, "; "));
   }
 }
 

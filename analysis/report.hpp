@@ -52,6 +52,14 @@ class Scorer {
   // one file is scored on the same test prompts of each seed's split.
   Score TargetDifference(const std::string& ta, const std::string& tb, const std::string& p,
                          const std::string& s, arma::uword li, arma::uword ki) const;
+  // sum_i coef_i R2(cell_i) at k index ki, every cell on the same resamples (a difference of
+  // differences, say).
+  struct Term {
+    double coef;
+    std::string target, probe, source;
+    arma::uword layer_index;
+  };
+  Score Combination(const std::vector<Term>& terms, arma::uword ki) const;
 
  private:
   Score Between(const std::string& ta, const std::string& pa, const std::string& sa, arma::uword la,
@@ -100,19 +108,30 @@ void WriteFamilyReport(std::ostream& tables, std::ostream& summary,
                        const std::vector<ProbeResults>& learners, int k, const OnsetRule& rule,
                        TableFormat format);
 
-// Which of several targets (e.g. w_ols, w_ridge and the true w, which differ under label noise)
-// a layer carries best: per (probe, layer), each target's R2 at k, the best, and the paired
-// difference to the runner-up; `significant` when that interval excludes 0.
+// Which of several targets a layer carries best, where the comparison can discriminate: only
+// targets that are functions of the prompt (ceiling 1: w_ols, w_ridge, learner iterates, X'y,
+// X'X), read by linear probes (ridge, linear; an MLP computes any of them from a state that
+// holds the prompt). The true w is refused: under noise (or k < d) E[w | prompt] = w_ridge at
+// the Bayes lambda, so R2(w) = ceiling(w) x R2(w_ridge) for every representation. Per (probe,
+// layer): each target's R2 at k, the best, its paired margin over the runner-up, and that
+// margin's excess over the same margin at the embedding (layer 0) and in every control source
+// (a paired difference of differences). `preferred` when the margin and every excess exclude 0
+// (and there is a baseline: never at the embedding itself).
 struct TargetComparison {
   std::string probe;
   int k = 0, layer = 0;
   std::vector<std::pair<std::string, Scorer::Score>> r2;  // in the order asked for
   std::string best, runner_up;
   Scorer::Score margin;  // R2(best) - R2(runner-up), paired
-  bool intervals = false, significant = false;
+  // "embedding" and each control source -> margin here - the same margin there
+  std::vector<std::pair<std::string, Scorer::Score>> over_baselines;
+  bool intervals = false, significant = false;  // significant: the margin's interval excludes 0
+  bool preferred = false;
 };
-// The weight targets of the file (w_ols, w_ridge, w) when `targets` is empty; throws
-// core::InputError when fewer than two of the asked targets were probed with the model source.
+// w_ols, w_ridge and the learner targets of the file at the state (kept in that order) when
+// `targets` is empty; throws core::InputError when fewer than two of the asked targets were
+// probed with the model source, a target is not a function of the prompt (w), targets of two
+// positions are mixed, or no linear probe was fitted to all of them.
 std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
                                              std::vector<std::string> targets, int k);
 void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,

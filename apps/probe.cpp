@@ -25,7 +25,7 @@ namespace {
 // What the command line sets besides the request's own fields.
 struct ProbeArgs {
   std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20",
-                        split = "0.8,0.1,0.1", pooling = "attention", layers, ks;
+                        split = "0.8,0.1,0.1", pooling = "attention", at = "state", layers, ks;
   int threads = 0;
 };
 
@@ -51,6 +51,10 @@ void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
   t.Value("split", &a.split, "split", "train,validation,test fractions (by prompt)");
   t.Value("pooling", &a.pooling, "pooling", "linear/mlp input: attention (learned softmax "
        "weights over the states up to the one after k examples) or position (that state alone)");
+  t.Value("at", &a.at, "at", "where each probe reads: state (the y-token of example k), query "
+       "(the x-token of example k+1, where the prediction of y_{k+1} is read; needs files "
+       "extracted with positions all, and k < n: the default k becomes 1..n-1) or both; a target "
+       "read at the query is stored as TARGET.query");
   t.Value("mlp-hidden", &req.gradient.mlp_hidden, "req.gradient.mlp_hidden", "MLP probe width");
   t.Value("lr", &req.gradient.lr, "req.gradient.lr", "Adam learning rate of linear/mlp probes");
   t.Value("epochs", &req.gradient.max_epochs, "req.gradient.max_epochs", "max epochs of "
@@ -84,7 +88,11 @@ void PrintBestLayers(const probes::ProbeRequest& req, const probes::ProbeOutput&
     }
   std::cout << fmt::format("probe: best layer by test R2 at k={} (mean over {} seed(s)):\n", k,
                            result.seeds);
+  std::vector<std::string> names;
   for (const auto& t : req.targets)
+    for (auto at : req.at)
+      names.push_back(at == probes::ProbeAt::kQuery ? probes::QueryTargetName(t) : t);
+  for (const auto& t : names)
     for (auto fam : req.families)
       for (const auto& s : result.sources) {
         double best = -1e300;
@@ -95,7 +103,7 @@ void PrintBestLayers(const probes::ProbeRequest& req, const probes::ProbeOutput&
           const double v = it->second.first / it->second.second;
           if (v > best) best = v, best_layer = l;
         }
-        std::cout << fmt::format("  {:<8} {:<7} {:<22} layer {:>2}  R2 {:+.3f}\n", t,
+        std::cout << fmt::format("  {:<14} {:<7} {:<22} layer {:>2}  R2 {:+.3f}\n", t,
                                  probes::FamilyName(fam), s, best_layer, best);
       }
 }
@@ -133,6 +141,15 @@ int RunProbe(int argc, char** argv) {
     throw std::invalid_argument("--pooling: expected attention or position, got '" + a.pooling +
                                 "'");
   req.pooled = a.pooling == "attention";
+  if (a.at == "state")
+    req.at = {probes::ProbeAt::kState};
+  else if (a.at == "query")
+    req.at = {probes::ProbeAt::kQuery};
+  else if (a.at == "both")
+    req.at = {probes::ProbeAt::kState, probes::ProbeAt::kQuery};
+  else
+    throw std::invalid_argument("--at: expected state, query or both, got '" + a.at.substr(0, 80) +
+                                "'");
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks);
   req.shuffle_control = vm.count("shuffle-control") > 0;

@@ -261,6 +261,13 @@ void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
                                " that the checkpoint's model (d=" + std::to_string(mc.d) +
                                ", n_max=" + std::to_string(mc.n_max) + ") cannot read");
   const std::string& target = request.target;
+  if (probes::SplitTargetName(target).second == probes::ProbeAt::kQuery)
+    throw core::InputError(where, "",
+                           "target '" + target.substr(0, 80) +
+                               "' was probed at the query token; interventions edit the state "
+                               "after k examples: use a probe of '" +
+                               probes::SplitTargetName(target).first.substr(0, 80) +
+                               "' at the state");
   if (std::find(probes.targets.begin(), probes.targets.end(), target) == probes.targets.end())
     throw core::InputError(where, "", "has no probes of target '" + target + "'");
   if (!probes.Find(target, "ridge", "model", "r2"))

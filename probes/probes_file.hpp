@@ -15,6 +15,8 @@
 //     loo_mse [L,K,S,lambdas]}
 //   /alpha/<target>/<probe>/<source>                   pooling weights [L,K,S,T]
 //   /splits/seed_<s>                                   role of each prompt (0 train, 1 val, 2 test)
+//   A target read at the query (probe --at query: the x-token of example k+1) is named
+//   <target>.query wherever a target name appears (probes::QueryTargetName).
 #pragma once
 
 #include <armadillo>

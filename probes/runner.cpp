@@ -41,6 +41,25 @@ std::string FamilyName(Family f) {
   return "?";
 }
 
+std::string QueryTargetName(const std::string& target) {
+  return target + kQuerySuffix;
+}
+
+std::pair<std::string, ProbeAt> SplitTargetName(const std::string& stored) {
+  const std::string suffix = kQuerySuffix;
+  if (stored.size() > suffix.size() &&
+      stored.compare(stored.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return {stored.substr(0, stored.size() - suffix.size()), ProbeAt::kQuery};
+  return {stored, ProbeAt::kState};
+}
+
+int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at) {
+  if (at == ProbeAt::kState) return AfterKPosition(info, k);
+  if (info.positions != extract::Positions::kAll || k >= info.task.n)
+    throw std::logic_error("probe: a query position that PlanProbes should have refused");
+  return 2 * k;  // x-token of example k+1: x_1 y_1 ... x_k y_k x_{k+1}
+}
+
 std::string SourceName(const std::string& path) {
   return fs::path(path).stem().string();
 }
@@ -49,6 +68,9 @@ std::string ProbeRequest::ToJson() const {
   std::vector<std::string> fam;
   for (auto f : families)
     fam.push_back(FamilyName(f));
+  std::vector<std::string> at_names;
+  for (auto a : at)
+    at_names.push_back(a == ProbeAt::kState ? "state" : "query");
   nlohmann::json j = {{"activations", activations},
                       {"controls", controls},
                       {"targets", targets},
@@ -60,6 +82,7 @@ std::string ProbeRequest::ToJson() const {
                       {"split", split},
                       {"seed", seed},
                       {"pooling", pooled ? "attention" : "position"},
+                      {"at", at_names},
                       {"mlp_hidden", gradient.mlp_hidden},
                       {"lr", gradient.lr},
                       {"batch", gradient.batch},
@@ -89,6 +112,13 @@ void ProbeRequest::Validate() const {
   for (const auto& t : targets)
     if (!core::IsPlainName(t)) fail("targets", "'" + t.substr(0, 80) + "' is not a plain name");
   if (families.empty()) fail("probes", "at least one probe family is needed");
+  if (at.empty() || at.size() > 2 || (at.size() == 2 && at[0] == at[1]))
+    fail("at", "expected state, query or both");
+  for (const auto& t : targets)
+    if (SplitTargetName(t).second == ProbeAt::kQuery)
+      fail("targets", "'" + t.substr(0, 80) + "' ends in '" + kQuerySuffix +
+                          "', the suffix of a target probed at the query; name the target and "
+                          "pass {at} query");
   if (lambdas.is_empty() || !lambdas.is_finite() || lambdas.min() < 0)
     fail("lambdas", "must be finite non-negative penalties");
   double sum = 0;
@@ -196,13 +226,26 @@ ProbePlan PlanProbes(const ProbeRequest& request) {
         throw core::InputError(
             "probe", "layers",
             "layer " + std::to_string(l) + " is not stored in '" + info.path + "'");
+  const bool query = std::find(r.at.begin(), r.at.end(), ProbeAt::kQuery) != r.at.end();
+  if (query && main.positions != extract::Positions::kAll)
+    throw core::InputError("probe", "at",
+                           "query reads the x-token of example k+1, but '" + main.path +
+                               "' was extracted with positions y (y-tokens only); extract it "
+                               "again with positions all");
+  // The query after k examples is the x-token of example k+1: none after the last example.
+  const int k_max = query ? main.task.n - 1 : main.task.n;
   if (r.ks.empty())
-    for (int k = 1; k <= main.task.n; ++k)
+    for (int k = 1; k <= k_max; ++k)
       r.ks.push_back(k);
-  for (int k : r.ks)
+  for (int k : r.ks) {
+    if (query && k == main.task.n)
+      throw core::InputError("probe", "k",
+                             "k=" + std::to_string(k) + " = n has no query token (no example " +
+                                 std::to_string(k + 1) + "); with {at} query use k < n");
     if (k < 1 || k > main.task.n)
       throw core::InputError("probe", "k",
                              std::to_string(k) + " is outside 1.." + std::to_string(main.task.n));
+  }
   for (const auto& info : infos) {
     const auto roles = SplitPrompts(info.prompts, r.split, r.seed);  // throws on an empty part
     const auto n_train = RoleIndices(roles, Role::kTrain).n_elem;
@@ -227,7 +270,8 @@ std::uint64_t SplitSeed(std::uint64_t base, int s) {
 // A target variant probed on one source: the real targets, or (shuffle control) targets
 // permuted across training prompts, one permutation per seed.
 struct Variant {
-  std::string target;
+  std::string target;  // as stored: the target's name, with kQuerySuffix when probed at the query
+  ProbeAt at;
   const Target* values;
   std::vector<std::vector<arma::mat>> shuffled;  // [seed][k-1], empty when not shuffled
   const arma::mat& Y(int seed, int k) const {
@@ -333,11 +377,16 @@ void RidgeOverLayer(const LayerJob& job) {
   const auto& test = job.src.test;
   const std::int64_t N = info.prompts;
   const int H = info.model.hidden, K = r.ks.size(), S = r.seeds, V = variants.size();
-  // Pass 1: training sufficient statistics per (k, seed) and target variant.
-  std::vector<FeatureStats> fstats(K * S);
+  // Pass 1: training sufficient statistics per (k, seed) and position, and per target variant.
+  const int A = r.at.size();
+  auto at_index = [&](int v) {
+    return int(std::find(r.at.begin(), r.at.end(), variants[v].at) - r.at.begin());
+  };
+  std::vector<FeatureStats> fstats(K * S * A);
   std::vector<TargetStats> tstats(K * S * V);
   for (int i = 0; i < K * S; ++i) {
-    fstats[i].Init(H);
+    for (int a = 0; a < A; ++a)
+      fstats[i * A + a].Init(H);
     for (int v = 0; v < V; ++v)
       tstats[i * V + v].Init(H, variants[v].values->dims);
   }
@@ -363,14 +412,17 @@ void RidgeOverLayer(const LayerJob& job) {
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
       const auto train_rows = split_block(r0, cnt, Role::kTrain);
       pool.For(K * S, [&](std::int64_t i) {
-        const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
+        const int k = r.ks[i / S], s = i % S;
         const auto& [loc, glob] = train_rows[s];
         if (loc.is_empty()) return;
-        const arma::mat x = arma::conv_to<arma::mat>::from(
-            block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc));
-        fstats[i].Add(x);
-        for (int v = 0; v < V; ++v)
-          tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
+        for (std::size_t a = 0; a < r.at.size(); ++a) {
+          const int pos = ProbePosition(info, k, r.at[a]);
+          const arma::mat x = arma::conv_to<arma::mat>::from(
+              block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc));
+          fstats[i * A + a].Add(x);
+          for (int v = 0; v < V; ++v)
+            if (variants[v].at == r.at[a]) tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
+        }
       });
     });
   });
@@ -380,11 +432,14 @@ void RidgeOverLayer(const LayerJob& job) {
   for (int i = 0; i < K * S * V; ++i)
     probes.emplace_back(r.lambdas);
   pool.For(K * S, [&](std::int64_t i) {
-    RidgeProbe base(r.lambdas);
-    base.Prepare(fstats[i]);
-    for (int v = 0; v < V; ++v) {
-      probes[i * V + v] = base;
-      probes[i * V + v].Begin(tstats[i * V + v]);
+    for (int a = 0; a < A; ++a) {
+      RidgeProbe base(r.lambdas);
+      base.Prepare(fstats[i * A + a]);
+      for (int v = 0; v < V; ++v)
+        if (at_index(v) == a) {
+          probes[i * V + v] = base;
+          probes[i * V + v].Begin(tstats[i * V + v]);
+        }
     }
   });
   // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
@@ -393,12 +448,17 @@ void RidgeOverLayer(const LayerJob& job) {
       const auto train_rows = split_block(r0, cnt, Role::kTrain);
       const auto test_rows = split_block(r0, cnt, Role::kTest);
       pool.For(K * S, [&](std::int64_t i) {
-        const int k = r.ks[i / S], s = i % S, pos = AfterKPosition(info, k);
-        const arma::mat xk = arma::conv_to<arma::mat>::from(
-            block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all));
+        const int k = r.ks[i / S], s = i % S;
+        std::vector<arma::mat> xs;  // per position
+        for (ProbeAt at : r.at) {
+          const int pos = ProbePosition(info, k, at);
+          xs.push_back(arma::conv_to<arma::mat>::from(
+              block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all)));
+        }
         const auto& [tl, tg] = train_rows[s];
         const auto& [hl, hg] = test_rows[s];
         for (int v = 0; v < V; ++v) {
+          const arma::mat& xk = xs[at_index(v)];
           const arma::mat& y = variants[v].Y(s, k);
           if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
           if (!hl.is_empty())
@@ -476,8 +536,9 @@ void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::
   const auto& variants = job.src.variants;
   const auto& test = job.src.test;
   const int T = info.positions_per_prompt, S = r.seeds, V = variants.size();
-  const int k = r.ks[t.ki], pos = AfterKPosition(info, k);
-  // Pooled probes see the states up to and including the one after k examples.
+  const int k = r.ks[t.ki], pos = ProbePosition(info, k, variants[t.v].at);
+  // Pooled probes see the states up to and including the one read (after k examples, or the
+  // query's x-token).
   std::vector<torch::Tensor> x;
   for (std::size_t j = j0; j < j1; ++j)
     x.push_back(r.pooled ? states[j].slice(1, 0, pos + 1) : states[j].select(1, pos));
@@ -622,24 +683,25 @@ SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t inf
   }
   for (const auto& t : r.targets)
     src.targets.push_back(LoadTarget(*src.info, t));
-  for (const auto& t : src.targets) {  // src.targets no longer grows: the pointers stay valid
-    Variant v{t.name, &t, {}};
-    if (shuffled) {
-      v.shuffled.resize(r.seeds);
-      for (int s = 0; s < r.seeds; ++s) {
-        data::Rng rng(SplitSeed(r.seed, s), /*stream=*/0x5a0f);
-        arma::uvec perm = src.train[s];
-        for (arma::uword i = perm.n_elem - 1; i > 0; --i)
-          std::swap(perm(i), perm(rng.NextU64() % (i + 1)));
-        for (int k = 1; k <= src.info->task.n; ++k) {
-          arma::mat y = t.values[k - 1];
-          y.cols(src.train[s]) = t.values[k - 1].cols(perm);
-          v.shuffled[s].push_back(std::move(y));
+  for (const auto& t : src.targets)  // src.targets no longer grows: the pointers stay valid
+    for (ProbeAt at : r.at) {
+      Variant v{at == ProbeAt::kQuery ? QueryTargetName(t.name) : t.name, at, &t, {}};
+      if (shuffled) {
+        v.shuffled.resize(r.seeds);
+        for (int s = 0; s < r.seeds; ++s) {
+          data::Rng rng(SplitSeed(r.seed, s), /*stream=*/0x5a0f);
+          arma::uvec perm = src.train[s];
+          for (arma::uword i = perm.n_elem - 1; i > 0; --i)
+            std::swap(perm(i), perm(rng.NextU64() % (i + 1)));
+          for (int k = 1; k <= src.info->task.n; ++k) {
+            arma::mat y = t.values[k - 1];
+            y.cols(src.train[s]) = t.values[k - 1].cols(perm);
+            v.shuffled[s].push_back(std::move(y));
+          }
         }
       }
+      src.variants.push_back(std::move(v));
     }
-    src.variants.push_back(std::move(v));
-  }
   return src;
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.hpp"
@@ -20,6 +21,18 @@ namespace icl::probes {
 
 enum class Family { kRidge, kLinear, kMlp };
 std::string FamilyName(Family f);
+
+// Where a probe reads the state after k examples: the y-token of example k (kState), or the
+// x-token of example k+1 (kQuery), where the learner's prediction of y_{k+1} is read. A target
+// probed at the query is stored under the name `<target>.query` (QueryTargetName).
+enum class ProbeAt { kState, kQuery };
+inline constexpr const char* kQuerySuffix = ".query";
+std::string QueryTargetName(const std::string& target);
+// "xty.query" -> {"xty", kQuery}; "xty" -> {"xty", kState}.
+std::pair<std::string, ProbeAt> SplitTargetName(const std::string& stored);
+// The row of the state a probe at `at` reads after k examples inside the (T * H) block layout;
+// kQuery needs the x-tokens (positions "all") and k < n.
+int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at);
 
 struct ProbeRequest {
   std::string activations;
@@ -34,10 +47,11 @@ struct ProbeRequest {
   bool pooled = true;             // gradient probes: attention pooling (false: the single state)
   GradientProbeOptions gradient;  // mlp / pooled / seed are set per probe
   std::vector<int> layers;        // empty: every stored layer
-  std::vector<int> ks;            // empty: 1..n
-  int block_rows = 2048;          // rows per read
-  int bootstrap = 1000;           // replicates of the bootstrap over test prompts
-  std::int64_t max_prompts = 0;   // probe only the first this many prompts of every file; 0: all
+  std::vector<int> ks;            // empty: 1..n (1..n-1 when a probe reads the query)
+  std::vector<ProbeAt> at = {ProbeAt::kState};  // each position probed, every target at each
+  int block_rows = 2048;                        // rows per read
+  int bootstrap = 1000;                         // replicates of the bootstrap over test prompts
+  std::int64_t max_prompts = 0;  // probe only the first this many prompts of every file; 0: all
 
   std::string ToJson() const;
   // The settings alone (counts, the grid, the split, names): throws core::InputError naming

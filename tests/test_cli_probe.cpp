@@ -28,6 +28,7 @@ struct Synthetic {
   bool nan_target = false;  // a NaN in w_ols of prompt 7
   unsigned seed = 1;
   int prompt_seed = 1;  // the file's prompt-set seed
+  bool y_only = false;  // positions "y": the y-tokens only (no x-token to read a query at)
 };
 
 // Writes a file with the layout iclprobe extract produces (only what probe reads).
@@ -43,7 +44,8 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   f.SetAttr("prompts", std::int64_t(N));
   f.SetAttr("n_complete", std::int64_t(N));
   f.SetAttr("checkpoint_sha256", std::string(64, '0'));
-  f.SetAttr("positions", "all");
+  f.SetAttr("positions", s.y_only ? "y" : "all");
+  const hsize_t T = s.y_only ? kn : kT;
   f.SetAttr("layers", "[0,1,2]");
   arma::cube xty(kd, kn, N, arma::fill::randn), wols(kd, kn, N, arma::fill::randn);
   if (s.nan_target) wols(0, 1, 7) = arma::datum::nan;
@@ -58,14 +60,14 @@ void WriteActivations(const std::string& path, const Synthetic& s) {
   dx.SetAttr("symmetric", 1);
   arma::mat a(H, kd, arma::fill::randn);
   for (int l = 0; l <= 2; ++l) {
-    arma::cube h(H, kT, N, arma::fill::randn);  // [N, T, H]
-    if (l == 2 && s.planted)
+    arma::cube h(H, T, N, arma::fill::randn);  // [N, T, H]
+    if (l == 2 && s.planted && !s.y_only)
       for (hsize_t i = 0; i < N; ++i)
         for (int k = 1; k <= kn; ++k)
           h.slice(i).col(2 * k - 1) = a * xty.slice(i).col(k - 1) + 0.01 * arma::randn(H);
     if (l == 1 && s.nan_hidden) h(0, 1, 5) = arma::datum::nan;
     const arma::fcube hf = arma::conv_to<arma::fcube>::from(h);
-    f.CreateDataset<float>(extract::schema::Hidden(l), {N, kT, H}).Write(hf.memptr(), hf.n_elem);
+    f.CreateDataset<float>(extract::schema::Hidden(l), {N, T, H}).Write(hf.memptr(), hf.n_elem);
   }
   f.CreateDataset<float>(extract::schema::kPredictions, {N, kn});
   f.CreateDataset<double>(extract::schema::kPromptsX, {N, kn, kd});
@@ -179,6 +181,9 @@ TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
   Synthetic other_prompts;
   other_prompts.prompt_seed = 2;
   WriteActivations(tmp / "other_prompts.h5", other_prompts);
+  Synthetic y_only;
+  y_only.y_only = true;
+  WriteActivations(tmp / "y_only.h5", y_only);
   const std::string out = tmp / "probes.h5";
   const std::string a = " -a " + (tmp / "acts.h5");
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -201,6 +206,11 @@ TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
       {a + " --max-prompts -1", "--max-prompts"},
       {a + " --bootstrap 5", "--bootstrap: must be 100..100000"},
       {" -a " + (tmp / "none.h5"), "no such file"},
+      // The query of example k+1 is its x-token: none in a y-only file, none after k = n.
+      {" -a " + (tmp / "y_only.h5") + " --at query", "--at: query reads the x-token"},
+      {a + " --at both --k 1,3", "--k: k=3 = n has no query token"},
+      {a + " --at sideways", "--at: expected state, query or both"},
+      {a + " --targets xty.query", "--targets: 'xty.query' ends in '.query'"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("probe --quiet --threads 1" + args + " --out " + out + " --csv " +

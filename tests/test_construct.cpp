@@ -521,6 +521,41 @@ TEST(Construct, ProbesFindXtyExactlyWhereTheConstructionWroteIt) {
   EXPECT_GT(alpha(2 * 3 - 1), 0.5) << alpha.t();
 }
 
+// Ground truth for the query position (issue 32): on the gd model block 2 writes X'y at the
+// x-token of example k+1 as well (the mean of y x over positions <= t times their count), and
+// block 3 reads it there (pred = 2 alpha x_{k+1}^T X'y). Probed there (`--at query`), X'y is
+// exact from layer 2 on, and absent before: at the x-token, blocks 0-1 hold x_{k+1} and a y x
+// of 0, independent of X'y (the 200 test prompts then give |R2| of sampling size, well under
+// 0.05). The state probe at layer 1 holds y_k x_k, a part of X'y: the two positions differ.
+TEST(Construct, QueryProbesReadXtyAtTheXTokenWhereBlock3ReadsIt) {
+  TempDir tmp;
+  auto ok = [](const test::CommandResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r;
+  };
+  ok(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + (tmp / "gd.h5")));
+  ok(RunIclprobe("extract -c " + (tmp / "gd.h5") + " --prompts 2000 --threads 1 --quiet --out " +
+                 (tmp / "acts.h5")));
+  ok(RunIclprobe("probe -a " + (tmp / "acts.h5") +
+                 " --targets xty --probes ridge --at both --threads 1 --quiet --out " +
+                 (tmp / "p.h5")));
+  const auto r = probes::ReadProbesFile(tmp / "p.h5");
+  EXPECT_EQ(r.ks, (std::vector<int>{1, 2, 3, 4, 5}));                // k = n has no query token
+  const arma::cube& state = *r.Find("xty", "ridge", "model", "r2");  // (seed, k, layer)
+  const arma::cube& query = *r.Find("xty.query", "ridge", "model", "r2");
+  for (arma::uword ki = 1; ki < 5; ++ki) {
+    EXPECT_GE(query(0, ki, 2), 0.999) << "k index " << ki;
+    EXPECT_GE(query(0, ki, 3), 0.999) << "k index " << ki;
+    EXPECT_LT(std::abs(query(0, ki, 0)), 0.05) << "k index " << ki;
+    EXPECT_LT(std::abs(query(0, ki, 1)), 0.05) << "k index " << ki;
+    EXPECT_GT(state(0, ki, 1), 0.1) << "k index " << ki;  // y_k x_k of X'y at the y-token
+  }
+  const auto rep = ok(RunIclprobe("report --probes " + (tmp / "p.h5") + " --k 4 --threshold 0.99"));
+  EXPECT_NE(rep.out.find("xty.query: decodable from layer 2 (ridge"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("TARGET.query at the x-token of example k+1"), std::string::npos)
+      << rep.out;
+}
+
 // Ground truth for every iterate (issue 30): on gd:3 and newton:3 (plain and rotated) a ridge
 // probe finds each iterate w_t, stored as a learner target, with R2 >= 0.999 in the state the
 // construction says holds it and below 0.99 in the state before, and X'X likewise. k <= d + 2:

@@ -110,7 +110,8 @@ Scorer::Score Scorer::Combination(const std::vector<Term>& terms, arma::uword ki
   Score out;
   arma::vec rep;
   for (const Term& t : terms) {
-    out.mean += t.coef * OverSeeds(*r_.Find(t.target, t.probe, t.source, "r2"), ki, t.layer_index).mean;
+    out.mean +=
+        t.coef * OverSeeds(*r_.Find(t.target, t.probe, t.source, "r2"), ki, t.layer_index).mean;
     if (!boot_) continue;
     const arma::vec x = t.coef * Replicates(t.target, t.probe, t.source, t.layer_index, ki);
     rep = rep.is_empty() ? x : arma::vec(rep + x);
@@ -421,6 +422,16 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
     if (boot)
       note = fmt::format(", mean over {} seed(s) [95% bootstrap interval over {} test prompts{}]",
                          r.seeds, r.n_test, r.seeds > 1 ? " and the seeds" : "");
+    // A target that is no function of the prompt (w): the most any state can give it, per k.
+    if (const auto it = r.ceilings.find(t); it != r.ceilings.end() && metric == "r2") {
+      std::vector<std::string> parts;
+      for (int k : ks) {
+        const arma::uword ki = std::find(r.ks.begin(), r.ks.end(), k) - r.ks.begin();
+        parts.push_back(fmt::format("k={} {:.3f}", k, arma::mean(it->second.row(ki))));
+      }
+      note += fmt::format("; ceiling (R² of E[{} | prompt], the most any state gives): {}",
+                          Escape(t, format), fmt::join(parts, ", "));
+    }
     if (format == TableFormat::kMarkdown) {
       os << fmt::format("\n**{}**: test {} by layer (0 = embedding){}\n\n| layer |", t, label,
                         note);
@@ -565,10 +576,9 @@ std::string BaselineText(const TargetComparison& c, bool markdown_escape, TableF
   if (c.over_baselines.empty()) return c.layer == 0 ? "(the embedding itself)" : "none probed";
   std::vector<std::string> parts;
   for (const auto& [name, v] : c.over_baselines)
-    parts.push_back(
-        (markdown_escape ? Escape(name, format) : name) + " " +
-        (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", v.mean, v.lo, v.hi)
-                     : fmt::format("{:+.3f}", v.mean)));
+    parts.push_back((markdown_escape ? Escape(name, format) : name) + " " +
+                    (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", v.mean, v.lo, v.hi)
+                                 : fmt::format("{:+.3f}", v.mean)));
   return fmt::format("{}", fmt::join(parts, "; "));
 }
 

@@ -292,6 +292,24 @@ void ReadPooling(const h5::File& f, ProbeResults& r) {
 
 }  // namespace
 
+// /ceilings/<target>: [k, seed], each a finite R2 of at most 1, of a probed target.
+void ReadCeilings(const h5::File& f, ProbeResults& r) {
+  if (!f.Exists("ceilings")) return;
+  const std::string where = "'" + r.path + "'";
+  for (const auto& t : f.OpenGroup("ceilings").Members()) {
+    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
+      throw core::InputError(where, "",
+                             "/ceilings/" + t.substr(0, 80) + " is not a target of /metrics");
+    const h5::Dataset ds = f.OpenDataset("ceilings/" + t);
+    ds.ExpectDims({r.ks.size(), hsize_t(r.seeds)});
+    arma::mat c(r.seeds, r.ks.size());  // row-major [k, seed] -> S x K
+    ds.Read(c.memptr(), c.n_elem);
+    if (!c.is_finite() || c.max() > 1)
+      throw core::InputError(where, "", "/ceilings/" + t + " should hold finite R2 values <= 1");
+    r.ceilings[t] = c.t();
+  }
+}
+
 ProbeResults ReadProbesFile(const std::string& path) {
   h5::File f = h5::File::Open(path);
   data::CheckFormat(f, kProbesFormat);
@@ -307,6 +325,7 @@ ProbeResults ReadProbesFile(const std::string& path) {
     if (std::find(r.probes.begin(), r.probes.end(), p) != r.probes.end()) order.push_back(p);
   r.probes = order;
   ReadPooling(f, r);
+  ReadCeilings(f, r);
   r.file = std::make_shared<const h5::File>(std::move(f));
   return r;
 }
@@ -622,6 +641,15 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
   WriteScores(f, out);
   WriteRidge(f, req, out);
   WriteSplitsAndPooling(f, out);
+  for (const auto& [target, c] : out.ceilings) {
+    const arma::mat t = c.t();  // K x S -> row-major [k, seed]
+    h5::Dataset ds =
+        f.CreateDataset<double>("ceilings/" + target, {c.n_rows, c.n_cols}, {"k", "seed"});
+    ds.Write(t.memptr(), t.n_elem);
+    ds.SetAttr("description",
+               std::string("R2 of E[w | prompt] = w_ridge(sigma^2/tau^2) on the seed's test "
+                           "prompts: the most any representation can give for this target"));
+  }
   f.Close();
 }
 

@@ -15,6 +15,8 @@
 //     loo_mse [L,K,S,lambdas]}
 //   /alpha/<target>/<probe>/<source>                   pooling weights [L,K,S,T]
 //   /splits/seed_<s>                                   role of each prompt (0 train, 1 val, 2 test)
+//   /ceilings/<target>  [k, seed]: for w (no function of the prompt), R2 of E[w | prompt] on the
+//     seed's test prompts, the most any representation gives it; absent for other targets (1)
 //   A target read at the query (probe --at query: the x-token of example k+1) is named
 //   <target>.query wherever a target name appears (probes::QueryTargetName).
 #pragma once
@@ -52,6 +54,9 @@ struct ProbeResults {
   std::string model_config, task_config;  // JSON, as stored
   std::string checkpoint_sha256;          // of the checkpoint the activations came from
   double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
+  // /ceilings: target -> K x S, the most R2 any representation can give it (only targets that
+  // are not functions of the prompt, like w; every other target's ceiling is 1).
+  std::map<std::string, arma::mat> ceilings;
   // Learner targets of the activations (issue 30): target name ("w_gd_0.05_3") -> spec.
   std::map<std::string, std::string> learner_targets;
   // The file these fields were read from, kept open: ReadRidgeReadout reads the weights from

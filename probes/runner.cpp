@@ -791,6 +791,33 @@ void SortRecords(ProbeOutput& out, const ProbeRequest& r) {
             [&](const ProbeRecord& a, const ProbeRecord& b) { return key(a) < key(b); });
 }
 
+// The ceiling of w on the main file (ProbeOutput::ceilings), where it is known: the file's
+// w_ridge is the Bayes posterior mean (lambda = sigma^2 / tau^2 on the training distribution of
+// w and x), and w varies.
+void AddCeilings(ProbeOutput& out, const ProbeRequest& r, const extract::ActivationsInfo& info) {
+  const data::TaskConfig& task = info.task;
+  const bool bayes = info.ridge_lambda >= 0 && std::abs(info.ridge_lambda - task.BayesLambda()) <=
+                                                   1e-12 * (1 + task.BayesLambda());
+  if (std::find(r.targets.begin(), r.targets.end(), "w") == r.targets.end() || !bayes ||
+      task.fixed_w || task.context_shift.kind != data::ShiftKind::kNone ||
+      std::find(info.targets.begin(), info.targets.end(), "w_ridge") == info.targets.end())
+    return;
+  const Target w = LoadTarget(info, "w"), wb = LoadTarget(info, "w_ridge");
+  arma::mat c(r.ks.size(), r.seeds);
+  for (int s = 0; s < r.seeds; ++s) {
+    const arma::uvec test =
+        RoleIndices(SplitPrompts(info.prompts, r.split, SplitSeed(r.seed, s)), Role::kTest);
+    for (std::size_t ki = 0; ki < r.ks.size(); ++ki) {
+      const arma::mat wt = w.values[r.ks[ki] - 1].cols(test);
+      const arma::mat centred = wt.each_col() - arma::vec(arma::mean(wt, 1));
+      const double sst = arma::accu(arma::square(centred));
+      c(ki, s) = 1 - arma::accu(arma::square(wt - wb.values[r.ks[ki] - 1].cols(test))) / sst;
+    }
+  }
+  for (ProbeAt at : r.at)
+    out.ceilings[at == ProbeAt::kQuery ? QueryTargetName("w") : "w"] = c;
+}
+
 }  // namespace
 
 ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
@@ -816,6 +843,7 @@ ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
   for (const auto& s : sources)
     ProbeSource(run, PrepareSource(run, s.name, s.info, s.shuffled));
   GatherGradientResults(run.out);
+  AddCeilings(run.out, r, plan.infos[0]);
   AddIntervals(run.out, r);
   SortRecords(run.out, r);
   return std::move(run.out);

@@ -107,6 +107,10 @@ struct ProbeOutput {
     arma::vec alpha;
   };
   std::vector<Alpha> alphas;
+  // Per target name (as stored) that is not a function of the prompt (the true w): its ceiling
+  // per (k, seed), R2 of E[w | prompt] = w_ridge(sigma^2 / tau^2) on that seed's test prompts,
+  // the most any state can give. K x S. Targets that are functions of the prompt have ceiling 1.
+  std::map<std::string, arma::mat> ceilings;
 };
 
 // Runs the plan: work is spread over (k, seed) and probes by the pool; results do not depend

@@ -95,7 +95,7 @@ void DeleteLink(const std::string& file, const std::string& object) {
 
 void ReplaceDataset(const std::string& file, const std::string& object, const h5::Dims& dims,
                     double fill) {
-  DeleteLink(file, object);
+  if (h5::File::Open(file).Exists(object)) DeleteLink(file, object);  // or adds it
   h5::File f = h5::File::Open(file, h5::File::Mode::kReadWrite);
   std::size_t count = 1;
   for (auto d : dims)
@@ -402,6 +402,17 @@ TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
   m.push_back({"zero test variance", [](const std::string& p) {
                  const auto dims = h5::File::Open(p).OpenDataset("errors/xty/sst").dims();
                  ReplaceDataset(p, "errors/xty/sst", dims, 0.0);
+               }});
+  // A target's ceiling (issue 32): an R2 above 1, or of the wrong shape, or of no target.
+  m.push_back({"ceiling above 1", [](const std::string& p) {
+                 const auto ks = h5::File::Open(p).OpenDataset("metrics/xty/ridge/model/r2").dims();
+                 ReplaceDataset(p, "ceilings/xty", {ks[1], ks[2]}, 1.5);
+               }});
+  m.push_back({"ceiling of the wrong shape", [](const std::string& p) {
+                 ReplaceDataset(p, "ceilings/xty", {7, 7}, 0.5);
+               }});
+  m.push_back({"ceiling of no target", [](const std::string& p) {
+                 ReplaceDataset(p, "ceilings/zz", {1, 1}, 0.5);
                }});
   m.push_back({"bootstrap replicates 2^40", [](const std::string& p) {
                  h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);

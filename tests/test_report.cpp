@@ -10,6 +10,9 @@
 #include "core/errors.hpp"
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
+#include "data/targets.hpp"
+#include "data/task.hpp"
+#include "extract/activations_schema.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -315,54 +318,182 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
 }
 
 // Which target a layer carries best, on planted per-prompt errors (one seed, 200 test prompts,
-// k = 4): layer 0 carries w_ols (R2 0.8 vs 0.5), layer 1 carries w_ridge and w equally (the same
-// errors: a paired difference of exactly 0, never significant), layer 2 carries w_ridge (0.9 vs
-// 0.85; per-prompt noise of +-50% leaves the paired interval about +-0.01 wide).
-TEST(Report, CompareTargetsFindsThePlantedBestAndTies) {
+// k = 4; every target shares one per-prompt sst, so equal fractions give identical errors and
+// paired differences of exactly 0). Errors are fraction x sst x u, u in [0.5, 1.5) per prompt.
+//   layer 0 (the embedding): every target at 0.9 -> a margin of exactly 0, nothing preferred;
+//   layer 1: w_ols 0.2, w_ridge 0.5, w_gd 0.6 in the model and in the control alike: w_ols
+//     leads by ~0.3 (significant), but the control leads by the same: not preferred (the case
+//     of a comparison any representation passes);
+//   layer 2: w_ridge 0.1, w_ols 0.5, w_gd 0.7; control 0.6, 0.6, 0.7: w_ridge leads by ~0.4
+//     here, by 0 at the embedding and in the control: preferred.
+TEST(Report, CompareTargetsPrefersOnlyOverTheEmbeddingAndTheControls) {
   analysis::ProbeResults r;
   r.path = "planted.h5";
   r.d = 2, r.n = 4, r.seeds = 1, r.layers = {0, 1, 2}, r.ks = {4};
-  r.targets = {"w_ols", "w_ridge", "w"}, r.probes = {"ridge"}, r.sources = {"model"};
+  r.targets = {"w_ols", "w_ridge", "w_gd_0.05_1", "w"}, r.probes = {"ridge"};
+  r.sources = {"model", "acts_init"};
+  r.learner_targets["w_gd_0.05_1"] = "gd:0.05:1";
   r.n_test = 200, r.bootstrap = 1000, r.bootstrap_seed = 5;
   arma::arma_rng::set_seed(11);
-  const arma::vec u = 0.5 + arma::randu<arma::vec>(200);  // per-prompt noise on the errors
-  const arma::mat sst_w = 0.5 + arma::randu<arma::mat>(200, 1);
-  // w_ridge shares w's per-prompt sst, so equal fractions give identical errors: the tie.
-  const std::map<std::string, arma::mat> sst = {
-      {"w_ols", 0.5 + arma::randu<arma::mat>(200, 1)}, {"w_ridge", sst_w}, {"w", sst_w}};
-  const std::map<std::string, std::vector<double>> fraction = {
-      {"w_ols", {0.2, 0.7, 0.4}}, {"w_ridge", {0.5, 0.3, 0.1}}, {"w", {0.5, 0.3, 0.15}}};
-  for (const auto& [t, f] : fraction) {
-    r.sst[t] = {sst.at(t)};
-    arma::cube r2(1, 1, 3);
-    for (int l = 0; l < 3; ++l) {
-      const arma::mat sse = f[l] * sst.at(t) % u;
-      r.sse[t + "/ridge/model"].push_back(sse);
-      r2(0, 0, l) = 1 - arma::accu(sse) / arma::accu(sst.at(t));
+  const arma::vec u = 0.5 + arma::randu<arma::vec>(200);
+  const arma::mat sst = 0.5 + arma::randu<arma::mat>(200, 1);
+  using Fractions = std::map<std::string, std::vector<double>>;
+  const std::map<std::string, Fractions> fraction = {{"model",
+                                                      {{"w_ols", {0.9, 0.2, 0.5}},
+                                                       {"w_ridge", {0.9, 0.5, 0.1}},
+                                                       {"w_gd_0.05_1", {0.9, 0.6, 0.7}},
+                                                       {"w", {0.9, 0.6, 0.3}}}},
+                                                     {"acts_init",
+                                                      {{"w_ols", {0.9, 0.2, 0.6}},
+                                                       {"w_ridge", {0.9, 0.5, 0.6}},
+                                                       {"w_gd_0.05_1", {0.9, 0.6, 0.7}},
+                                                       {"w", {0.9, 0.6, 0.7}}}}};
+  for (const auto& [source, per_target] : fraction)
+    for (const auto& [t, f] : per_target) {
+      r.sst[t] = {sst};
+      arma::cube r2(1, 1, 3);
+      for (int l = 0; l < 3; ++l) {
+        const arma::mat sse = f[l] * sst % u;
+        r.sse[t + "/ridge/" + source].push_back(sse);
+        r2(0, 0, l) = 1 - arma::accu(sse) / arma::accu(sst);
+      }
+      r.metric[t + "/ridge/" + source + "/r2"] = r2;
     }
-    r.metric[t + "/ridge/model/r2"] = r2;
-  }
-  const auto rows = analysis::CompareTargets(r, {}, 4);
+  const auto rows = analysis::CompareTargets(r, {}, 4);  // w_ols, w_ridge, the learner target
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0].best, "w_ols");
-  EXPECT_TRUE(rows[0].significant);
-  EXPECT_NEAR(rows[0].margin.mean, 0.3, 0.05);  // 1 - 0.2 E[u] vs 1 - 0.5 E[u], E[u] ~ 1
-  EXPECT_FALSE(rows[1].significant);            // identical errors
-  EXPECT_EQ(rows[1].margin.mean, 0.0);
-  EXPECT_EQ(rows[1].margin.lo, 0.0);
+  ASSERT_EQ(rows[0].r2.size(), 3u);
+  EXPECT_EQ(rows[0].r2[2].first, "w_gd_0.05_1");
+  EXPECT_EQ(rows[0].margin.mean, 0.0);
+  EXPECT_FALSE(rows[0].preferred);
+  EXPECT_EQ(rows[1].best, "w_ols");
+  EXPECT_TRUE(rows[1].significant);
+  EXPECT_NEAR(rows[1].margin.mean, 0.3, 0.05);  // (0.5 - 0.2) E[u], E[u] ~ 1
+  EXPECT_FALSE(rows[1].preferred);
+  ASSERT_EQ(rows[1].over_baselines.size(), 2u);
+  EXPECT_EQ(rows[1].over_baselines[0].first, "embedding");
+  EXPECT_EQ(rows[1].over_baselines[1].first, "acts_init");
+  EXPECT_EQ(rows[1].over_baselines[1].second.mean, 0.0);  // the same errors in the control
   EXPECT_EQ(rows[2].best, "w_ridge");
-  EXPECT_EQ(rows[2].runner_up, "w");
-  EXPECT_TRUE(rows[2].significant);
-  EXPECT_GT(rows[2].margin.lo, 0.0);
-  EXPECT_LT(rows[2].margin.lo, 0.05);
+  EXPECT_EQ(rows[2].runner_up, "w_ols");
+  EXPECT_TRUE(rows[2].preferred);
+  EXPECT_NEAR(rows[2].over_baselines[0].second.mean, 0.4, 0.05);
+  EXPECT_GT(rows[2].over_baselines[1].second.lo, 0.0);
   std::ostringstream line;
   analysis::PrintTargetComparison(line, rows);
-  EXPECT_NE(
-      line.str().find("w_ols at layers 0; no significant best at layers 1; w_ridge at layers 2"),
-      std::string::npos)
+  EXPECT_NE(line.str().find("no target preferred at layers 0,1; w_ridge at layers 2"),
+            std::string::npos)
       << line.str();
-  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols", "xty"}, 4), core::InputError);
-  EXPECT_THROW(analysis::CompareTargets(r, {"w"}, 4), core::InputError);
+  // The true w is no function of the prompt: refused, with the reason.
+  try {
+    analysis::CompareTargets(r, {"w_ridge", "w"}, 4);
+    ADD_FAILURE() << "w was compared";
+  } catch (const core::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("R2(w) = ceiling(w) x R2(w_ridge)"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols", "xty"}, 4), core::InputError);  // not probed
+  EXPECT_THROW(analysis::CompareTargets(r, {"w_ols"}, 4), core::InputError);
+}
+
+namespace {
+
+// An activations file over real prompts (d = 4, n = 6, sigma = 1: lambda = 1, so that at k < d
+// the minimum-norm w_ols and w_ridge differ far from a multiple of each other) whose layer 1
+// carries `planted` (w_ols or w_ridge) linearly at the state after k examples, with noise of SD
+// 0.05 per unit; layer 0 (the embedding) and layer 2, and every layer of a control (empty
+// `planted`), are Gaussian noise. Only what probe reads is written.
+void WritePlantedWeights(const std::string& path, const std::string& planted, unsigned seed) {
+  constexpr int d = 4, n = 6, H = 16, N = 2000;
+  data::TaskConfig task;
+  task.d = d, task.n = n, task.noise = 1.0;
+  const data::PromptSet set = data::SamplePrompts(task, /*seed=*/3, 0, N);
+  const data::TargetSet t = data::ComputeTargets(set, task.BayesLambda());
+  h5::File f = h5::File::Create(path, true);
+  data::WriteFormatAttrs(f, extract::schema::kFormat);
+  f.SetAttr("model_config",
+            "{\"d\":4,\"n_max\":6,\"layers\":2,\"hidden\":16,\"heads\":1,\"mlp_ratio\":4}");
+  f.SetAttr("task_config", task.ToJson());
+  f.SetAttr("seed", 3);
+  f.SetAttr("prompts", std::int64_t(N));
+  f.SetAttr("n_complete", std::int64_t(N));
+  f.SetAttr("checkpoint_sha256", std::string(64, '0'));
+  f.SetAttr("positions", "all");
+  f.SetAttr("layers", "[0,1,2]");
+  const hsize_t hN = N;
+  f.CreateDataset<double>(extract::schema::kPromptsX, {hN, n, d})
+      .Write(set.x.memptr(), set.x.n_elem);
+  f.CreateDataset<double>(extract::schema::kPromptsY, {hN, n}).Write(set.y.memptr(), set.y.n_elem);
+  f.CreateDataset<double>(extract::schema::kPromptsW, {hN, d}).Write(set.w.memptr(), set.w.n_elem);
+  f.CreateDataset<double>(extract::schema::kWOls, {hN, n, d})
+      .Write(t.w_ols.memptr(), t.w_ols.n_elem);
+  f.CreateDataset<double>(extract::schema::kWRidge, {hN, n, d})
+      .Write(t.w_ridge.memptr(), t.w_ridge.n_elem);
+  h5::Dataset w = f.CreateDataset<double>(extract::schema::kW, {hN, d});
+  w.Write(set.w.memptr(), set.w.n_elem);
+  w.SetAttr("per_k", 0);
+  f.OpenGroup("targets").SetAttr("ridge_lambda", task.BayesLambda());
+  arma::arma_rng::set_seed(seed);
+  const arma::mat a(H, d, arma::fill::randn);
+  const arma::cube& carried = planted == "w_ols" ? t.w_ols : t.w_ridge;
+  for (int l = 0; l <= 2; ++l) {
+    arma::cube h(H, 2 * n, N, arma::fill::randn);  // [N, T, H]
+    if (l == 1 && !planted.empty())
+      for (int i = 0; i < N; ++i)
+        for (int k = 1; k <= n; ++k)
+          h.slice(i).col(2 * k - 1) = a * carried.slice(i).col(k - 1) + 0.05 * arma::randn(H);
+    const arma::fcube hf = arma::conv_to<arma::fcube>::from(h);
+    f.CreateDataset<float>(extract::schema::Hidden(l), {hN, 2 * n, H})
+        .Write(hf.memptr(), hf.n_elem);
+  }
+  f.CreateDataset<float>(extract::schema::kPredictions, {hN, n});
+}
+
+}  // namespace
+
+// Known answer (issue 32 a): planted representations that carry w_ols, or w_ridge(lambda),
+// linearly are told apart at k < d under noise: the planted target is preferred at its layer,
+// its margin exceeding the same margin at the embedding and in a random control (paired
+// intervals above 0). The true w is refused, and its ceiling (R2 of E[w | prompt]) is reported.
+TEST(Report, CompareTargetsTellsPlantedWOlsFromPlantedWRidge) {
+  TempDir tmp;
+  WritePlantedWeights(tmp / "ctrl.h5", "", 9);
+  for (const std::string planted : {"w_ols", "w_ridge"}) {
+    SCOPED_TRACE(planted);
+    const std::string acts = tmp / (planted + ".h5"), probes = tmp / (planted + "_p.h5");
+    WritePlantedWeights(acts, planted, 5);
+    const auto p =
+        RunIclprobe("probe -a " + acts + " --control " + (tmp / "ctrl.h5") +
+                    " --targets w_ols,w_ridge,w --k 2,3 --threads 1 --quiet --out " + probes);
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const auto r = analysis::ReadProbeResults(probes);
+    for (int k : {2, 3}) {
+      const auto rows = analysis::CompareTargets(r, {}, k);
+      ASSERT_EQ(rows.size(), 3u);  // layers 0, 1, 2 of the ridge probe
+      const auto& c = rows[1];
+      EXPECT_EQ(c.layer, 1);
+      EXPECT_EQ(c.best, planted) << "k=" << k;
+      EXPECT_TRUE(c.preferred) << "k=" << k << " margin " << c.margin.lo;
+      ASSERT_EQ(c.over_baselines.size(), 2u);
+      for (const auto& [name, v] : c.over_baselines)
+        EXPECT_GT(v.lo, 0.0) << name << " k=" << k;
+      EXPECT_FALSE(rows[0].preferred);  // never at the embedding
+    }
+    // w's ceiling: below 1 (sigma = 1), and no representation's R2 of w exceeds it by more
+    // than sampling (the planted layer's R2 of w at most the ceiling + 0.05).
+    ASSERT_TRUE(r.ceilings.count("w"));
+    const arma::mat& ceiling = r.ceilings.at("w");
+    EXPECT_LT(ceiling.max(), 0.95);
+    EXPECT_GT(ceiling.min(), 0.0);
+    const arma::cube& w_r2 = *r.Find("w", "ridge", "model", "r2");  // (seed, k, layer)
+    for (arma::uword ki = 0; ki < 2; ++ki)
+      EXPECT_LE(w_r2(0, ki, 1), ceiling(ki, 0) + 0.05);
+    const auto rep = RunIclprobe("report --probes " + probes + " --k 3");
+    EXPECT_NE(rep.out.find("ceiling (R² of E[w | prompt]"), std::string::npos) << rep.out;
+    const auto refused =
+        RunIclprobe("report --probes " + probes + " --k 3 --compare-targets w_ridge,w");
+    EXPECT_EQ(refused.exit_code, 2);
+    EXPECT_NE(refused.err.find("not a function of the prompt"), std::string::npos) << refused.err;
+  }
 }
 
 TEST(Report, CompareTargetsOnTheCommandLine) {
@@ -374,10 +505,12 @@ TEST(Report, CompareTargetsOnTheCommandLine) {
   const auto r = RunIclprobe("report --probes " + (tmp / "p.h5") +
                              " --compare-targets xty,w_ols --format csv --k 4");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // xty (0.95 + 0.01 at layer 4 for mlp) beats w_ols (0.5) at every layer: point estimates.
-  EXPECT_NE(r.out.find("Best-carried target, ridge probe, k = 4 (point estimates, no intervals): "
-                       "xty at layers 0,1,2,3,4"),
+  // xty (0.95) leads w_ols (0.5) at every layer, but without intervals nothing is preferred.
+  EXPECT_NE(r.out.find("Preferred target, ridge probe, k = 4 (no intervals in the file: nothing "
+                       "can be preferred): no target preferred at layers 0,1,2,3,4"),
             std::string::npos)
       << r.out;
+  const auto w = RunIclprobe("report --probes " + (tmp / "p.h5") + " --compare-targets xty,w");
+  EXPECT_EQ(w.exit_code, 2);
   EXPECT_NE(r.out.find("probe,layer,k,target,r2,r2_lo,r2_hi,best,runner_up"), std::string::npos);
 }

@@ -572,11 +572,11 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
 namespace {
 
 // "embedding +0.012 [+0.004, +0.020]; acts_init +0.030 [...]", or "none probed".
-std::string BaselineText(const TargetComparison& c, bool markdown_escape, TableFormat format) {
+std::string BaselineText(const TargetComparison& c, TableFormat format) {
   if (c.over_baselines.empty()) return c.layer == 0 ? "(the embedding itself)" : "none probed";
   std::vector<std::string> parts;
   for (const auto& [name, v] : c.over_baselines)
-    parts.push_back((markdown_escape ? Escape(name, format) : name) + " " +
+    parts.push_back(Escape(name, format) + " " +
                     (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", v.mean, v.lo, v.hi)
                                  : fmt::format("{:+.3f}", v.mean)));
   return fmt::format("{}", fmt::join(parts, "; "));
@@ -651,7 +651,7 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
        << (c.intervals ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over {}", c.margin.mean,
                                      c.margin.lo, c.margin.hi, Escape(c.runner_up, format))
                        : fmt::format("{:+.3f} over {}", c.margin.mean, Escape(c.runner_up, format)))
-       << sep << BaselineText(c, true, format) << (md ? " |\n" : " \\\\\n");
+       << sep << BaselineText(c, format) << (md ? " |\n" : " \\\\\n");
     if (!md && (&c == &rows.back() || (&c + 1)->probe != probe))
       os << "\\bottomrule\n\\end{tabular}\n";
   }

@@ -140,6 +140,10 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
 void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows);
 
 // Per target: rows = layers, columns = (k, probe, source); cells = metric mean (+- 95% interval).
+// The online codelength of the ridge probes (files from probe --codelength; nothing otherwise):
+// per target, layer and k the model's bits and compression, and each control's gap.
+void WriteCodelengthTables(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,
+                           TableFormat format);
 void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& metric,
                  const std::vector<int>& ks, TableFormat format);
 

@@ -152,6 +152,24 @@ std::array<double, 3> ParseSplit(const std::string& text) {
   return f;
 }
 
+std::vector<double> ParseNumbers(const std::string& option, const std::string& text) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto v = core::ParseNumber(item);
+    if (!v || !std::isfinite(*v))
+      throw std::invalid_argument(option +
+                                  ": expected a comma list of numbers like 0.01,0.1,1, "
+                                  "got '" +
+                                  text.substr(0, 200) + "'");
+    out.push_back(*v);
+  }
+  if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  if (out.size() > 1000) throw std::invalid_argument(option + ": more than 1000 values");
+  return out;
+}
+
 void AddThreadsOption(OptionTable& options, int* threads) {
   options.Value("threads", threads, "threads",
                 "worker threads (0 = all cores; under mpirun, the cores of the machine shared "

@@ -60,6 +60,9 @@ arma::vec ParseLambdas(const std::string& text);
 std::vector<probes::Family> ParseFamilies(const std::string& text);
 // --split: "0.8,0.1,0.1" (finite, non-negative).
 std::array<double, 3> ParseSplit(const std::string& text);
+// A comma list of numbers ("0.001,0.01,1"); `option` names it in the message. The library
+// checks what they must satisfy.
+std::vector<double> ParseNumbers(const std::string& option, const std::string& text);
 // The one --threads option of every subcommand that runs in parallel.
 void AddThreadsOption(OptionTable& options, int* threads);
 

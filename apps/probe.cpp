@@ -25,7 +25,8 @@ namespace {
 // What the command line sets besides the request's own fields.
 struct ProbeArgs {
   std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20",
-                        split = "0.8,0.1,0.1", pooling = "attention", at = "state", layers, ks;
+                        split = "0.8,0.1,0.1", pooling = "attention", at = "state", layers, ks,
+                        code_blocks = "0.001,0.002,0.004,0.008,0.016,0.032,0.0625,0.125,0.25,0.5,1";
   int threads = 0;
 };
 
@@ -49,6 +50,13 @@ void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
   t.Value("lambdas", &a.lambdas, "lambdas", "ridge penalties: LO:HI:COUNT log-spaced, or a "
        "comma list; chosen by exact leave-one-out on the training split (features standardised)");
   t.Value("split", &a.split, "split", "train,validation,test fractions (by prompt)");
+  t.Switch("codelength", "also the online codelength (MDL, Voita & Titov 2020) of every ridge "
+       "probe: the training prompts cut into blocks, each block's targets coded by the Bayesian "
+       "ridge fitted on the blocks before it; bits, the reference code's bits and each block's "
+       "bits go to /codelength and the CSV");
+  t.Value("codelength-blocks", &a.code_blocks, "code_blocks", "with --codelength: where the "
+       "blocks end, as increasing fractions of the training prompts ending at 1 (the first "
+       "block, sent by the reference code, needs 2 prompts)");
   t.Value("pooling", &a.pooling, "pooling", "linear/mlp input: attention (learned softmax "
        "weights over the states up to the one after k examples) or position (that state alone)");
   t.Value("at", &a.at, "at", "where each probe reads: state (the y-token of example k), query "
@@ -153,6 +161,11 @@ int RunProbe(int argc, char** argv) {
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks);
   req.shuffle_control = vm.count("shuffle-control") > 0;
+  req.codelength = vm.count("codelength") > 0;
+  if (!vm["codelength-blocks"].defaulted()) {
+    if (!req.codelength) throw std::invalid_argument("--codelength-blocks: only with --codelength");
+    req.codelength_fractions = ParseNumbers("--codelength-blocks", a.code_blocks);
+  }
   req.Validate();  // before any output is created; PlanProbes checks again for library callers
   CheckThreads(a.threads);
   const bool force = vm.count("force") > 0;

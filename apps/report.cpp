@@ -128,8 +128,10 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
       if (!t.empty()) names.push_back(t);
     comparison = analysis::CompareTargets(r, names, ks.back());
   }
-  if (tf != analysis::TableFormat::kCsv || comparison.empty())
+  if (tf != analysis::TableFormat::kCsv || comparison.empty()) {
     analysis::WriteTables(tables, r, a.metric, ks, tf);
+    analysis::WriteCodelengthTables(tables, r, ks, tf);
+  }
   analysis::WriteTargetComparison(tables, comparison, tf);
   // Plots are planned, and their paths checked, before anything is written.
   const std::string gnuplot =

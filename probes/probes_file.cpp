@@ -310,6 +310,70 @@ void ReadCeilings(const h5::File& f, ProbeResults& r) {
   }
 }
 
+// /codelength/<target>/ridge/<source>/{bits,uniform_bits} [layer, k, seed] of probed ridge
+// fits, positive and finite, into `metric` as code_bits and uniform_bits; the schedule; and the
+// per-block datasets' shapes.
+void ReadCodelength(const h5::File& f, ProbeResults& r) {
+  if (!f.Exists("codelength")) return;
+  const std::string where = "'" + r.path + "'";
+  const h5::Group g = f.OpenGroup("codelength");
+  nlohmann::json fr;
+  try {
+    fr = nlohmann::json::parse(g.GetString("fractions"));
+  } catch (const nlohmann::json::exception&) {
+    fr = nullptr;
+  }
+  if (!fr.is_array() || fr.size() < 2 || fr.size() > 1000)
+    throw core::InputError(where, "",
+                           "/codelength attribute 'fractions' should be a JSON list of "
+                           "2..1000 fractions");
+  double prev = 0;
+  for (const auto& x : fr) {
+    if (!x.is_number() || !(x.get<double>() > prev) || x.get<double>() > 1)
+      throw core::InputError(where, "",
+                             "/codelength attribute 'fractions' should increase "
+                             "strictly within (0, 1]");
+    prev = x.get<double>();
+    r.code_fractions.push_back(prev);
+  }
+  r.code_precision = g.GetDouble("precision");
+  if (!(r.code_precision > 0 && r.code_precision <= 1))
+    throw core::InputError(where, "", "/codelength attribute 'precision' should be in (0, 1]");
+  const hsize_t L = r.layers.size(), K = r.ks.size(), S = r.seeds, B = r.code_fractions.size();
+  f.OpenDataset("codelength/block_ends").ExpectDims({S, B});
+  for (const auto& t : g.Members()) {
+    if (t == "block_ends") continue;
+    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end())
+      throw core::InputError(where, "",
+                             "/codelength/" + t.substr(0, 80) + " is not a target of /metrics");
+    for (const auto& p : f.OpenGroup("codelength/" + t).Members()) {
+      if (p != "ridge")
+        throw core::InputError(where, "",
+                               "/codelength/" + t + "/" + p.substr(0, 80) +
+                                   ": codelengths are stored for ridge probes only");
+      for (const auto& s : f.OpenGroup("codelength/" + t + "/ridge").Members()) {
+        if (!r.Find(t, "ridge", s, "r2"))
+          throw core::InputError(
+              where, "",
+              "/codelength/" + t + "/ridge/" + s.substr(0, 80) + " has no /metrics counterpart");
+        const std::string base = "codelength/" + t + "/ridge/" + s + "/";
+        for (const char* m : {"bits", "uniform_bits"}) {
+          const h5::Dataset ds = f.OpenDataset(base + m);
+          ds.ExpectDims({L, K, S});
+          arma::cube c(S, K, L);  // column-major (seed, k, layer) == row-major [L, K, S]
+          ds.Read(c.memptr(), c.n_elem);
+          if (!c.is_finite())
+            throw core::InputError(where, "", "/" + base + m + " holds NaN or infinite bits");
+          r.metric[t + "/ridge/" + s + "/" + (m == std::string("bits") ? "code_bits" : m)] =
+              std::move(c);
+        }
+        for (const char* m : {"block_bits", "uniform_block_bits", "block_lambda"})
+          f.OpenDataset(base + m).ExpectDims({L, K, S, B});
+      }
+    }
+  }
+}
+
 ProbeResults ReadProbesFile(const std::string& path) {
   h5::File f = h5::File::Open(path);
   data::CheckFormat(f, kProbesFormat);
@@ -326,6 +390,7 @@ ProbeResults ReadProbesFile(const std::string& path) {
   r.probes = order;
   ReadPooling(f, r);
   ReadCeilings(f, r);
+  ReadCodelength(f, r);
   r.file = std::make_shared<const h5::File>(std::move(f));
   return r;
 }
@@ -399,11 +464,20 @@ RidgeReadout ReadRidgeReadout(const ProbeResults& r, const std::string& target, 
 }
 
 void WriteProbesCsv(std::ostream& os, const ProbeOutput& out) {
-  os << "target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi\n";
-  for (const auto& r : out.records)
-    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}\n",
+  // Runs with codelength add its two columns (empty for probes without a code).
+  const bool coded = !out.codes.empty();
+  os << "target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi"
+     << (coded ? ",code_bits,uniform_bits\n" : "\n");
+  for (const auto& r : out.records) {
+    os << fmt::format("{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}",
                       r.target, r.probe, r.source, r.layer, r.k, r.seed, r.mse, r.nmse, r.r2,
                       r.r2_lo, r.r2_hi, r.nmse_lo, r.nmse_hi);
+    if (coded)
+      os << (std::isfinite(r.code_bits)
+                 ? fmt::format(",{:.10g},{:.10g}", r.code_bits, r.uniform_bits)
+                 : std::string(","));
+    os << "\n";
+  }
 }
 
 InputRecord RecordInput(const std::string& path, bool verify_rows) {
@@ -632,6 +706,67 @@ void WriteSplitsAndPooling(h5::File& f, const ProbeOutput& out) {
   }
 }
 
+// /codelength: each ridge probe's online codelength, its reference code and each block's bits,
+// with the blocks' ends in training rows per seed.
+void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& out) {
+  if (out.codes.empty()) return;
+  const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds,
+                B = req.codelength_fractions.size();
+  const CellIndex at{out};
+  std::map<std::string, std::vector<const ProbeOutput::Code*>> codes;
+  for (const auto& c : out.codes)
+    codes[c.target + "/ridge/" + c.source].push_back(&c);
+  const std::vector<std::string> cell = {"layer", "k", "seed"},
+                                 cell_block = {"layer", "k", "seed", "block"};
+  for (const auto& [key, list] : codes) {
+    std::vector<double> bits(L * K * S, NAN), uniform(L * K * S, NAN), block(L * K * S * B, NAN),
+        ublock(L * K * S * B, NAN), lam(L * K * S * B, NAN);
+    for (const auto* c : list) {
+      const std::size_t i = (at.Layer(c->layer) * K + at.K(c->k)) * S + c->seed;
+      if (c->code.block_bits.n_elem != B) throw std::logic_error("probes file: blocks differ");
+      bits[i] = c->code.bits;
+      uniform[i] = c->code.uniform_bits;
+      std::copy(c->code.block_bits.begin(), c->code.block_bits.end(), block.begin() + i * B);
+      std::copy(c->code.uniform_block_bits.begin(), c->code.uniform_block_bits.end(),
+                ublock.begin() + i * B);
+      std::copy(c->code.block_lambda.begin(), c->code.block_lambda.end(), lam.begin() + i * B);
+    }
+    const std::string g = "codelength/" + key + "/";
+    h5::Dataset db = f.CreateDataset<double>(g + "bits", {L, K, S}, cell);
+    db.Write(bits.data(), bits.size());
+    db.SetAttr("description", std::string("online codelength of the training targets given the "
+                                          "state, in bits (block 0 by the reference code)"));
+    h5::Dataset du = f.CreateDataset<double>(g + "uniform_bits", {L, K, S}, cell);
+    du.Write(uniform.data(), uniform.size());
+    du.SetAttr("description", std::string("the same rows by the reference code: every entry by "
+                                          "the Gaussian of block 0's mean and variance"));
+    f.CreateDataset<double>(g + "block_bits", {L, K, S, B}, cell_block)
+        .Write(block.data(), block.size());
+    f.CreateDataset<double>(g + "uniform_block_bits", {L, K, S, B}, cell_block)
+        .Write(ublock.data(), ublock.size());
+    h5::Dataset dl = f.CreateDataset<double>(g + "block_lambda", {L, K, S, B}, cell_block);
+    dl.Write(lam.data(), lam.size());
+    dl.SetAttr("description", std::string("the penalty each block was coded with, chosen by the "
+                                          "evidence of the blocks before it (block 0: NaN)"));
+  }
+  std::vector<std::int64_t> ends;
+  for (const auto& e : out.code_block_ends)
+    ends.insert(ends.end(), e.begin(), e.end());
+  h5::Dataset de =
+      f.CreateDataset<std::int64_t>("codelength/block_ends", {S, B}, {"seed", "block"});
+  de.Write(ends.data(), ends.size());
+  de.SetAttr("description", std::string("training rows (in prompt order) that end each block"));
+  h5::Group g = f.OpenGroup("codelength");
+  g.SetAttr("fractions", nlohmann::json(req.codelength_fractions).dump());
+  g.SetAttr("precision", req.codelength_precision);
+  g.SetAttr("description",
+            std::string("online (prequential) code of the ridge probe's training targets, "
+                        "Voita & Titov (2020): block 0 by N(mean, variance) of block 0 per "
+                        "entry, block i by the Bayesian ridge predictive fitted on blocks "
+                        "0..i-1 (penalty by their evidence); every entry to precision times "
+                        "block 0's standard deviation"));
+}
+
 }  // namespace
 
 void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
@@ -641,6 +776,7 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
   WriteScores(f, out);
   WriteRidge(f, req, out);
   WriteSplitsAndPooling(f, out);
+  WriteCodelength(f, req, out);
   for (const auto& [target, c] : out.ceilings) {
     const arma::mat t = c.t();  // K x S -> row-major [k, seed]
     h5::Dataset ds =

@@ -17,6 +17,9 @@
 //   /splits/seed_<s>                                   role of each prompt (0 train, 1 val, 2 test)
 //   /ceilings/<target>  [k, seed]: for w (no function of the prompt), R2 of E[w | prompt] on the
 //     seed's test prompts, the most any representation gives it; absent for other targets (1)
+//   /codelength/<target>/ridge/<source>/{bits, uniform_bits} [L,K,S] and {block_bits,
+//     uniform_block_bits, block_lambda} [L,K,S,blocks]: online codelength (probe --codelength);
+//     /codelength/block_ends [seed, block]; attrs fractions (JSON), precision
 //   A target read at the query (probe --at query: the x-token of example k+1) is named
 //   <target>.query wherever a target name appears (probes::QueryTargetName).
 #pragma once
@@ -57,6 +60,10 @@ struct ProbeResults {
   // /ceilings: target -> K x S, the most R2 any representation can give it (only targets that
   // are not functions of the prompt, like w; every other target's ceiling is 1).
   std::map<std::string, arma::mat> ceilings;
+  // /codelength: the schedule (empty when the file has none); the bits are in `metric` as
+  // "target/ridge/source/code_bits" and ".../uniform_bits".
+  std::vector<double> code_fractions;
+  double code_precision = 0;
   // Learner targets of the activations (issue 30): target name ("w_gd_0.05_3") -> spec.
   std::map<std::string, std::string> learner_targets;
   // The file these fields were read from, kept open: ReadRidgeReadout reads the weights from

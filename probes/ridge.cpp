@@ -35,6 +35,7 @@ void TargetStats::Init(arma::uword p, arma::uword m) {
   sy.zeros(m);
   sxy.zeros(p, m);
   syy = 0;
+  syy_entries.zeros(m);
 }
 
 void TargetStats::Add(const arma::mat& x, const arma::mat& y) {
@@ -42,6 +43,7 @@ void TargetStats::Add(const arma::mat& x, const arma::mat& y) {
   sy += arma::sum(y, 1);
   sxy += x * y.t();
   syy += arma::accu(arma::square(y));
+  syy_entries += arma::sum(arma::square(y), 1);
 }
 
 void TargetStats::Merge(const TargetStats& o) {
@@ -49,6 +51,7 @@ void TargetStats::Merge(const TargetStats& o) {
   sy += o.sy;
   sxy += o.sxy;
   syy += o.syy;
+  syy_entries += o.syy_entries;
 }
 
 void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>& targets) {
@@ -66,6 +69,7 @@ void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>&
     put(t.sy);
     put(t.sxy);
     all.push_back(t.syy);
+    put(t.syy_entries);
   }
   dist::Sum(all.data(), all.size());
   std::size_t at = 0;
@@ -83,6 +87,7 @@ void SumOverRanks(std::vector<FeatureStats>& features, std::vector<TargetStats>&
     take(t.sy);
     take(t.sxy);
     t.syy = all[at++];
+    take(t.syy_entries);
   }
 }
 

@@ -25,6 +25,7 @@ struct TargetStats {
   arma::vec sy;   // m
   arma::mat sxy;  // p x m
   double syy = 0;
+  arma::vec syy_entries;  // m: sum of y_j^2 per entry (the codelength's per-entry variances)
   void Init(arma::uword p, arma::uword m);
   void Add(const arma::mat& x, const arma::mat& y);
   void Merge(const TargetStats& other);

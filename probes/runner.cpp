@@ -71,31 +71,40 @@ std::string ProbeRequest::ToJson() const {
   std::vector<std::string> at_names;
   for (auto a : at)
     at_names.push_back(a == ProbeAt::kState ? "state" : "query");
-  nlohmann::json j = {{"activations", activations},
-                      {"controls", controls},
-                      {"targets", targets},
-                      {"probes", fam},
-                      {"seeds", seeds},
-                      {"shuffle_control", shuffle_control},
-                      {"lambdas", std::vector<double>(lambdas.begin(), lambdas.end())},
-                      {"lambda_selection", "exact leave-one-out on the training split"},
-                      {"split", split},
-                      {"seed", seed},
-                      {"pooling", pooled ? "attention" : "position"},
-                      {"at", at_names},
-                      {"mlp_hidden", gradient.mlp_hidden},
-                      {"lr", gradient.lr},
-                      {"batch", gradient.batch},
-                      {"max_epochs", gradient.max_epochs},
-                      {"patience", gradient.patience},
-                      {"layers", layers},
-                      {"ks", ks},
-                      {"standardize", "features by training mean/std; ridge intercept unpenalised"},
-                      {"bootstrap",
-                       {{"replicates", bootstrap},
-                        {"seed", seed},
-                        {"level", kConfidence},
-                        {"interval", "percentile, over the test prompts of each seed's split"}}}};
+  nlohmann::json j = {
+      {"activations", activations},
+      {"controls", controls},
+      {"targets", targets},
+      {"probes", fam},
+      {"seeds", seeds},
+      {"shuffle_control", shuffle_control},
+      {"lambdas", std::vector<double>(lambdas.begin(), lambdas.end())},
+      {"lambda_selection", "exact leave-one-out on the training split"},
+      {"split", split},
+      {"seed", seed},
+      {"pooling", pooled ? "attention" : "position"},
+      {"at", at_names},
+      {"mlp_hidden", gradient.mlp_hidden},
+      {"lr", gradient.lr},
+      {"batch", gradient.batch},
+      {"max_epochs", gradient.max_epochs},
+      {"patience", gradient.patience},
+      {"layers", layers},
+      {"ks", ks},
+      {"codelength", codelength ? nlohmann::json{{"fractions", codelength_fractions},
+                                                 {"precision", codelength_precision},
+                                                 {"code",
+                                                  "online (prequential): block 0 by "
+                                                  "N(mean, variance) of block 0, block "
+                                                  "i by the Bayesian ridge predictive "
+                                                  "fitted on blocks 0..i-1"}}
+                                : nlohmann::json()},
+      {"standardize", "features by training mean/std; ridge intercept unpenalised"},
+      {"bootstrap",
+       {{"replicates", bootstrap},
+        {"seed", seed},
+        {"level", kConfidence},
+        {"interval", "percentile, over the test prompts of each seed's split"}}}};
   return j.dump();
 }
 
@@ -128,6 +137,17 @@ void ProbeRequest::Validate() const {
   }
   if (std::abs(sum - 1) > 1e-9) fail("split", "the fractions must sum to 1");
   if (block_rows < 1) fail("block_rows", "must be positive");
+  if (codelength) {
+    if (std::find(families.begin(), families.end(), Family::kRidge) == families.end())
+      fail("codelength", "is computed for ridge probes; add ridge to {probes}");
+    CodelengthBlockEnds(codelength_fractions, 1 << 30);  // order and range (sizes: PlanProbes)
+    if (!(lambdas.max() > 0))
+      fail("lambdas",
+           "the codelength chooses its penalty by the evidence, which needs a "
+           "penalty > 0 in the grid");
+    if (!(codelength_precision > 0 && codelength_precision <= 1))
+      fail("codelength", "the precision must be in (0, 1]");
+  }
   auto positive = [&](const std::string& field, double v) {
     if (!(v > 0) || !std::isfinite(v))
       fail(field, "must be a positive finite number, got " + fmt::format("{}", v));
@@ -249,6 +269,7 @@ ProbePlan PlanProbes(const ProbeRequest& request) {
   for (const auto& info : infos) {
     const auto roles = SplitPrompts(info.prompts, r.split, r.seed);  // throws on an empty part
     const auto n_train = RoleIndices(roles, Role::kTrain).n_elem;
+    if (r.codelength) CodelengthBlockEnds(r.codelength_fractions, std::int64_t(n_train));
     if (r.lambdas.min() == 0 &&
         std::find(r.families.begin(), r.families.end(), Family::kRidge) != r.families.end() &&
         n_train <= arma::uword(info.model.hidden))
@@ -285,6 +306,8 @@ struct SourceData {
   const extract::ActivationsInfo* info;
   std::vector<std::vector<Role>> roles;  // [seed][prompt]
   std::vector<arma::uvec> train, val, test;
+  // Codelength: per seed, the code block of each training prompt (-1 for the other prompts).
+  std::vector<std::vector<int>> code_block;
   std::vector<Target> targets;
   std::vector<Variant> variants;
 };
@@ -304,7 +327,7 @@ class ProbeRun {
   double total = 0;  // progress units: (source, layer, k, family)
 
   void Record(const SourceData& src, int layer, const std::string& target, Family f, int k, int s,
-              const Errors& e, double lambda, int epochs) {
+              const Errors& e, double lambda, int epochs, const Codelength* code = nullptr) {
     if (!(e.sst > 0))
       throw core::InputError("'" + src.info->path + "'", "",
                              "target " + target + " has zero variance on the test split at k=" +
@@ -313,6 +336,7 @@ class ProbeRun {
       throw std::logic_error("probe: per-prompt test errors of the wrong length");
     ProbeRecord rec{target,   FamilyName(f), src.name, layer,  k,         s,        e.Mse(),
                     e.Nmse(), e.R2(),        lambda,   epochs, e.row_sse, e.row_sst};
+    if (code) rec.code_bits = code->bits, rec.uniform_bits = code->uniform_bits;
     std::lock_guard<std::mutex> lock(m_);
     out.records.push_back(std::move(rec));
   }
@@ -323,6 +347,10 @@ class ProbeRun {
   void Keep(ProbeOutput::Alpha x) {
     std::lock_guard<std::mutex> lock(m_);
     out.alphas.push_back(std::move(x));
+  }
+  void Keep(ProbeOutput::Code x) {
+    std::lock_guard<std::mutex> lock(m_);
+    out.codes.push_back(std::move(x));
   }
   void Advance(double units) {
     std::lock_guard<std::mutex> lock(m_);
@@ -390,6 +418,18 @@ void RidgeOverLayer(const LayerJob& job) {
     for (int v = 0; v < V; ++v)
       tstats[i * V + v].Init(H, variants[v].values->dims);
   }
+  // Codelength: the same statistics per code block (kept apart, so that the probes' own sums
+  // are those of a run without it).
+  const int B = r.codelength ? int(r.codelength_fractions.size()) : 0;
+  std::vector<FeatureStats> code_f(K * S * A * B);
+  std::vector<TargetStats> code_t(K * S * V * B);
+  for (int i = 0; i < K * S; ++i)
+    for (int b = 0; b < B; ++b) {
+      for (int a = 0; a < A; ++a)
+        code_f[(i * A + a) * B + b].Init(H);
+      for (int v = 0; v < V; ++v)
+        code_t[(i * V + v) * B + b].Init(H, variants[v].values->dims);
+    }
   // Per seed, the block's rows of a role: positions in the block and prompt indices.
   struct Rows {
     arma::uvec loc, glob;
@@ -422,11 +462,39 @@ void RidgeOverLayer(const LayerJob& job) {
           fstats[i * A + a].Add(x);
           for (int v = 0; v < V; ++v)
             if (variants[v].at == r.at[a]) tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
+          // Training rows come in prompt order, so each code block is a run of them.
+          for (arma::uword j0 = 0; B > 0 && j0 < loc.n_elem;) {
+            const int b = job.src.code_block[s][glob(j0)];
+            arma::uword j1 = j0 + 1;
+            while (j1 < loc.n_elem && job.src.code_block[s][glob(j1)] == b)
+              ++j1;
+            const arma::span run(j0, j1 - 1);
+            code_f[(i * A + a) * B + b].Add(x.cols(run));
+            for (int v = 0; v < V; ++v)
+              if (variants[v].at == r.at[a])
+                code_t[(i * V + v) * B + b].Add(x.cols(run),
+                                                variants[v].Y(s, k).cols(glob.subvec(run)));
+            j0 = j1;
+          }
         }
       });
     });
   });
   SumOverRanks(fstats, tstats);
+  std::vector<Codelength> codes(B > 0 ? K * S * V : 0);
+  if (B > 0) {
+    SumOverRanks(code_f, code_t);
+    CodelengthOptions co;
+    co.lambdas = r.lambdas.elem(arma::find(r.lambdas > 0));
+    co.precision = r.codelength_precision;
+    pool.For(K * S * V, [&](std::int64_t iv) {
+      const int i = int(iv) / V, v = int(iv) % V;
+      const auto f0 = code_f.begin() + (i * A + at_index(v)) * B;
+      const auto t0 = code_t.begin() + (i * V + v) * B;
+      codes[iv] = RidgeCodelength(std::vector<FeatureStats>(f0, f0 + B),
+                                  std::vector<TargetStats>(t0, t0 + B), co);
+    });
+  }
   std::vector<RidgeProbe> probes;
   probes.reserve(K * S * V);
   for (int i = 0; i < K * S * V; ++i)
@@ -486,8 +554,11 @@ void RidgeOverLayer(const LayerJob& job) {
       e.sst = arma::accu(e.row_sst);
       e.rows = yt.n_cols;
       e.dims = yt.n_rows;
-      job.run.Record(job.src, job.layer, variants[v].target, Family::kRidge, k, s, e, p.lambda(),
-                     0);
+      const Codelength* code = B > 0 ? &codes[i * V + v] : nullptr;
+      job.run.Record(job.src, job.layer, variants[v].target, Family::kRidge, k, s, e, p.lambda(), 0,
+                     code);
+      if (code)
+        job.run.Keep(ProbeOutput::Code{variants[v].target, job.src.name, job.layer, k, s, *code});
       job.run.Keep(ProbeOutput::Ridge{variants[v].target, job.src.name, job.layer, k, s, p.lambda(),
                                       p.weights(), p.intercept(), p.loo_mse(), p.feature_scale()});
     }
@@ -674,6 +745,18 @@ SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t inf
     src.train.push_back(RoleIndices(src.roles[s], Role::kTrain));
     src.val.push_back(RoleIndices(src.roles[s], Role::kVal));
     src.test.push_back(RoleIndices(src.roles[s], Role::kTest));
+    if (r.codelength) {
+      const auto ends = CodelengthBlockEnds(r.codelength_fractions, src.train[s].n_elem);
+      std::vector<int> block(N, -1);
+      int b = 0;
+      for (arma::uword j = 0; j < src.train[s].n_elem; ++j) {
+        while (std::int64_t(j) >= ends[b])
+          ++b;
+        block[src.train[s](j)] = b;
+      }
+      src.code_block.push_back(std::move(block));
+      if (name == "model") run.out.code_block_ends.push_back(ends);
+    }
     if (name == "model") {
       std::vector<std::uint8_t> r8(N);
       for (std::int64_t i = 0; i < N; ++i)

@@ -14,6 +14,7 @@
 
 #include "core/thread_pool.hpp"
 #include "extract/activations.hpp"
+#include "probes/codelength.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
 
@@ -52,6 +53,11 @@ struct ProbeRequest {
   int block_rows = 2048;                        // rows per read
   int bootstrap = 1000;                         // replicates of the bootstrap over test prompts
   std::int64_t max_prompts = 0;  // probe only the first this many prompts of every file; 0: all
+  // Online codelength of every ridge probe (probes/codelength.hpp): the training rows cut at
+  // these fractions, each block coded by the probe fitted on the blocks before it.
+  bool codelength = false;
+  std::vector<double> codelength_fractions = DefaultCodelengthFractions();
+  double codelength_precision = 1e-3;  // each target entry to this fraction of its sd
 
   std::string ToJson() const;
   // The settings alone (counts, the grid, the split, names): throws core::InputError naming
@@ -82,6 +88,9 @@ struct ProbeRecord {
   arma::vec sse, sst;
   // 95% percentile bootstrap intervals over this seed's test prompts.
   double r2_lo = 0, r2_hi = 0, nmse_lo = 0, nmse_hi = 0;
+  // Online codelength of the training targets and the reference code's, in bits (ridge probes
+  // of a run with codelength; NaN otherwise).
+  double code_bits = arma::datum::nan, uniform_bits = arma::datum::nan;
 };
 
 struct ProbeOutput {
@@ -107,6 +116,15 @@ struct ProbeOutput {
     arma::vec alpha;
   };
   std::vector<Alpha> alphas;
+  // Codelength (request.codelength): per ridge probe, each block's bits; per seed, the training
+  // rows that end each block.
+  struct Code {
+    std::string target, source;
+    int layer, k, seed;
+    Codelength code;
+  };
+  std::vector<Code> codes;
+  std::vector<std::vector<std::int64_t>> code_block_ends;  // [seed][block]
   // Per target name (as stored) that is not a function of the prompt (the true w): its ceiling
   // per (k, seed), R2 of E[w | prompt] = w_ridge(sigma^2 / tau^2) on that seed's test prompts,
   // the most any state can give. K x S. Targets that are functions of the prompt have ceiling 1.

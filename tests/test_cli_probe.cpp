@@ -7,6 +7,7 @@
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "extract/activations_schema.hpp"
+#include "probes/probes_file.hpp"
 #include "probes/runner.hpp"
 #include "tests/test_util.hpp"
 
@@ -211,6 +212,17 @@ TEST(CliProbe, BadInputIsOneLineExitTwoAndNoOutput) {
       {a + " --at both --k 1,3", "--k: k=3 = n has no query token"},
       {a + " --at sideways", "--at: expected state, query or both"},
       {a + " --targets xty.query", "--targets: 'xty.query' ends in '.query'"},
+      // Codelength schedules: increasing fractions ending at 1, no empty block.
+      {a + " --codelength --codelength-blocks 0.5,0.25,1",
+       "--codelength-blocks: the fractions "
+       "must increase strictly"},
+      {a + " --codelength --codelength-blocks 0.1,0.5",
+       "--codelength-blocks: the last fraction "
+       "must be 1"},
+      {a + " --codelength --codelength-blocks 0.01,0.0102,1", "has no rows"},
+      {a + " --codelength --codelength-blocks 0.1,x,1", "--codelength-blocks: expected a comma"},
+      {a + " --codelength-blocks 0.1,1", "--codelength-blocks: only with --codelength"},
+      {a + " --codelength --probes mlp", "--codelength: is computed for ridge probes"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("probe --quiet --threads 1" + args + " --out " + out + " --csv " +
@@ -307,4 +319,73 @@ TEST(CliProbe, MaxPromptsEqualsAFileOfThoseFirstPrompts) {
                  " --csv " + (tmp / "p2.csv")));
   EXPECT_EQ(test::ReadFile(tmp / "p1.csv"), test::ReadFile(tmp / "p2.csv"));
   EXPECT_EQ(h5::File::Open(tmp / "p1.h5").OpenDataset("splits/seed_0").dims()[0], 250u);
+}
+
+// Online codelength (MDL): layer 2 carries xty linearly (to 1% noise), layers 0 and 1 are
+// random, as is every layer of the control. The code of a random layer is the code without
+// features to within the regret of its useless weights; the planted layer's is far shorter.
+TEST(CliProbe, CodelengthIsShortWhereTheTargetIsPlantedAndItsGapToTheControlShowsIt) {
+  TempDir tmp;
+  WriteActivations(tmp / "acts.h5", {});
+  Synthetic control;
+  control.planted = false;
+  control.seed = 2;
+  WriteActivations(tmp / "acts_init.h5", control);
+  const auto r =
+      RunIclprobe("probe -a " + (tmp / "acts.h5") + " --control " + (tmp / "acts_init.h5") +
+                  " --targets xty --probes ridge --codelength --quiet --threads 2 "
+                  "--out " +
+                  (tmp / "probes.h5") + " --csv " + (tmp / "probes.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const probes::ProbeResults f = probes::ReadProbesFile(tmp / "probes.h5");
+  ASSERT_EQ(f.code_fractions, probes::DefaultCodelengthFractions());
+  const arma::cube& bits = *f.Find("xty", "ridge", "model", "code_bits");
+  const arma::cube& uniform = *f.Find("xty", "ridge", "model", "uniform_bits");
+  // (This fixture's control holds other random targets than the model's file, unlike a real
+  // control; each is compared with its own code without features.)
+  const arma::cube gain = *f.Find("xty", "ridge", "model", "uniform_bits") - bits;
+  const arma::cube control_gain = *f.Find("xty", "ridge", "acts_init", "uniform_bits") -
+                                  *f.Find("xty", "ridge", "acts_init", "code_bits");
+  // 1,600 training prompts, m = 2 entries, H = 8 features: a random layer's code exceeds the
+  // code without features by at most the regret of H useless weights per entry,
+  // m (H / 2) log2(1600) = 85 bits, plus log2(20 penalties) per block and entry (86 bits).
+  const double n_train = 1600,
+               regret = 2 * (8 / 2.0) * std::log2(n_train) + 2 * 10 * std::log2(20.0);
+  for (int ki = 0; ki < 3; ++ki) {
+    for (int li : {0, 1}) {
+      EXPECT_LT(bits(0, ki, li) - uniform(0, ki, li), regret) << "layer " << li << " k " << ki;
+      EXPECT_GT(bits(0, ki, li) - uniform(0, ki, li), -regret) << "layer " << li << " k " << ki;
+      EXPECT_LT(std::abs(control_gain(0, ki, li) - gain(0, ki, li)), 2 * regret);
+    }
+    // Layer 2: h = A xty + 0.01 noise, so xty is known to about 1% of its sd; each entry costs
+    // log2(sd / residual sd) ~ log2(100) = 6.6 bits less than without the state, over the
+    // ~1,598 coded rows of 2 entries: at least 10,000 bits shorter, and the control gains nothing.
+    EXPECT_GT(gain(0, ki, 2), 10000) << "k " << ki;
+    EXPECT_GT(gain(0, ki, 2) - control_gain(0, ki, 2), 10000) << "k " << ki;
+  }
+  // The CSV carries the same numbers (10 significant digits) for the ridge rows.
+  std::istringstream in(test::ReadFile(tmp / "probes.csv"));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line,
+            "target,probe,source,layer,k,seed,mse,nmse,r2,r2_lo,r2_hi,nmse_lo,nmse_hi,"
+            "code_bits,uniform_bits");
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> c;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');)
+      c.push_back(x);
+    ASSERT_EQ(c.size(), 15u) << line;
+    if (c[2] != "model") continue;
+    const int layer = std::stoi(c[3]), k = std::stoi(c[4]);
+    EXPECT_NEAR(std::stod(c[13]), bits(0, k - 1, layer), 1e-9 * bits(0, k - 1, layer));
+    ++rows;
+  }
+  EXPECT_EQ(rows, 9);
+  // report prints the codelength table with the gap to the control.
+  const auto rep = RunIclprobe("report --probes " + (tmp / "probes.h5") + " --k 1,3");
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("online codelength of the ridge probe"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("gap acts_init k=3"), std::string::npos) << rep.out;
 }

@@ -73,13 +73,16 @@ TEST(DimensionLabels, EveryDatasetOfEveryFileKindNamesItsAxes) {
   Ok(RunIclprobe("train --d 3 --n 6 --layers 2 --hidden 16 --heads 2 --init-only --out " +
                  (tmp / "init.h5")));
   Ok(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + (tmp / "gd.h5")));
-  // Activations, probes (ridge weights, errors, splits, pooling weights), interventions.
+  // Activations, probes (ridge weights, errors, splits, pooling weights, codelengths),
+  // interventions.
   Ok(RunIclprobe("extract -c " + (tmp / "gd.h5") + " --prompts 400 --threads 1 --quiet --out " +
                  (tmp / "acts.h5")));
-  Ok(RunIclprobe("probe -a " + (tmp / "acts.h5") +
-                 " --targets xty --probes ridge,linear --epochs 2 --k 3,5 --shuffle-control "
-                 "--threads 1 --quiet --out " +
-                 (tmp / "probes.h5")));
+  Ok(RunIclprobe(
+      "probe -a " + (tmp / "acts.h5") +
+      " --targets xty --probes ridge,linear --epochs 2 --k 3,5 --shuffle-control --codelength "
+      "--codelength-blocks 0.05,0.25,1 "
+      "--threads 1 --quiet --out " +
+      (tmp / "probes.h5")));
   Ok(RunIclprobe("intervene -c " + (tmp / "gd.h5") + " --probes " + (tmp / "probes.h5") +
                  " --target xty --response gd:0.05 --layers 2 --k 3 --pairs 20 --bootstrap 50 "
                  "--calibration-prompts 50 --threads 1 --quiet --out " +

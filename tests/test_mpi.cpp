@@ -155,9 +155,11 @@ TEST_F(Mpi, TwoRanksFitTheProbesOneProcessFits) {
   const std::string acts = t / "acts.h5";
   auto r = RunIclprobe(std::string(kExtract) + " --prompts 1200 -c " + ckpt_ + " --out " + acts);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const std::string probe = "probe --activations " + acts +
-                            " --targets w_ols,xty --probes ridge,linear,mlp --k 2,5 --epochs 3 "
-                            "--shuffle-control --threads 1 --quiet";
+  const std::string probe =
+      "probe --activations " + acts +
+      " --targets w_ols,xty --probes ridge,linear,mlp --k 2,5 --epochs 3 --codelength "
+      "--codelength-blocks 0.01,0.1,0.4,1 "
+      "--shuffle-control --threads 1 --quiet";
   r = RunIclprobe(probe + " --out " + (t / "one.h5") + " --csv " + (t / "one.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = MpiRun(2, probe + " --out " + (t / "two.h5") + " --csv " + (t / "two.csv"));

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 31's learners, trained one after another on one core: each line of the queue is a run
+# (its output and its train options); a finished run is skipped, an unfinished one resumed
+# (train --resume is exact), a missing one started. Safe to stop (kill) and start again.
+# Runs go to runs/queue/; the finished ones are exported to checkpoints/ by hand (see
+# checkpoints/README.md). Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
+# below). Pause for a benchmark with kill -STOP / -CONT on the train process.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ICLPROBE="${ICLPROBE:-$ROOT/build/apps/iclprobe}"
+RUNS="$ROOT/runs/queue"
+mkdir -p "$RUNS"
+if [ ! -x "$ICLPROBE" ]; then echo "train_queue: build first (scripts/build); no $ICLPROBE" >&2; exit 2; fi
+
+# The recipe of checkpoints/d4_l8_h64.h5 and its family (seeds 1-4: the L = 8 cell), with only
+# the depth or width changed: the depth row L = 1, 2, 4 at H = 64 and the width column
+# H = 8, 16, 32 at L = 4, three seeds each, and one half-budget run per cell (seed 1, half the
+# steps and warmup, the whole-batch arithmetic of the family's half run).
+RECIPE="--d 4 --n 12 --heads 4 --batch 64 --lr 1e-3 --shards 1 --threads 1 --eval-every 500 --save-every 1000 --quiet"
+queue() {
+  for L in 1 2 4; do
+    for S in 1 2 3; do echo "d4_l${L}_h64_s${S} --layers $L --hidden 64 --steps 20000 --warmup 1000 --seed $S"; done
+    echo "d4_l${L}_h64_half --layers $L --hidden 64 --steps 10000 --warmup 500 --seed 1"
+  done
+  for H in 8 16 32; do
+    for S in 1 2 3; do echo "d4_l4_h${H}_s${S} --layers 4 --hidden $H --steps 20000 --warmup 1000 --seed $S"; done
+    echo "d4_l4_h${H}_half --layers 4 --hidden $H --steps 10000 --warmup 500 --seed 1"
+  done
+}
+
+finished() {
+  [ -f "$1" ] && "$ICLPROBE" inspect "$1" | awk '$1 == "step" && $2 == $4 {ok = 1} END {exit !ok}'
+}
+
+lines() { if [ $# -gt 0 ]; then grep -v '^#' "$1"; else queue; fi; }
+lines "$@" | while read -r name opts; do
+  [ -n "$name" ] || continue
+  out="$RUNS/$name.h5"
+  if finished "$out"; then continue; fi
+  start=$(date +%s)
+  if [ -f "$out" ]; then
+    echo "$(date -u +%H:%M) resume $name" >&2
+    OMP_WAIT_POLICY=passive "$ICLPROBE" train --resume --threads 1 --quiet --out "$out" < /dev/null >> "$RUNS/$name.log"
+  else
+    echo "$(date -u +%H:%M) start $name" >&2
+    # shellcheck disable=SC2086
+    OMP_WAIT_POLICY=passive "$ICLPROBE" train $RECIPE $opts --out "$out" < /dev/null > "$RUNS/$name.log"
+  fi
+  echo "$(date -u +%H:%M) done $name in $(( ($(date +%s) - start) / 60 )) min" >&2
+  echo "$name $(( $(date +%s) - start )) s" >> "$RUNS/wall_times.txt"
+done

@@ -466,6 +466,57 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
   }
 }
 
+void WriteTargetMaps(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,
+                     TableFormat format) {
+  const auto& names = r.target_map_names;
+  if (names.size() < 2) return;
+  std::vector<std::pair<int, arma::uword>> cols;
+  for (int k : ks)
+    if (const auto it = std::find(r.ks.begin(), r.ks.end(), k); it != r.ks.end())
+      cols.emplace_back(k, arma::uword(it - r.ks.begin()));
+  if (cols.empty()) return;
+  const bool md = format == TableFormat::kMarkdown;
+  if (format == TableFormat::kCsv) {
+    for (const auto& [k, ki] : cols)
+      for (std::size_t i = 0; i < names.size(); ++i)
+        for (std::size_t j = 0; j < names.size(); ++j)
+          if (i != j)
+            os << fmt::format("{},map,from:{},-1,{},r2,{:.6g},{:.6g},{:.6g},1\n", names[j],
+                              names[i], k, r.target_map_r2(i, j, ki), r.target_map_r2(i, j, ki),
+                              r.target_map_r2(i, j, ki));
+    return;
+  }
+  const std::string arrow = md ? " → " : " $\\to$ ";
+  if (md) {
+    os << "\n**Where the targets differ**: test R² of the best affine map from one target to "
+          "the other on the same prompts (seed 0's split). Near 1 both ways, the two are one "
+          "quantity for a linear probe, and no comparison of their probes can tell them apart\n\n"
+          "| from → to |";
+    for (const auto& [k, ki] : cols)
+      os << " k=" << k << " |";
+    os << "\n|:---|";
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      os << "---:|";
+    os << "\n";
+  } else {
+    os << "\n% where the targets differ: test R2 of the best affine map between targets\n"
+       << "\\begin{tabular}{l" << std::string(cols.size(), 'r') << "}\n\\toprule\nfrom" << arrow
+       << "to";
+    for (const auto& [k, ki] : cols)
+      os << " & $k=" << k << "$";
+    os << " \\\\\n\\midrule\n";
+  }
+  for (std::size_t i = 0; i < names.size(); ++i)
+    for (std::size_t j = 0; j < names.size(); ++j) {
+      if (i == j) continue;
+      os << (md ? "| " : "") << Escape(names[i], format) << arrow << Escape(names[j], format);
+      for (const auto& [k, ki] : cols)
+        os << (md ? " | " : " & ") << fmt::format("{:.3f}", r.target_map_r2(i, j, ki));
+      os << (md ? " |\n" : " \\\\\n");
+    }
+  if (!md) os << "\\bottomrule\n\\end{tabular}\n";
+}
+
 void WriteCodelengthTables(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,
                            TableFormat format) {
   if (r.code_fractions.empty()) return;
@@ -753,6 +804,195 @@ void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>
        << sep << BaselineText(c, format) << (md ? " |\n" : " \\\\\n");
     if (!md && (&c == &rows.back() || (&c + 1)->probe != probe))
       os << "\\bottomrule\n\\end{tabular}\n";
+  }
+}
+
+std::vector<ProbeComparison> CompareProbes(const ProbeResults& r, const std::string& a,
+                                           const std::string& b, const std::vector<int>& ks) {
+  auto fail = [](const std::string& text) {
+    throw core::InputError("report", "compare_probes", text);
+  };
+  for (const auto& p : {a, b})
+    if (std::find(r.probes.begin(), r.probes.end(), p) == r.probes.end())
+      fail("'" + p.substr(0, 80) + "' is not a probe of '" + r.path + "' (it has " +
+           fmt::format("{}", fmt::join(r.probes, ", ")) + ")");
+  if (a == b) fail("'" + a + "' against itself; name two probe families, like linear,mlp");
+  const std::string ridge = probes::FamilyName(probes::Family::kRidge);
+  if ((a == ridge || b == ridge) && r.pooling == "attention")
+    fail("ridge reads the one state after k examples, but the linear and MLP probes of '" + r.path +
+         "' pool over positions (attention pooling): the margin would mix pooling with the "
+         "probe; compare linear,mlp, or probe again with position pooling");
+  const Scorer scorer(r);
+  const auto layer0 = std::find(r.layers.begin(), r.layers.end(), 0);
+  std::vector<ProbeComparison> out;
+  for (const auto& t : r.targets) {
+    if (!r.Find(t, a, "model", "r2") || !r.Find(t, b, "model", "r2")) continue;
+    for (int k : ks) {
+      const auto kit = std::find(r.ks.begin(), r.ks.end(), k);
+      if (kit == r.ks.end())
+        throw core::InputError("report", "k",
+                               "k=" + std::to_string(k) + " was not probed in '" + r.path + "'");
+      const arma::uword ki = kit - r.ks.begin();
+      for (arma::uword li = 0; li < r.layers.size(); ++li) {
+        ProbeComparison c;
+        c.target = t, c.a = a, c.b = b, c.k = k, c.layer = r.layers[li];
+        c.intervals = scorer.intervals();
+        c.r2_a = scorer.R2(t, a, "model", li, ki);
+        c.r2_b = scorer.R2(t, b, "model", li, ki);
+        c.margin = scorer.Combination({{1, t, b, "model", li}, {-1, t, a, "model", li}}, ki);
+        c.b_better = c.intervals && c.margin.lo > 0;
+        c.a_better = c.intervals && c.margin.hi < 0;
+        // margin(model, li) - margin(source, layer bl), on the same resamples.
+        auto over = [&](const std::string& s, arma::uword bl) {
+          return scorer.Combination({{1, t, b, "model", li},
+                                     {-1, t, a, "model", li},
+                                     {-1, t, b, s, bl},
+                                     {1, t, a, s, bl}},
+                                    ki);
+        };
+        if (layer0 != r.layers.end() && c.layer != 0)
+          c.over_baselines.emplace_back("embedding", over("model", layer0 - r.layers.begin()));
+        for (const auto& s : r.sources)
+          if (s != "model" && r.Find(t, a, s, "r2") && r.Find(t, b, s, "r2")) {
+            c.controls.emplace_back(s,
+                                    scorer.Combination({{1, t, b, s, li}, {-1, t, a, s, li}}, ki));
+            c.over_baselines.emplace_back(s, over(s, li));
+          }
+        c.b_better_beyond_baselines = c.b_better && !c.over_baselines.empty();
+        for (const auto& [name, v] : c.over_baselines)
+          c.b_better_beyond_baselines = c.b_better_beyond_baselines && v.lo > 0;
+        out.push_back(c);
+      }
+    }
+  }
+  if (out.empty())
+    fail("no target of '" + r.path + "' was probed by both " + a + " and " + b +
+         " on the model's states");
+  return out;
+}
+
+void WriteProbeComparison(std::ostream& os, const std::vector<ProbeComparison>& rows,
+                          TableFormat format) {
+  if (rows.empty()) return;
+  const std::string& a = rows[0].a;
+  const std::string& b = rows[0].b;
+  auto ci = [&](const Scorer::Score& v, bool sign) {
+    const char* f = sign ? "{:+.3f}" : "{:.3f}";
+    if (!rows[0].intervals) return fmt::format(fmt::runtime(f), v.mean);
+    return fmt::format(fmt::runtime(std::string(f) + " [" + f + ", " + f + "]"), v.mean, v.lo,
+                       v.hi);
+  };
+  if (format == TableFormat::kCsv) {
+    // One row per cell and source: the model's margin, then each control's.
+    os << "target,k,layer,source,r2_" << a << ",r2_" << b << ",margin,margin_lo,margin_hi,"
+       << "better\n";
+    for (const auto& c : rows) {
+      os << fmt::format("{},{},{},model,{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n", c.target, c.k,
+                        c.layer, c.r2_a.mean, c.r2_b.mean, c.margin.mean, c.margin.lo, c.margin.hi,
+                        c.b_better ? b : (c.a_better ? a : "tie"));
+      for (const auto& [s, v] : c.controls)
+        os << fmt::format("{},{},{},{},,,{:.6g},{:.6g},{:.6g},{}\n", c.target, c.k, c.layer, s,
+                          v.mean, v.lo, v.hi,
+                          v.lo > 0 && c.intervals ? b : (v.hi < 0 && c.intervals ? a : "tie"));
+      for (const auto& [s, v] : c.over_baselines)
+        os << fmt::format("{},{},{},over:{},,,{:.6g},{:.6g},{:.6g},{}\n", c.target, c.k, c.layer, s,
+                          v.mean, v.lo, v.hi,
+                          v.lo > 0 && c.intervals ? b : (v.hi < 0 && c.intervals ? a : "tie"));
+    }
+    return;
+  }
+  const bool md = format == TableFormat::kMarkdown;
+  const std::string note = fmt::format(
+      "{}; margin = R²({}) − R²({}), paired over the same test prompts and resamples; the same "
+      "margin in each control says whether any representation shows it",
+      rows[0].intervals ? "R² [95% bootstrap interval]"
+                        : "R² point estimates (no intervals in "
+                          "the file)",
+      b, a);
+  std::string group;
+  for (const auto& c : rows) {
+    const std::string key = c.target + "/" + std::to_string(c.k);
+    if (key != group) {
+      if (!md && !group.empty()) os << "\\bottomrule\n\\end{tabular}\n";
+      group = key;
+      if (md) {
+        os << fmt::format("\n**{} against {}**, {}, k = {}: {}\n\n| layer | {} | {} | margin |", b,
+                          a, c.target, c.k, note, a, b);
+        for (const auto& [s, v] : c.controls)
+          os << " margin in " << s << " |";
+        os << " margin over baselines |\n|---:|---:|---:|---:|";
+        for (std::size_t i = 0; i < c.controls.size(); ++i)
+          os << "---:|";
+        os << ":---|\n";
+      } else {
+        os << fmt::format("\n% {} against {}, {}, k = {}\n", Escape(b, format), Escape(a, format),
+                          Escape(c.target, format), c.k);
+        os << "\\begin{tabular}{rrrr" << std::string(c.controls.size(), 'r')
+           << "}\n\\toprule\nlayer & " << Escape(a, format) << " & " << Escape(b, format)
+           << " & margin";
+        for (const auto& [s, v] : c.controls)
+          os << " & " << Escape(s, format);
+        os << " \\\\\n\\midrule\n";
+      }
+    }
+    const std::string sep = md ? " | " : " & ";
+    const std::string mark = c.b_better ? "*" : (c.a_better ? "†" : "");
+    os << (md ? "| " : "") << c.layer << sep << ci(c.r2_a, false) << sep << ci(c.r2_b, false) << sep
+       << ci(c.margin, true) << (md ? mark : "");
+    for (const auto& [s, v] : c.controls)
+      os << sep << ci(v, true);
+    if (md) {
+      std::vector<std::string> parts;
+      for (const auto& [s, v] : c.over_baselines)
+        parts.push_back(s + " " + ci(v, true));
+      os << sep << (parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, "; ")))
+         << (c.b_better_beyond_baselines ? " **beyond**" : "");
+    }
+    os << (md ? " |\n" : " \\\\\n");
+  }
+  if (!md) os << "\\bottomrule\n\\end{tabular}\n";
+  if (md)
+    os << fmt::format(
+        "\n(* {} better, † {} better: the margin's interval excludes 0; "
+        "**beyond**: {} better by more than at the embedding and in every control, "
+        "each paired excess excluding 0)\n",
+        b, a, b);
+}
+
+void PrintProbeComparison(std::ostream& os, const std::vector<ProbeComparison>& rows) {
+  std::string group;
+  std::vector<int> b_layers, a_layers, ties, control_b, beyond;
+  auto flush = [&](const ProbeComparison& c) {
+    auto list = [](const std::vector<int>& v) {
+      return v.empty() ? std::string("none") : fmt::format("{}", fmt::join(v, ","));
+    };
+    os << fmt::format(
+        "{} against {}, {}, k = {}{}: {} better at layers {}; {} better at {}; "
+        "tied at {}",
+        c.b, c.a, c.target, c.k,
+        c.intervals ? "" : " (no intervals in the file: nothing called better)", c.b,
+        list(b_layers), c.a, list(a_layers), list(ties));
+    if (!c.controls.empty())
+      os << fmt::format("; {} better in a control too at layers {}", c.b, list(control_b));
+    os << fmt::format("; {} better beyond the embedding and every control at layers {}", c.b,
+                      list(beyond));
+    os << "\n";
+  };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& c = rows[i];
+    (c.b_better ? b_layers : (c.a_better ? a_layers : ties)).push_back(c.layer);
+    if (c.b_better_beyond_baselines) beyond.push_back(c.layer);
+    for (const auto& [s, v] : c.controls)
+      if (c.intervals && v.lo > 0) {
+        control_b.push_back(c.layer);
+        break;
+      }
+    const bool last =
+        i + 1 == rows.size() || rows[i + 1].target != c.target || rows[i + 1].k != c.k;
+    if (last) {
+      flush(c);
+      b_layers.clear(), a_layers.clear(), ties.clear(), control_b.clear(), beyond.clear();
+    }
   }
 }
 

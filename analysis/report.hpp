@@ -136,10 +136,42 @@ std::vector<TargetComparison> CompareTargets(const ProbeResults& r,
                                              std::vector<std::string> targets, int k);
 void WriteTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows,
                            TableFormat format);
+
+// Probe family b against probe family a on the same prompts, the same split and (linear, mlp)
+// the same pooling: per target, k and layer, R2 of each and the paired margin R2(b) - R2(a) (the
+// same test prompts, the same resamples), and the same margin in every control source, so that
+// a gain that any representation shows is not read as the model's. `b_better` / `a_better`
+// when the margin's interval excludes 0 (never without intervals).
+struct ProbeComparison {
+  std::string target, a, b;
+  int k = 0, layer = 0;
+  Scorer::Score r2_a, r2_b, margin;
+  std::vector<std::pair<std::string, Scorer::Score>> controls;  // the margin in each control
+  // "embedding" (layer 0) and each control -> the margin here minus the margin there (paired
+  // difference of differences): a gain of b that any representation of the prompt shows (the
+  // targets are nonlinear in the tokens) is not the model's.
+  std::vector<std::pair<std::string, Scorer::Score>> over_baselines;
+  bool intervals = false, b_better = false, a_better = false;
+  // b better, and by more than at the embedding and in every control (each excess excludes 0).
+  bool b_better_beyond_baselines = false;
+};
+// Throws core::InputError (setting "compare_probes") when a or b is not a probe of the file,
+// a == b, a k was not probed, or ridge (the one state after k examples) is compared with a
+// linear/MLP probe that pools over positions (the margin would mix pooling with the probe).
+std::vector<ProbeComparison> CompareProbes(const ProbeResults& r, const std::string& a,
+                                           const std::string& b, const std::vector<int>& ks);
+void WriteProbeComparison(std::ostream& os, const std::vector<ProbeComparison>& rows,
+                          TableFormat format);
+// One line per target and k: the layers where each probe is the significantly better one.
+void PrintProbeComparison(std::ostream& os, const std::vector<ProbeComparison>& rows);
 // One line per probe: the layers where each target is the significant best, and the ties.
 void PrintTargetComparison(std::ostream& os, const std::vector<TargetComparison>& rows);
 
 // Per target: rows = layers, columns = (k, probe, source); cells = metric mean (+- 95% interval).
+// Where the probed targets differ (files with /target_maps): per pair and k, the test R2 of the
+// best affine map from one target to the other, both ways.
+void WriteTargetMaps(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,
+                     TableFormat format);
 // The online codelength of the ridge probes (files from probe --codelength; nothing otherwise):
 // per target, layer and k the model's bits and compression, and each control's gap.
 void WriteCodelengthTables(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,

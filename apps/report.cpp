@@ -18,7 +18,8 @@ namespace {
 // What the command line sets.
 struct ReportArgs {
   std::vector<std::string> probes_files, interventions;
-  std::string format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare;
+  std::string format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare,
+              compare_probes;
   analysis::OnsetRule rule;
   bool force = false;
 };
@@ -43,6 +44,12 @@ void DeclareOptions(OptionTable& t, ReportArgs& a) {
        "targets each layer carries best at the last --k (R2 of each, the best and its paired margin "
        "over the runner-up with a 95% interval): a comma list, or alone for the weight targets "
        "probed (w_ols, w_ridge, w); with --format csv the output is this comparison's tidy CSV");
+  t.Optional("compare-probes", &a.compare_probes, "compare_probes", "also compare two probe "
+       "families on the same prompts and split, e.g. linear,mlp (the second against the first): "
+       "per target, k of --k and layer, the paired margin R2(second) - R2(first) with its 95% "
+       "interval, and the same margin in every control; ridge against a pooled linear/MLP probe "
+       "is refused (it would mix pooling with the probe); with --format csv the output is this "
+       "comparison's tidy CSV");
   t.Optional("plot-dir", &a.plot_dir, "plot_dir", "write PNG and SVG plots (and their data) here");
   t.List("interventions", &a.interventions, "interventions", "interventions files from iclprobe "
        "intervene on this learner (repeatable): their slopes by layer are printed and, with "
@@ -72,6 +79,10 @@ void CheckInputs(const ReportArgs& a, const po::variables_map& vm) {
   if (vm.count("compare-targets"))
     throw std::invalid_argument(
         "--compare-targets: compares targets within one --probes file; run report once per "
+        "learner");
+  if (vm.count("compare-probes"))
+    throw std::invalid_argument(
+        "--compare-probes: compares probes within one --probes file; run report once per "
         "learner");
   if (!a.interventions.empty())
     throw std::invalid_argument(
@@ -128,11 +139,27 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
       if (!t.empty()) names.push_back(t);
     comparison = analysis::CompareTargets(r, names, ks.back());
   }
-  if (tf != analysis::TableFormat::kCsv || comparison.empty()) {
+  std::vector<analysis::ProbeComparison> probe_comparison;
+  if (vm.count("compare-probes")) {
+    const auto names = SplitList("--compare-probes", a.compare_probes);
+    if (names.size() != 2)
+      throw std::invalid_argument(
+          "--compare-probes: expected two probe families like "
+          "linear,mlp, got '" +
+          a.compare_probes.substr(0, 80) + "'");
+    probe_comparison = analysis::CompareProbes(r, names[0], names[1], ks);
+  }
+  if (tf == analysis::TableFormat::kCsv && !comparison.empty() && !probe_comparison.empty())
+    throw std::invalid_argument(
+        "--format: csv holds one comparison; run --compare-targets and "
+        "--compare-probes separately");
+  if (tf != analysis::TableFormat::kCsv || (comparison.empty() && probe_comparison.empty())) {
     analysis::WriteTables(tables, r, a.metric, ks, tf);
     analysis::WriteCodelengthTables(tables, r, ks, tf);
+    analysis::WriteTargetMaps(tables, r, ks, tf);
   }
   analysis::WriteTargetComparison(tables, comparison, tf);
+  analysis::WriteProbeComparison(tables, probe_comparison, tf);
   // Plots are planned, and their paths checked, before anything is written.
   const std::string gnuplot =
       vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
@@ -150,6 +177,7 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
   if (file) file->Commit();
   analysis::PrintOnsets(std::cout, onsets, a.rule);
   analysis::PrintTargetComparison(std::cout, comparison);
+  analysis::PrintProbeComparison(std::cout, probe_comparison);
   for (const auto& e : edits)
     intervene::PrintInterventionSummary(std::cout, e);
   Emit(tables.str(), file, a.out);

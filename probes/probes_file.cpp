@@ -238,6 +238,16 @@ void ReadProvenance(const h5::File& f, ProbeResults& r) {
       throw core::InputError(where, "", "attribute 'ridge_lambda' must be a finite lambda >= 0");
   }
   r.task_config = f.GetString("task_config");
+  if (f.HasAttr("probe_config")) {
+    const auto pc =
+        nlohmann::json::parse(f.GetString("probe_config"), nullptr, /*allow_exceptions=*/false);
+    if (pc.is_object() && pc.contains("pooling") && pc["pooling"].is_string()) {
+      r.pooling = pc["pooling"].get<std::string>();
+      if (r.pooling != "attention" && r.pooling != "position")
+        throw core::InputError(
+            where, "", "probe_config names an unknown pooling '" + r.pooling.substr(0, 40) + "'");
+    }
+  }
   if (f.HasAttr("learner_targets")) {
     nlohmann::json j;
     try {
@@ -374,6 +384,37 @@ void ReadCodelength(const h5::File& f, ProbeResults& r) {
   }
 }
 
+// /target_maps/r2 [k, from, to] over the file's targets (an attribute lists them, in order).
+void ReadTargetMaps(const h5::File& f, ProbeResults& r) {
+  if (!f.Exists("target_maps/r2")) return;
+  const std::string where = "'" + r.path + "'";
+  const h5::Dataset d = f.OpenDataset("target_maps/r2");
+  const std::vector<std::string> names = d.GetStringList("targets");
+  for (const auto& t : names)
+    if (std::find(r.targets.begin(), r.targets.end(), t) == r.targets.end() &&
+        std::find(r.targets.begin(), r.targets.end(), probes::QueryTargetName(t)) ==
+            r.targets.end())
+      throw core::InputError(
+          where, "",
+          "/target_maps/r2 names '" + t.substr(0, 80) + "', which is not a probed target");
+  const hsize_t T = names.size(), K = r.ks.size();
+  if (T < 2 || T > 1000)
+    throw core::InputError(where, "", "/target_maps/r2 should list 2..1000 targets");
+  d.ExpectDims({K, T, T});
+  std::vector<double> v(K * T * T);
+  d.Read(v.data(), v.size());
+  r.target_map_r2.set_size(T, T, K);
+  for (hsize_t k = 0; k < K; ++k)
+    for (hsize_t i = 0; i < T; ++i)
+      for (hsize_t j = 0; j < T; ++j) {
+        const double x = v[(k * T + i) * T + j];
+        if (!(x <= 1) && !std::isnan(x))
+          throw core::InputError(where, "", "/target_maps/r2 holds a value above 1");
+        r.target_map_r2(i, j, k) = x;
+      }
+  r.target_map_names = names;
+}
+
 ProbeResults ReadProbesFile(const std::string& path) {
   h5::File f = h5::File::Open(path);
   data::CheckFormat(f, kProbesFormat);
@@ -391,6 +432,7 @@ ProbeResults ReadProbesFile(const std::string& path) {
   ReadPooling(f, r);
   ReadCeilings(f, r);
   ReadCodelength(f, r);
+  ReadTargetMaps(f, r);
   r.file = std::make_shared<const h5::File>(std::move(f));
   return r;
 }
@@ -777,6 +819,22 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
   WriteRidge(f, req, out);
   WriteSplitsAndPooling(f, out);
   WriteCodelength(f, req, out);
+  if (!out.target_map_r2.is_empty()) {
+    // Column-major (from, to, k) == row-major [k, to, from]; stored as [k, from, to].
+    const hsize_t T = out.target_map_r2.n_rows, K = out.target_map_r2.n_slices;
+    std::vector<double> v(K * T * T);
+    for (hsize_t k = 0; k < K; ++k)
+      for (hsize_t i = 0; i < T; ++i)
+        for (hsize_t j = 0; j < T; ++j)
+          v[(k * T + i) * T + j] = out.target_map_r2(i, j, k);
+    h5::Dataset d = f.CreateDataset<double>("target_maps/r2", {K, T, T}, {"k", "from", "to"});
+    d.Write(v.data(), v.size());
+    d.SetAttr("targets", req.targets);
+    d.SetAttr("description",
+              std::string("[k, from, to]: test R2 of the least-squares affine map from one target "
+                          "to another (seed 0's split): near 1 both ways, no probe can tell the "
+                          "two apart"));
+  }
   for (const auto& [target, c] : out.ceilings) {
     const arma::mat t = c.t();  // K x S -> row-major [k, seed]
     h5::Dataset ds =

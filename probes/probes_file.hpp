@@ -20,6 +20,8 @@
 //   /codelength/<target>/ridge/<source>/{bits, uniform_bits} [L,K,S] and {block_bits,
 //     uniform_block_bits, block_lambda} [L,K,S,blocks]: online codelength (probe --codelength);
 //     /codelength/block_ends [seed, block]; attrs fractions (JSON), precision
+//   /target_maps/r2 [k, from, to]: test R2 of the affine map from one target to another (attr
+//     targets: the names), where probe comparisons between targets can discriminate
 //   A target read at the query (probe --at query: the x-token of example k+1) is named
 //   <target>.query wherever a target name appears (probes::QueryTargetName).
 #pragma once
@@ -55,6 +57,7 @@ struct ProbeResults {
   int bootstrap = 1000;
   std::uint64_t bootstrap_seed = 0;
   std::string model_config, task_config;  // JSON, as stored
+  std::string pooling;  // linear/MLP input, from probe_config: "attention", "position" or ""
   std::string checkpoint_sha256;          // of the checkpoint the activations came from
   double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
   // /ceilings: target -> K x S, the most R2 any representation can give it (only targets that
@@ -63,6 +66,10 @@ struct ProbeResults {
   // /codelength: the schedule (empty when the file has none); the bits are in `metric` as
   // "target/ridge/source/code_bits" and ".../uniform_bits".
   std::vector<double> code_fractions;
+  // /target_maps: (from, to, k index) test R2 of the affine map between two targets (names in
+  // target_map_names, targets as probed without the query suffix); empty when absent.
+  arma::cube target_map_r2;
+  std::vector<std::string> target_map_names;
   double code_precision = 0;
   // Learner targets of the activations (issue 30): target name ("w_gd_0.05_3") -> spec.
   std::map<std::string, std::string> learner_targets;

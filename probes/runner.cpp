@@ -901,6 +901,45 @@ void AddCeilings(ProbeOutput& out, const ProbeRequest& r, const extract::Activat
     out.ceilings[at == ProbeAt::kQuery ? QueryTargetName("w") : "w"] = c;
 }
 
+// ProbeOutput::target_map_r2 on the main file: each target against each other target, per k.
+void AddTargetMaps(ProbeOutput& out, const ProbeRequest& r, const extract::ActivationsInfo& info) {
+  const std::size_t T = r.targets.size();
+  if (T < 2) return;
+  const auto roles = SplitPrompts(info.prompts, r.split, SplitSeed(r.seed, 0));
+  const arma::uvec train = RoleIndices(roles, Role::kTrain), test = RoleIndices(roles, Role::kTest);
+  std::vector<Target> targets;
+  for (const auto& t : r.targets)
+    targets.push_back(LoadTarget(info, t));
+  out.target_map_r2.set_size(T, T, r.ks.size());
+  for (std::size_t ki = 0; ki < r.ks.size(); ++ki)
+    for (std::size_t i = 0; i < T; ++i)
+      for (std::size_t j = 0; j < T; ++j) {
+        if (i == j) {
+          out.target_map_r2(i, j, ki) = 1;
+          continue;
+        }
+        const arma::mat& a = targets[i].values[r.ks[ki] - 1];
+        const arma::mat& b = targets[j].values[r.ks[ki] - 1];
+        // Least squares with an intercept on [1; a]: a tiny ridge keeps duplicated entries (the
+        // symmetric X'X) and constant ones (w_ols of one example is a multiple of x_1) solvable.
+        auto design = [&](const arma::uvec& rows) {
+          arma::mat x(a.n_rows + 1, rows.n_elem, arma::fill::ones);
+          x.rows(1, a.n_rows) = a.cols(rows);
+          return x;
+        };
+        const arma::mat xt = design(train), xs = design(test);
+        arma::mat g = xt * xt.t();
+        g.diag() += 1e-9 * (1 + arma::trace(g) / double(g.n_rows));
+        const arma::mat coef = arma::solve(g, arma::mat(xt * b.cols(train).t()),
+                                           arma::solve_opts::likely_sympd);  // (m_a + 1) x m_b
+        const arma::mat bt = b.cols(test);
+        const arma::mat centred = bt.each_col() - arma::vec(arma::mean(bt, 1));
+        const double sst = arma::accu(arma::square(centred));
+        out.target_map_r2(i, j, ki) =
+            sst > 0 ? 1 - arma::accu(arma::square(bt - coef.t() * xs)) / sst : arma::datum::nan;
+      }
+}
+
 }  // namespace
 
 ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
@@ -927,6 +966,7 @@ ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
     ProbeSource(run, PrepareSource(run, s.name, s.info, s.shuffled));
   GatherGradientResults(run.out);
   AddCeilings(run.out, r, plan.infos[0]);
+  AddTargetMaps(run.out, r, plan.infos[0]);
   AddIntervals(run.out, r);
   SortRecords(run.out, r);
   return std::move(run.out);

@@ -129,6 +129,10 @@ struct ProbeOutput {
   // per (k, seed), R2 of E[w | prompt] = w_ridge(sigma^2 / tau^2) on that seed's test prompts,
   // the most any state can give. K x S. Targets that are functions of the prompt have ceiling 1.
   std::map<std::string, arma::mat> ceilings;
+  // How far apart the targets are (request.targets, in order; two or more): (from, to, k index)
+  // = test R2 of the least-squares affine map from target `from` to target `to`, fitted on the
+  // training prompts of seed 0's split. Near 1 both ways: no probe comparison can tell them apart.
+  arma::cube target_map_r2;
 };
 
 // Runs the plan: work is spread over (k, seed) and probes by the pool; results do not depend

@@ -48,7 +48,8 @@ class Reliability : public ::testing::Test {
     run("extract -c " + In("init.h5") + " --prompts 200 --threads 1 --quiet --out " +
         In("acts.h5"));
     run("probe -a " + In("acts.h5") + " --targets xty,w_ols --probes ridge --k 3,5 --threads 1 " +
-        "--quiet --out " + In("probes.h5") + " --csv " + In("probes.csv"));
+        "--codelength --codelength-blocks 0.1,0.5,1 --quiet --out " + In("probes.h5") + " --csv " +
+        In("probes.csv"));
   }
   static void TearDownTestSuite() { delete dir_; }
   static std::string In(const std::string& name) { return *dir_ / name; }
@@ -414,6 +415,33 @@ TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
   m.push_back({"ceiling of no target", [](const std::string& p) {
                  ReplaceDataset(p, "ceilings/zz", {1, 1}, 0.5);
                }});
+  // Codelengths and target maps (issue 32): non-finite bits, shapes the layout does not give,
+  // a schedule that does not increase, a map R2 above 1.
+  m.push_back({"NaN codelength", [](const std::string& p) {
+                 const auto dims =
+                     h5::File::Open(p).OpenDataset("codelength/xty/ridge/model/bits").dims();
+                 ReplaceDataset(p, "codelength/xty/ridge/model/bits", dims, NAN);
+               }});
+  m.push_back({"codelength of the wrong shape", [](const std::string& p) {
+                 ReplaceDataset(p, "codelength/xty/ridge/model/block_bits", {1, 1, 1, 2}, 1.0);
+               }});
+  m.push_back({"codelength of no target", [](const std::string& p) {
+                 ReplaceDataset(p, "codelength/zz/ridge/model/bits", {1, 1, 1}, 1.0);
+               }});
+  m.push_back({"codelength schedule not increasing", [](const std::string& p) {
+                 SetStringAttr(p, "/codelength", "fractions", "[0.5,0.1,1]");
+               }});
+  m.push_back({"target map above 1", [](const std::string& p) {
+                 h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+                 h5::Dataset d = f.OpenDataset("target_maps/r2");
+                 std::vector<double> v(d.ReadAll<double>().size(), 1.5);
+                 d.Write(v.data(), v.size());
+               }});
+  m.push_back(
+      {"target map naming no target", [](const std::string& p) {
+         h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
+         f.OpenDataset("target_maps/r2").SetAttr("targets", std::vector<std::string>{"xty", "zz"});
+       }});
   m.push_back({"bootstrap replicates 2^40", [](const std::string& p) {
                  h5::File f = h5::File::Open(p, h5::File::Mode::kReadWrite);
                  f.SetAttr("bootstrap_replicates", std::int64_t(1) << 40);

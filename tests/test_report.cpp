@@ -13,6 +13,8 @@
 #include "data/targets.hpp"
 #include "data/task.hpp"
 #include "extract/activations_schema.hpp"
+#include "probes/gradient.hpp"
+#include "probes/probes_file.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -402,10 +404,11 @@ namespace {
 // carries `planted` (w_ols or w_ridge) linearly at the state after k examples, with noise of SD
 // 0.05 per unit; layer 0 (the embedding) and layer 2, and every layer of a control (empty
 // `planted`), are Gaussian noise. Only what probe reads is written.
-void WritePlantedWeights(const std::string& path, const std::string& planted, unsigned seed) {
+void WritePlantedWeights(const std::string& path, const std::string& planted, unsigned seed,
+                         double noise = 1.0) {
   constexpr int d = 4, n = 6, H = 16, N = 2000;
   data::TaskConfig task;
-  task.d = d, task.n = n, task.noise = 1.0;
+  task.d = d, task.n = n, task.noise = noise;
   const data::PromptSet set = data::SamplePrompts(task, /*seed=*/3, 0, N);
   const data::TargetSet t = data::ComputeTargets(set, task.BayesLambda());
   h5::File f = h5::File::Create(path, true);
@@ -513,4 +516,156 @@ TEST(Report, CompareTargetsOnTheCommandLine) {
   const auto w = RunIclprobe("report --probes " + (tmp / "p.h5") + " --compare-targets xty,w");
   EXPECT_EQ(w.exit_code, 2);
   EXPECT_NE(r.out.find("probe,layer,k,target,r2,r2_lo,r2_hi,best,runner_up"), std::string::npos);
+}
+
+namespace {
+
+// Draws of a representation h (H = 8) of two targets y ~ N(0, I), all sharing y and the split:
+// linear, h = B y + noise, where (y, h) is jointly Gaussian and E[y | h] is linear, so no probe
+// can beat the linear one in expectation; or nonlinear, h = B y^3 + noise, from which y is a
+// cube root away. Each draw's linear and MLP probes (one state, no pooling) are fitted by the
+// library, batched over the draws, and their per-prompt test errors go into one in-memory
+// probes file whose "layers" are the draws.
+// With `linear_embedding`, draw 0 is a linear code named layer 0 (the embedding: the baseline
+// every other draw's margin is compared with); otherwise the draws are layers 1..draws.
+analysis::ProbeResults PlantedProbeDraws(bool linear, int draws, unsigned seed,
+                                         bool linear_embedding = false) {
+  const int N = 1000, H = 8, m = 2;
+  arma::arma_rng::set_seed(seed);
+  const arma::mat y(m, N, arma::fill::randn);
+  arma::uvec order = arma::randperm(N);
+  const arma::uvec train = arma::sort(order.head(700)), val = arma::sort(order.subvec(700, 799)),
+                   test = arma::sort(order.tail(200));
+  std::vector<torch::Tensor> features;
+  for (int g = 0; g < draws; ++g) {
+    const arma::mat b(H, m, arma::fill::randn);
+    const arma::mat z = linear || (linear_embedding && g == 0) ? y : arma::mat(arma::pow(y, 3));
+    const arma::fmat h = arma::conv_to<arma::fmat>::from(b * z + 0.5 * arma::randn(H, N));
+    features.push_back(
+        torch::from_blob(const_cast<float*>(h.memptr()), {N, H}, torch::kFloat32).clone());
+  }
+  analysis::ProbeResults r;
+  r.path = "planted";
+  r.d = 2, r.n = 1, r.seeds = 1, r.bootstrap = 1000, r.bootstrap_seed = 7;
+  r.ks = {1};
+  r.targets = {"y"};
+  r.sources = {"model"};
+  r.pooling = "position";
+  r.n_test = test.n_elem;
+  arma::mat c = y.cols(test);
+  c.each_col() -= arma::vec(arma::mean(c, 1));
+  r.sst["y"] = {arma::mat(arma::sum(arma::square(c), 0).t())};
+  for (int g = 0; g < draws; ++g)
+    r.layers.push_back(linear_embedding ? g : g + 1);
+  for (const bool mlp : {false, true}) {
+    probes::GradientProbeOptions o;
+    o.mlp = mlp, o.pooled = false, o.mlp_hidden = 32, o.lr = 1e-2, o.max_epochs = 60;
+    o.patience = 6, o.seed = seed;
+    const auto fits = probes::FitGradientProbes(features, y, train, val, test, o);
+    const std::string p = mlp ? "mlp" : "linear";
+    r.probes.push_back(p);
+    arma::cube r2(1, 1, draws);
+    std::vector<arma::mat> sse;
+    for (int g = 0; g < draws; ++g) {
+      r2(0, 0, g) = fits[g].test.R2();
+      sse.push_back(fits[g].test.row_sse);
+    }
+    r.metric["y/" + p + "/model/r2"] = r2;
+    r.sse["y/" + p + "/model"] = sse;
+  }
+  return r;
+}
+
+}  // namespace
+
+// Issue 32 (b): on a linear encoding the MLP is called better (its paired margin's interval
+// above 0) in at most 10 of 100 draws (a 95% interval errs one-sidedly in 2.5% of them; the
+// draws share y and the split, so 10 leaves room for their dependence); on a nonlinear one it
+// is called better in most draws, with the margin's sign right, and beyond a linear embedding.
+TEST(Report, CompareProbesSignsThePlantedNonlinearityAndRarelyFavoursTheMlpOnALinearCode) {
+  int mlp_better_on_linear = 0, draws = 0;
+  for (unsigned seed : {1u, 2u, 3u, 4u}) {
+    const auto r = PlantedProbeDraws(/*linear=*/true, 25, seed);
+    for (const auto& c : analysis::CompareProbes(r, "linear", "mlp", {1})) {
+      mlp_better_on_linear += c.b_better;
+      EXPECT_GT(c.r2_a.mean, 0.5);  // the linear probe reads the linear code
+      ++draws;
+    }
+  }
+  EXPECT_EQ(draws, 100);
+  EXPECT_LE(mlp_better_on_linear, 10);
+  int mlp_better_on_cubic = 0;
+  const auto r = PlantedProbeDraws(/*linear=*/false, 25, 5);
+  const auto rows = analysis::CompareProbes(r, "linear", "mlp", {1});
+  for (const auto& c : rows) {
+    mlp_better_on_cubic += c.b_better;
+    EXPECT_FALSE(c.a_better);
+    EXPECT_GT(c.margin.mean, 0);
+  }
+  EXPECT_GE(mlp_better_on_cubic, 20);
+  // Against a linear embedding the cubic draws' gain is the layers' own: beyond the baseline.
+  int beyond = 0;
+  const auto with_embedding = analysis::CompareProbes(
+      PlantedProbeDraws(/*linear=*/false, 25, 6, /*linear_embedding=*/true), "linear", "mlp", {1});
+  for (const auto& c : with_embedding) {
+    ASSERT_EQ(c.over_baselines.size(), c.layer == 0 ? 0u : 1u);
+    beyond += c.b_better_beyond_baselines;
+  }
+  EXPECT_FALSE(with_embedding[0].b_better_beyond_baselines);  // never the embedding itself
+  EXPECT_GE(beyond, 20);
+  std::ostringstream table;
+  analysis::WriteProbeComparison(table, rows, analysis::TableFormat::kMarkdown);
+  EXPECT_NE(table.str().find("**mlp against linear**, y, k = 1"), std::string::npos) << table.str();
+}
+
+TEST(Report, CompareProbesOnTheCommandLine) {
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");  // ridge and mlp, no per-prompt errors, no pooling recorded
+  const auto r = RunIclprobe("report --probes " + (tmp / "p.h5") +
+                             " --compare-probes ridge,mlp --k 4 --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("target,k,layer,source,r2_ridge,r2_mlp,margin,margin_lo,margin_hi,better"),
+            std::string::npos)
+      << r.out;
+  // The fixture's mlp scores are the ridge ones + 0.01: without intervals nothing is called better.
+  EXPECT_NE(r.out.find("xty,4,3,model,0.92,0.93,0.01,0.01,0.01,tie"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(no intervals in the file: nothing called better)"), std::string::npos);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --compare-probes ridge,forest", "--compare-probes: 'forest' is not a probe"},
+           {" --compare-probes mlp,mlp", "--compare-probes: 'mlp' is listed twice"},
+           {" --compare-probes mlp", "--compare-probes: expected two probe families"},
+           {" --compare-probes ridge,mlp --compare-targets xty,w_ols --format csv",
+            "--format: csv holds one comparison"}}) {
+    const auto bad = RunIclprobe("report --probes " + (tmp / "p.h5") + args);
+    EXPECT_EQ(bad.exit_code, 2) << args;
+    EXPECT_EQ(test::CountLines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;
+  }
+}
+
+// Issue 32 item 4: how far apart the targets are. Noiseless, from k = d on w_ols = w (X has full
+// column rank; the Bayes ridge at sigma = 0 is OLS too), so each maps onto the other with R2 1
+// (to rounding); at k = 1 w_ols is w
+// projected on x_1, which no fixed map recovers from w, nor w from it.
+TEST(Report, TargetMapsSayWhereTargetsCoincide) {
+  TempDir tmp;
+  WritePlantedWeights(tmp / "a.h5", "w_ols", 5, /*noise=*/0.0);
+  const auto p = RunIclprobe("probe -a " + (tmp / "a.h5") +
+                             " --targets w_ols,w,w_ridge --k 1,4,6 --threads 1 --quiet --out " +
+                             (tmp / "p.h5"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto r = analysis::ReadProbeResults(tmp / "p.h5");
+  ASSERT_EQ(r.target_map_names, (std::vector<std::string>{"w_ols", "w", "w_ridge"}));
+  ASSERT_EQ(r.target_map_r2.n_slices, 3u);
+  for (arma::uword ki : {1u, 2u}) {  // k = 4, 6: the same vector (float64 rounding, 1e-10)
+    EXPECT_NEAR(r.target_map_r2(0, 1, ki), 1.0, 1e-10);
+    EXPECT_NEAR(r.target_map_r2(1, 0, ki), 1.0, 1e-10);
+    EXPECT_NEAR(r.target_map_r2(2, 0, ki), 1.0, 1e-10);  // noiseless: the Bayes ridge is OLS
+  }
+  EXPECT_LT(r.target_map_r2(1, 0, 0), 0.5);  // k = 1
+  EXPECT_LT(r.target_map_r2(0, 1, 0), 0.5);
+  const auto rep = RunIclprobe("report --probes " + (tmp / "p.h5") + " --k 1,4");
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("**Where the targets differ**"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("| w_ols → w | "), std::string::npos) << rep.out;
 }

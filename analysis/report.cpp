@@ -520,100 +520,101 @@ void WriteTargetMaps(std::ostream& os, const ProbeResults& r, const std::vector<
 void WriteCodelengthTables(std::ostream& os, const ProbeResults& r, const std::vector<int>& ks,
                            TableFormat format) {
   if (r.code_fractions.empty()) return;
-  const std::string p = "ridge";
   auto fmt_summary = [&](const Summary& v, double scale, const char* spec) {
     const std::string m = fmt::format(fmt::runtime(spec), v.mean * scale);
     if (r.seeds == 1) return m;
     return m + (format == TableFormat::kLatex ? " $\\pm$ " : " ± ") +
            fmt::format(fmt::runtime(spec), v.half * scale);
   };
-  for (const auto& t : r.targets) {
-    const arma::cube* model = r.Find(t, p, "model", "code_bits");
-    if (!model) continue;
-    struct Column {
-      int k;
-      arma::uword ki;
-      std::string source;  // "model": its bits and compression; a control: the gap
-    };
-    std::vector<Column> cols;
-    for (int k : ks) {
-      const arma::uword ki = std::find(r.ks.begin(), r.ks.end(), k) - r.ks.begin();
-      if (ki == r.ks.size()) continue;
-      for (const auto& src : r.sources)
-        if (r.Find(t, p, src, "code_bits")) cols.push_back({k, ki, src});
-    }
-    const arma::cube& uniform = *r.Find(t, p, "model", "uniform_bits");
-    const arma::cube compression = uniform / *model;
-    // Per seed, the control's bits minus the model's (the same training rows, blocks and
-    // reference code): > 0 where the model's states code the target in fewer bits.
-    auto gap = [&](const std::string& src) {
-      return arma::cube(*r.Find(t, p, src, "code_bits") - *model);
-    };
-    if (format == TableFormat::kCsv) {
-      for (const auto& c : cols)
-        for (arma::uword li = 0; li < r.layers.size(); ++li) {
-          std::vector<std::pair<std::string, Summary>> rows;
-          if (c.source == "model") {
-            rows.push_back({"code_bits", OverSeeds(*model, c.ki, li)});
-            rows.push_back({"uniform_bits", OverSeeds(uniform, c.ki, li)});
-            rows.push_back({"compression", OverSeeds(compression, c.ki, li)});
-          } else {
-            rows.push_back(
-                {"code_bits", OverSeeds(*r.Find(t, p, c.source, "code_bits"), c.ki, li)});
-            rows.push_back({"code_gap_bits", OverSeeds(gap(c.source), c.ki, li)});
+  for (const auto& t : r.targets)
+    for (const auto& p : r.probes) {
+      const arma::cube* model = r.Find(t, p, "model", "code_bits");
+      if (!model) continue;
+      struct Column {
+        int k;
+        arma::uword ki;
+        std::string source;  // "model": its bits and compression; a control: the gap
+      };
+      std::vector<Column> cols;
+      for (int k : ks) {
+        const arma::uword ki = std::find(r.ks.begin(), r.ks.end(), k) - r.ks.begin();
+        if (ki == r.ks.size()) continue;
+        for (const auto& src : r.sources)
+          if (r.Find(t, p, src, "code_bits")) cols.push_back({k, ki, src});
+      }
+      const arma::cube& uniform = *r.Find(t, p, "model", "uniform_bits");
+      const arma::cube compression = uniform / *model;
+      // Per seed, the control's bits minus the model's (the same training rows, blocks and
+      // reference code): > 0 where the model's states code the target in fewer bits.
+      auto gap = [&](const std::string& src) {
+        return arma::cube(*r.Find(t, p, src, "code_bits") - *model);
+      };
+      if (format == TableFormat::kCsv) {
+        for (const auto& c : cols)
+          for (arma::uword li = 0; li < r.layers.size(); ++li) {
+            std::vector<std::pair<std::string, Summary>> rows;
+            if (c.source == "model") {
+              rows.push_back({"code_bits", OverSeeds(*model, c.ki, li)});
+              rows.push_back({"uniform_bits", OverSeeds(uniform, c.ki, li)});
+              rows.push_back({"compression", OverSeeds(compression, c.ki, li)});
+            } else {
+              rows.push_back(
+                  {"code_bits", OverSeeds(*r.Find(t, p, c.source, "code_bits"), c.ki, li)});
+              rows.push_back({"code_gap_bits", OverSeeds(gap(c.source), c.ki, li)});
+            }
+            for (const auto& [name, v] : rows)
+              os << fmt::format("{},{},{},{},{},{},{:.8g},{:.8g},{:.8g},{}\n", t, p, c.source,
+                                r.layers[li], c.k, name, v.mean, v.mean - v.half, v.mean + v.half,
+                                r.seeds);
           }
-          for (const auto& [name, v] : rows)
-            os << fmt::format("{},{},{},{},{},{},{:.8g},{:.8g},{:.8g},{}\n", t, p, c.source,
-                              r.layers[li], c.k, name, v.mean, v.mean - v.half, v.mean + v.half,
-                              r.seeds);
-        }
-      continue;
-    }
-    const std::string note = fmt::format(
-        "kbits{}; each target entry to {} x its sd in the first block; {} blocks ending at "
-        "{} of the training prompts",
-        r.seeds > 1 ? fmt::format(", mean ± 95% t interval over {} seeds", r.seeds) : ", one seed",
-        r.code_precision, r.code_fractions.size(), fmt::join(r.code_fractions, ", "));
-    std::vector<std::string> head;
-    for (const auto& c : cols)
-      head.push_back(c.source == "model" ? fmt::format("model k={} (compression)", c.k)
-                                         : fmt::format("gap {} k={}", c.source, c.k));
-    auto row = [&](arma::uword li) {
-      std::vector<std::string> cells;
+        continue;
+      }
+      const std::string note = fmt::format(
+          "kbits{}; each target entry to {} x its sd in the first block; {} blocks ending at "
+          "{} of the training prompts",
+          r.seeds > 1 ? fmt::format(", mean ± 95% t interval over {} seeds", r.seeds)
+                      : ", one seed",
+          r.code_precision, r.code_fractions.size(), fmt::join(r.code_fractions, ", "));
+      std::vector<std::string> head;
       for (const auto& c : cols)
-        cells.push_back(c.source == "model"
-                            ? fmt_summary(OverSeeds(*model, c.ki, li), 1e-3, "{:.2f}") + " (" +
-                                  fmt_summary(OverSeeds(compression, c.ki, li), 1, "{:.3f}") + ")"
-                            : fmt_summary(OverSeeds(gap(c.source), c.ki, li), 1e-3, "{:+.2f}"));
-      return cells;
-    };
-    if (format == TableFormat::kMarkdown) {
-      os << fmt::format(
-          "\n**{}**: online codelength of the ridge probe by layer (0 = embedding), {}. "
-          "Compression = the code without features / the probe's; gap = the control's "
-          "codelength minus the model's (> 0: the model's states code it shorter)\n\n| layer |",
-          t, note);
-      for (const auto& h : head)
-        os << " " << h << " |";
-      os << "\n|---:|";
-      for (std::size_t i = 0; i < cols.size(); ++i)
-        os << "---:|";
-      os << "\n";
-      for (arma::uword li = 0; li < r.layers.size(); ++li)
-        os << "| " << r.layers[li] << " | " << fmt::format("{}", fmt::join(row(li), " | "))
-           << " |\n";
-    } else {
-      os << fmt::format("\n% {}: online codelength of the ridge probe by layer, {}\n",
-                        Escape(t, format), note);
-      os << "\\begin{tabular}{r" << std::string(cols.size(), 'r') << "}\n\\toprule\nlayer";
-      for (const auto& h : head)
-        os << " & " << Escape(h, format);
-      os << " \\\\\n\\midrule\n";
-      for (arma::uword li = 0; li < r.layers.size(); ++li)
-        os << r.layers[li] << " & " << fmt::format("{}", fmt::join(row(li), " & ")) << " \\\\\n";
-      os << "\\bottomrule\n\\end{tabular}\n";
+        head.push_back(c.source == "model" ? fmt::format("model k={} (compression)", c.k)
+                                           : fmt::format("gap {} k={}", c.source, c.k));
+      auto row = [&](arma::uword li) {
+        std::vector<std::string> cells;
+        for (const auto& c : cols)
+          cells.push_back(c.source == "model"
+                              ? fmt_summary(OverSeeds(*model, c.ki, li), 1e-3, "{:.2f}") + " (" +
+                                    fmt_summary(OverSeeds(compression, c.ki, li), 1, "{:.3f}") + ")"
+                              : fmt_summary(OverSeeds(gap(c.source), c.ki, li), 1e-3, "{:+.2f}"));
+        return cells;
+      };
+      if (format == TableFormat::kMarkdown) {
+        os << fmt::format(
+            "\n**{}**: online codelength of the {} probe by layer (0 = embedding), {}. "
+            "Compression = the code without features / the probe's; gap = the control's "
+            "codelength minus the model's (> 0: the model's states code it shorter)\n\n| layer |",
+            t, p, note);
+        for (const auto& h : head)
+          os << " " << h << " |";
+        os << "\n|---:|";
+        for (std::size_t i = 0; i < cols.size(); ++i)
+          os << "---:|";
+        os << "\n";
+        for (arma::uword li = 0; li < r.layers.size(); ++li)
+          os << "| " << r.layers[li] << " | " << fmt::format("{}", fmt::join(row(li), " | "))
+             << " |\n";
+      } else {
+        os << fmt::format("\n% {}: online codelength of the {} probe by layer, {}\n",
+                          Escape(t, format), p, note);
+        os << "\\begin{tabular}{r" << std::string(cols.size(), 'r') << "}\n\\toprule\nlayer";
+        for (const auto& h : head)
+          os << " & " << Escape(h, format);
+        os << " \\\\\n\\midrule\n";
+        for (arma::uword li = 0; li < r.layers.size(); ++li)
+          os << r.layers[li] << " & " << fmt::format("{}", fmt::join(row(li), " & ")) << " \\\\\n";
+        os << "\\bottomrule\n\\end{tabular}\n";
+      }
     }
-  }
 }
 
 namespace {

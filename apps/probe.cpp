@@ -50,10 +50,12 @@ void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
   t.Value("lambdas", &a.lambdas, "lambdas", "ridge penalties: LO:HI:COUNT log-spaced, or a "
        "comma list; chosen by exact leave-one-out on the training split (features standardised)");
   t.Value("split", &a.split, "split", "train,validation,test fractions (by prompt)");
-  t.Switch("codelength", "also the online codelength (MDL, Voita & Titov 2020) of every ridge "
-       "probe: the training prompts cut into blocks, each block's targets coded by the Bayesian "
-       "ridge fitted on the blocks before it; bits, the reference code's bits and each block's "
-       "bits go to /codelength and the CSV");
+  t.Switch("codelength", "also the online codelength (MDL, Voita & Titov 2020) of every "
+       "probe: the training prompts cut into blocks, each block's targets coded by the probe "
+       "fitted on the blocks before it (ridge: the Bayesian ridge predictive, no extra pass; "
+       "linear/mlp: refitted per block, a Gaussian of its validation error, about one probe "
+       "fit per block); bits, the reference code's bits and each block's bits go to "
+       "/codelength and the CSV");
   t.Value("codelength-blocks", &a.code_blocks, "code_blocks", "with --codelength: where the "
        "blocks end, as increasing fractions of the training prompts ending at 1 (the first "
        "block, sent by the reference code, needs 2 prompts)");

@@ -5,7 +5,10 @@
 # nothing more (its per-block statistics come from the probes' one pass); what it adds is a Gram
 # matrix per block and row and, per block, an eigendecomposition and a Cholesky of a (H+1)^2
 # matrix per lambda. Also printed: the GEMM rate (bench_train) and the time to read the file
-# once (cat to /dev/null), the bounds of both runs.
+# once (cat to /dev/null), the bounds of both runs. The MLP probe's code (a refit per block, each
+# with the optimiser steps of one fit on every training prompt) is timed on one layer and one k,
+# with and without --codelength; its cost per block is the difference over the 10 refitted
+# blocks, beside one fit's time.
 #
 # Usage: bench/codelength.sh [REPS=3] [PROMPTS=20000] [THREADS=2]   (repository root, after a
 # build; pause any training job first: kill -STOP)
@@ -32,5 +35,10 @@ ROW_WIDTH=70
 row "work (seconds)" "ridge" "+ code" "ratio"
 row "---" "---" "---" "---"
 row "X'y and w_OLS, 9 layers x 12 k, 20 lambdas, $N prompts, 11 blocks" "$plain" "$coded" "$(ratio "$coded" "$plain")"
+mlp=(-a "$TMP/acts.h5" --targets xty --probes mlp --layers 4 --k 12 --epochs 10 --threads "$T" --quiet --force)
+mlp_plain=$(med "$B" probe "${mlp[@]}" --out "$TMP/m.h5")
+mlp_coded=$(med "$B" probe "${mlp[@]}" --codelength --out "$TMP/mc.h5")
+row "MLP probe of X'y, layer 4, k = 12, 10 epochs" "$mlp_plain" "$mlp_coded" "$(ratio "$mlp_coded" "$mlp_plain")"
 echo
+echo "MLP codelength: $(echo "($mlp_coded - $mlp_plain) / 10" | bc -l | awk '{printf "%.2f", $1}') s per refitted block (10 blocks after block 0)."
 echo "Reading the $(du -h "$TMP/acts.h5" | cut -f1) file once from the page cache: $read_s s."

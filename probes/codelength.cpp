@@ -105,8 +105,10 @@ Reference FromFirstBlock(const FeatureStats& f, const TargetStats& t, double pre
   ref.log2_cells = arma::accu(arma::log2(ref.delta));
   ref.T.zeros(p + 1, p + 1);
   ref.T(0, 0) = 1;
-  ref.T.submat(1, 0, p, 0) = -mu / sd;
-  ref.T.submat(1, 1, p, p).diag() = 1 / sd;
+  if (p > 0) {  // p = 0: the code without features
+    ref.T.submat(1, 0, p, 0) = -mu / sd;
+    ref.T.submat(1, 1, p, p).diag() = 1 / sd;
+  }
   return ref;
 }
 
@@ -117,12 +119,14 @@ Coded ToCodeCoordinates(const FeatureStats& s, const TargetStats& t, const Refer
   const double n = double(s.count);
   arma::mat graw(p + 1, p + 1);
   graw(0, 0) = n;
-  graw.submat(1, 0, p, 0) = s.sx;
-  graw.submat(0, 1, 0, p) = s.sx.t();
-  graw.submat(1, 1, p, p) = s.sxx;
   arma::mat braw(p + 1, m);
   braw.row(0) = t.sy.t() - n * ref.ybar.t();
-  braw.rows(1, p) = t.sxy - s.sx * ref.ybar.t();
+  if (p > 0) {
+    graw.submat(1, 0, p, 0) = s.sx;
+    graw.submat(0, 1, 0, p) = s.sx.t();
+    graw.submat(1, 1, p, p) = s.sxx;
+    braw.rows(1, p) = t.sxy - s.sx * ref.ybar.t();
+  }
   Coded c;
   c.n = n;
   c.g = ref.T * graw * ref.T.t();

@@ -1,6 +1,9 @@
 // Pooled linear / MLP probes trained with LibTorch.
 #include "probes/gradient.hpp"
+#include <cmath>
 #include <stdexcept>
+
+#include "core/errors.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -216,6 +219,8 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
         params[i][g].copy_(best_params[g][i]);
   }
   const auto pred = probe.Forward(xte).to(torch::kFloat64).contiguous();  // [G, b, m]
+  // Each entry's validation error at the kept weights, in target units.
+  const auto val_err = (probe.Forward(xva) - yva).pow(2).mean(1).to(torch::kFloat64).contiguous();
   const arma::mat ytest = targets.cols(test);
   arma::mat centred = ytest;
   centred.each_col() -= arma::vec(arma::mean(ytest, 1));
@@ -233,6 +238,8 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
     fit.test.sst = arma::accu(row_sst);
     fit.test.rows = test.n_elem;
     fit.test.dims = m;
+    fit.test_predictions = yhat;
+    fit.val_mse = arma::vec(val_err[g].data_ptr<double>(), m) % arma::square(ysd);
     if (o.pooled) {
       const auto a = torch::softmax(PooledProbeImpl::kScoreScale * probe.scores[g], 0)
                          .to(torch::kFloat64)
@@ -247,6 +254,73 @@ GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& tar
                              const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
                              const GradientProbeOptions& o) {
   return FitGradientProbes({features}, targets, train, val, test, o).at(0);
+}
+
+std::vector<Codelength> GradientCodelengths(const std::vector<torch::Tensor>& features,
+                                            const arma::mat& targets, const arma::uvec& train,
+                                            const arma::uvec& val,
+                                            const std::vector<std::int64_t>& ends,
+                                            const GradientProbeOptions& o,
+                                            const CodelengthOptions& code) {
+  const std::size_t B = ends.size(), G = features.size();
+  if (B < 2 || ends.back() != std::int64_t(train.n_elem))
+    throw std::logic_error("codelength: blocks that do not cover the training rows");
+  // The reference code and block 0: the ridge code without features.
+  std::vector<FeatureStats> none(B);
+  std::vector<TargetStats> stats(B);
+  std::int64_t start = 0;
+  for (std::size_t i = 0; i < B; ++i) {
+    const arma::mat y = targets.cols(train.subvec(start, ends[i] - 1));
+    none[i].Init(0);
+    none[i].Add(arma::mat(0, y.n_cols));
+    stats[i].Init(0, targets.n_rows);
+    stats[i].Add(arma::mat(0, y.n_cols), y);
+    start = ends[i];
+  }
+  const Codelength reference = RidgeCodelength(none, stats, code);
+  const arma::mat y0 = targets.cols(train.head(ends[0]));
+  const arma::vec s0sq = arma::var(y0, /*norm_type=*/1, /*dim=*/1);
+  const arma::vec floor = arma::square(code.precision * arma::sqrt(s0sq));
+  const double log2_cells = 0.5 * arma::accu(arma::log2(floor));  // sum_j log2(Delta_j)
+  std::vector<Codelength> out(G);
+  for (auto& c : out) {
+    c.uniform_block_bits = reference.uniform_block_bits;
+    c.uniform_bits = reference.uniform_bits;
+    c.block_bits.zeros(B);
+    c.block_bits(0) = reference.block_bits(0);
+    c.block_lambda.set_size(B);
+    c.block_lambda.fill(arma::datum::nan);
+  }
+  for (std::size_t i = 1; i < B; ++i) {
+    const arma::uvec prefix = train.head(ends[i - 1]);
+    const arma::uvec block = train.subvec(ends[i - 1], ends[i] - 1);
+    // Each prefix gets the optimiser steps (and the patience, in steps) of a fit on every
+    // training row, so a short code measures how few examples the probe needs, not how few
+    // steps a small prefix's epochs would give it.
+    const auto steps = [&](std::int64_t rows) { return (rows + o.batch - 1) / o.batch; };
+    const std::int64_t scale = steps(std::int64_t(train.n_elem)) / steps(ends[i - 1]);
+    GradientProbeOptions oi = o;
+    oi.max_epochs = int(std::min<std::int64_t>(std::int64_t(o.max_epochs) * scale, 1 << 20));
+    oi.patience = int(std::min<std::int64_t>(std::int64_t(o.patience) * scale, 1 << 20));
+    const std::vector<GradientFit> fits =
+        FitGradientProbes(features, targets, prefix, val, block, oi);
+    const arma::mat y = targets.cols(block);
+    for (std::size_t g = 0; g < G; ++g) {
+      const arma::vec var = arma::max(fits[g].val_mse, floor);
+      const arma::mat r = y - fits[g].test_predictions;
+      // sum over rows and entries of -log N(y; yhat, var_j), in nats
+      const double nats =
+          0.5 * double(block.n_elem) * arma::accu(1.8378770664093453 + arma::log(var)) +
+          0.5 * arma::accu(arma::sum(arma::square(r), 1) / var);
+      out[g].block_bits(i) = nats / std::log(2.0) - double(block.n_elem) * log2_cells;
+    }
+  }
+  for (auto& c : out) {
+    c.bits = arma::accu(c.block_bits);
+    if (!std::isfinite(c.bits))
+      throw core::InputError("probe", "", "a gradient probe's codelength is not finite");
+  }
+  return out;
 }
 
 }  // namespace icl::probes

@@ -10,6 +10,7 @@
 #include <armadillo>
 #include <vector>
 
+#include "probes/codelength.hpp"
 #include "probes/ridge.hpp"
 
 namespace icl::probes {
@@ -44,6 +45,8 @@ struct GradientFit {
   Errors test;
   arma::vec alpha;  // learned pooling weights (pooled probes)
   int epochs = 0;
+  arma::mat test_predictions;  // m x test rows, in target units
+  arma::vec val_mse;           // m: each entry's mean squared error on the validation rows
 };
 GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,
                              const arma::uvec& train, const arma::uvec& val, const arma::uvec& test,
@@ -56,5 +59,21 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
                                            const arma::mat& targets, const arma::uvec& train,
                                            const arma::uvec& val, const arma::uvec& test,
                                            const GradientProbeOptions& options);
+
+// Online codelength of linear / MLP probes on the schedule of codelength.hpp (Voita & Titov's
+// procedure): for each block i >= 1 the probes are fitted anew on blocks 0..i-1 of the training
+// rows `train` (in order; early stopping on `val`; as many optimiser steps, and as much
+// patience in steps, as a fit on all of `train` would get), and block i's targets are sent by the
+// Gaussian N(prediction, s_j^2) per entry, s_j^2 the fitted probe's mean squared error of entry
+// j on the validation rows (held out from the fit and never coded, so the code stays
+// prequential), floored at Delta_j^2. Block 0 and the reference code are those of the ridge
+// code (RidgeCodelength without features). `ends`: CodelengthBlockEnds of train.n_elem. One
+// result per features[g]; block_lambda is NaN.
+std::vector<Codelength> GradientCodelengths(const std::vector<torch::Tensor>& features,
+                                            const arma::mat& targets, const arma::uvec& train,
+                                            const arma::uvec& val,
+                                            const std::vector<std::int64_t>& ends,
+                                            const GradientProbeOptions& options,
+                                            const CodelengthOptions& code = {});
 
 }  // namespace icl::probes

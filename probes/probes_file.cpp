@@ -320,9 +320,9 @@ void ReadCeilings(const h5::File& f, ProbeResults& r) {
   }
 }
 
-// /codelength/<target>/ridge/<source>/{bits,uniform_bits} [layer, k, seed] of probed ridge
-// fits, positive and finite, into `metric` as code_bits and uniform_bits; the schedule; and the
-// per-block datasets' shapes.
+// /codelength/<target>/<probe>/<source>/{bits,uniform_bits} [layer, k, seed] of probed, positive
+// and finite, into `metric` as code_bits and uniform_bits; the schedule; and the per-block
+// datasets' shapes.
 void ReadCodelength(const h5::File& f, ProbeResults& r) {
   if (!f.Exists("codelength")) return;
   const std::string where = "'" + r.path + "'";
@@ -357,16 +357,16 @@ void ReadCodelength(const h5::File& f, ProbeResults& r) {
       throw core::InputError(where, "",
                              "/codelength/" + t.substr(0, 80) + " is not a target of /metrics");
     for (const auto& p : f.OpenGroup("codelength/" + t).Members()) {
-      if (p != "ridge")
+      if (p != "ridge" && p != "linear" && p != "mlp")
         throw core::InputError(where, "",
                                "/codelength/" + t + "/" + p.substr(0, 80) +
-                                   ": codelengths are stored for ridge probes only");
-      for (const auto& s : f.OpenGroup("codelength/" + t + "/ridge").Members()) {
-        if (!r.Find(t, "ridge", s, "r2"))
-          throw core::InputError(
-              where, "",
-              "/codelength/" + t + "/ridge/" + s.substr(0, 80) + " has no /metrics counterpart");
-        const std::string base = "codelength/" + t + "/ridge/" + s + "/";
+                                   ": expected a probe family (ridge, linear, mlp)");
+      for (const auto& s : f.OpenGroup("codelength/" + t + "/" + p).Members()) {
+        if (!r.Find(t, p, s, "r2"))
+          throw core::InputError(where, "",
+                                 "/codelength/" + t + "/" + p + "/" + s.substr(0, 80) +
+                                     " has no /metrics counterpart");
+        const std::string base = "codelength/" + t + "/" + p + "/" + s + "/";
         for (const char* m : {"bits", "uniform_bits"}) {
           const h5::Dataset ds = f.OpenDataset(base + m);
           ds.ExpectDims({L, K, S});
@@ -374,7 +374,7 @@ void ReadCodelength(const h5::File& f, ProbeResults& r) {
           ds.Read(c.memptr(), c.n_elem);
           if (!c.is_finite())
             throw core::InputError(where, "", "/" + base + m + " holds NaN or infinite bits");
-          r.metric[t + "/ridge/" + s + "/" + (m == std::string("bits") ? "code_bits" : m)] =
+          r.metric[t + "/" + p + "/" + s + "/" + (m == std::string("bits") ? "code_bits" : m)] =
               std::move(c);
         }
         for (const char* m : {"block_bits", "uniform_block_bits", "block_lambda"})
@@ -757,7 +757,7 @@ void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& ou
   const CellIndex at{out};
   std::map<std::string, std::vector<const ProbeOutput::Code*>> codes;
   for (const auto& c : out.codes)
-    codes[c.target + "/ridge/" + c.source].push_back(&c);
+    codes[c.target + "/" + c.probe + "/" + c.source].push_back(&c);
   const std::vector<std::string> cell = {"layer", "k", "seed"},
                                  cell_block = {"layer", "k", "seed", "block"};
   for (const auto& [key, list] : codes) {

@@ -17,7 +17,7 @@
 //   /splits/seed_<s>                                   role of each prompt (0 train, 1 val, 2 test)
 //   /ceilings/<target>  [k, seed]: for w (no function of the prompt), R2 of E[w | prompt] on the
 //     seed's test prompts, the most any representation gives it; absent for other targets (1)
-//   /codelength/<target>/ridge/<source>/{bits, uniform_bits} [L,K,S] and {block_bits,
+//   /codelength/<target>/<probe>/<source>/{bits, uniform_bits} [L,K,S] and {block_bits,
 //     uniform_block_bits, block_lambda} [L,K,S,blocks]: online codelength (probe --codelength);
 //     /codelength/block_ends [seed, block]; attrs fractions (JSON), precision
 //   /target_maps/r2 [k, from, to]: test R2 of the affine map from one target to another (attr
@@ -58,13 +58,13 @@ struct ProbeResults {
   std::uint64_t bootstrap_seed = 0;
   std::string model_config, task_config;  // JSON, as stored
   std::string pooling;  // linear/MLP input, from probe_config: "attention", "position" or ""
-  std::string checkpoint_sha256;          // of the checkpoint the activations came from
-  double ridge_lambda = -1;               // lambda of the w_ridge target (-1: not recorded)
+  std::string checkpoint_sha256;  // of the checkpoint the activations came from
+  double ridge_lambda = -1;       // lambda of the w_ridge target (-1: not recorded)
   // /ceilings: target -> K x S, the most R2 any representation can give it (only targets that
   // are not functions of the prompt, like w; every other target's ceiling is 1).
   std::map<std::string, arma::mat> ceilings;
   // /codelength: the schedule (empty when the file has none); the bits are in `metric` as
-  // "target/ridge/source/code_bits" and ".../uniform_bits".
+  // "target/probe/source/code_bits" and ".../uniform_bits".
   std::vector<double> code_fractions;
   // /target_maps: (from, to, k index) test R2 of the affine map between two targets (names in
   // target_map_names, targets as probed without the query suffix); empty when absent.

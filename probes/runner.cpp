@@ -138,8 +138,6 @@ void ProbeRequest::Validate() const {
   if (std::abs(sum - 1) > 1e-9) fail("split", "the fractions must sum to 1");
   if (block_rows < 1) fail("block_rows", "must be positive");
   if (codelength) {
-    if (std::find(families.begin(), families.end(), Family::kRidge) == families.end())
-      fail("codelength", "is computed for ridge probes; add ridge to {probes}");
     CodelengthBlockEnds(codelength_fractions, 1 << 30);  // order and range (sizes: PlanProbes)
     if (!(lambdas.max() > 0))
       fail("lambdas",
@@ -622,10 +620,23 @@ void RunGradientTask(const std::deque<LayerJob>& jobs, const std::vector<torch::
   y.cols(test[t.s]) = variants[t.v].values->values[k - 1].cols(test[t.s]);
   const std::vector<GradientFit> fits =
       FitGradientProbes(x, y, job.src.train[t.s], job.src.val[t.s], test[t.s], o);
+  std::vector<Codelength> codes;
+  if (r.codelength) {
+    CodelengthOptions co;
+    co.lambdas = r.lambdas.elem(arma::find(r.lambdas > 0));
+    co.precision = r.codelength_precision;
+    const arma::uvec& train = job.src.train[t.s];  // prompt order
+    codes = GradientCodelengths(x, y, train, job.src.val[t.s],
+                                CodelengthBlockEnds(r.codelength_fractions, train.n_elem), o, co);
+  }
   for (std::size_t j = j0; j < j1; ++j) {
     const GradientFit& fit = fits[j - j0];
+    const Codelength* code = codes.empty() ? nullptr : &codes[j - j0];
     job.run.Record(job.src, jobs[j].layer, variants[t.v].target, t.f, k, t.s, fit.test, -1,
-                   fit.epochs);
+                   fit.epochs, code);
+    if (code)
+      job.run.Keep(ProbeOutput::Code{variants[t.v].target, job.src.name, jobs[j].layer, k, t.s,
+                                     *code, FamilyName(t.f)});
     if (r.pooled) {
       arma::vec alpha(T, arma::fill::zeros);
       alpha.head(fit.alpha.n_elem) = fit.alpha;
@@ -685,7 +696,12 @@ class Bytes {
 template <class Io, class Record>
 void RecordFields(Io&& io, Record& rec) {
   io(rec.target, rec.probe, rec.source, rec.layer, rec.k, rec.seed, rec.mse, rec.nmse, rec.r2,
-     rec.lambda, rec.epochs, rec.sse, rec.sst);
+     rec.lambda, rec.epochs, rec.sse, rec.sst, rec.code_bits, rec.uniform_bits);
+}
+template <class Io, class Code>
+void CodeFields(Io&& io, Code& c) {
+  io(c.target, c.probe, c.source, c.layer, c.k, c.seed, c.code.block_bits,
+     c.code.uniform_block_bits, c.code.block_lambda, c.code.bits, c.code.uniform_bits);
 }
 template <class Io, class Alpha>
 void AlphaFields(Io&& io, Alpha& a) {
@@ -711,11 +727,21 @@ void GatherGradientResults(ProbeOutput& out) {
     mine.Put(std::uint8_t{1});
     AlphaFields(put, a);
   }
+  std::vector<ProbeOutput::Code> kept_codes;
+  for (const auto& c : out.codes) {
+    if (c.probe == FamilyName(Family::kRidge)) {
+      kept_codes.push_back(c);
+      continue;
+    }
+    mine.Put(std::uint8_t{2});
+    CodeFields(put, c);
+  }
   Bytes all;
   all.data = dist::Gather(mine.data);
   auto take = [&all](auto&... v) { (all.Take(v), ...); };
   out.records = std::move(kept);
   out.alphas.clear();
+  out.codes = std::move(kept_codes);
   while (all.at < all.data.size()) {
     std::uint8_t kind = 0;
     all.Take(kind);
@@ -723,10 +749,14 @@ void GatherGradientResults(ProbeOutput& out) {
       ProbeRecord rec;
       RecordFields(take, rec);
       out.records.push_back(std::move(rec));
-    } else {
+    } else if (kind == 1) {
       ProbeOutput::Alpha a;
       AlphaFields(take, a);
       out.alphas.push_back(std::move(a));
+    } else {
+      ProbeOutput::Code c;
+      CodeFields(take, c);
+      out.codes.push_back(std::move(c));
     }
   }
 }

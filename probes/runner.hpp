@@ -53,8 +53,9 @@ struct ProbeRequest {
   int block_rows = 2048;                        // rows per read
   int bootstrap = 1000;                         // replicates of the bootstrap over test prompts
   std::int64_t max_prompts = 0;  // probe only the first this many prompts of every file; 0: all
-  // Online codelength of every ridge probe (probes/codelength.hpp): the training rows cut at
-  // these fractions, each block coded by the probe fitted on the blocks before it.
+  // Online codelength of every probe (probes/codelength.hpp; linear and MLP probes:
+  // GradientCodelengths): the training rows cut at these fractions, each block coded by the
+  // probe fitted on the blocks before it.
   bool codelength = false;
   std::vector<double> codelength_fractions = DefaultCodelengthFractions();
   double codelength_precision = 1e-3;  // each target entry to this fraction of its sd
@@ -116,12 +117,13 @@ struct ProbeOutput {
     arma::vec alpha;
   };
   std::vector<Alpha> alphas;
-  // Codelength (request.codelength): per ridge probe, each block's bits; per seed, the training
+  // Codelength (request.codelength): per probe, each block's bits; per seed, the training
   // rows that end each block.
   struct Code {
     std::string target, source;
     int layer, k, seed;
     Codelength code;
+    std::string probe = "ridge";  // the family: ridge, linear or mlp
   };
   std::vector<Code> codes;
   std::vector<std::vector<std::int64_t>> code_block_ends;  // [seed][block]

@@ -221,10 +221,15 @@ void AddEmbeddingRows(Layout& L, int d, int n_max) {
   L.Add("count", 1);        // t + 1, the number of positions up to t (embedding)
 }
 
-// The rows of the prediction after iterate t of `steps`: the last one is "pred", which the
-// readout reads.
-std::string PredRows(int t, int steps) {
-  return t == steps ? "pred" : "pred_" + std::to_string(t);
+// Every iterate's prediction x_{k+1}^T w_t goes into the one row "pred", which the readout
+// reads: each replaces the one before (an aff of -1 beside the product), so the state after the
+// block that writes iterate t holds that iterate's prediction and no earlier one, and the
+// model's own readout applied to that state (the "logit lens") reads it (issue 33's ground
+// truth). Returns the ops that write iterate t's prediction (t = 1: into a zero row).
+std::vector<Op> WritePrediction(int t, double range) {
+  std::vector<Op> ops{Mul("x", "w", "pred", 1, range)};
+  if (t >= 2) ops.push_back(Parallel(Aff("pred", "pred", -1)));
+  return ops;
 }
 
 void AddMomentQuantities(Construction& c) {
@@ -243,10 +248,11 @@ void AddMomentQuantities(Construction& c) {
 
 // The prediction of iterate t (of c.steps), written by block `layer`.
 void AddPredictionQuantity(Construction& c, int t, int layer) {
-  c.quantities.push_back({"pred_" + std::to_string(t), layer, PredRows(t, c.steps), "x-tokens",
+  c.quantities.push_back({"pred_" + std::to_string(t), layer, "pred", "x-tokens",
                           fmt::format("x_{{k+1}}^T w_{}, the prediction of iterate {} at the "
                                       "x-token of example k+1",
-                                      t, t)});
+                                      t, t),
+                          t == c.steps ? -1 : layer});
 }
 
 // The final prediction (what the readout reads) and the disguise's quantities.
@@ -363,9 +369,8 @@ Construction GdProgram(int d, int n_max, double alpha, int steps, const Disguise
   Layout& L = c.layout;
   AddEmbeddingRows(L, d, n_max);
   AddMoments(c, d);
-  L.Add("w", d);  // the GD iterate w_t, at the y-token of example k and the next x-token
-  for (int t = 1; t <= steps; ++t)
-    L.Add(PredRows(t, steps), 1);  // x_{k+1}^T w_t at the x-token of example k+1
+  L.Add("w", d);     // the GD iterate w_t, at the y-token of example k and the next x-token
+  L.Add("pred", 1);  // x_{k+1}^T w_t at the x-token of example k+1, each t replacing the last
   const MomentRanges r(d, n_max);
   // Entries of X^T X are at most sum_i x_ij^2, a chi-square with <= n degrees of freedom, below
   // 5 n but for a 1e-8 fraction (and a product 3x past its range is still within 1.2e-3). GD
@@ -391,9 +396,13 @@ Construction GdProgram(int d, int n_max, double alpha, int steps, const Disguise
     // both reading w_{t-1} and adding into the rows w; beside them the prediction of w_{t-1}.
     c.ops.push_back(Aff("xty", "w", 2.0 * alpha));
     c.ops.push_back(Parallel(Mul("xtx", "w", "w", -2.0 * alpha, matvec_range, Op::kMatVec)));
-    c.ops.push_back(Parallel(Mul("x", "w", PredRows(t - 1, steps), 1, pred_range)));
+    for (const Op& op : WritePrediction(t - 1, pred_range))
+      c.ops.push_back(Parallel(op));
   }
-  c.ops.push_back(Mul("x", "w", "pred", 1, pred_range));
+  {
+    const std::vector<Op> last = WritePrediction(steps, pred_range);
+    c.ops.insert(c.ops.end(), last.begin(), last.end());
+  }
   Assemble(c, d, n_max);
   AddMomentQuantities(c);
   for (int t = 1; t <= steps; ++t) {
@@ -432,8 +441,7 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
   L.Add("inv", d * d);   // Y_t (row-major), the iterate of A^{-1}
   L.Add("prod", d * d);  // P_t = A Y_{t-1}
   L.Add("w", d);         // w_t = Y_t X^T y
-  for (int t = 1; t <= steps; ++t)
-    L.Add(PredRows(t, steps), 1);
+  L.Add("pred", 1);      // x_{k+1}^T w_t, each t replacing the last
   const double inv_range = std::min(std::ldexp(start, steps), lambda > 0 ? 1.0 / lambda : 1e300);
   // Ranges of |a| + |b|: X^T X entries are below 3 n but for rare prompts (a product 2x past its
   // range errs by 4x the bound, 5e-4); |X^T y| below 3 n + 10 likewise; A Y_{t-1} has eigenvalues
@@ -467,7 +475,9 @@ Construction NewtonProgram(int d, int n_max, int steps, double start, double lam
       even.push_back(Aff("inv", "inv", 1));
       even.push_back(Mul("inv", "prod", "inv", -1, yp_range, Op::kMatMat));
     }
-    if (t >= 2) even.push_back(Mul("x", "w", PredRows(t - 1, steps), 1, pred_range));
+    if (t >= 2)
+      for (const Op& op : WritePrediction(t - 1, pred_range))
+        even.push_back(op);
     for (auto* ops : {&odd, &even})
       for (std::size_t i = 0; i < ops->size(); ++i)
         c.ops.push_back(i == 0 ? (*ops)[i] : Parallel((*ops)[i]));

@@ -1,0 +1,200 @@
+// Issue 33's ground truth: on compiled gd:K and newton:K programs, where every block that
+// updates w writes its prediction into the row the readout reads, matching each layer's lens
+// prediction to the algorithms' iterates recovers the compiled schedule, and the rate tells a
+// second-order method from GD.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "analysis/trace.hpp"
+#include "construct/construct.hpp"
+#include "core/errors.hpp"
+#include "data/task.hpp"
+
+namespace icl {
+namespace {
+
+data::TaskConfig Task(int d, int n) {
+  data::TaskConfig t;
+  t.d = d;
+  t.n = n;
+  return t;
+}
+
+// The iterate each state holds: the last pred_t written at or before layer l (0 before any).
+std::vector<int> CompiledSchedule(const construct::Construction& c) {
+  std::vector<int> at(c.model.layers + 1, 0);
+  for (const auto& q : c.quantities)
+    if (q.name.rfind("pred_", 0) == 0) {
+      const int t = std::stoi(q.name.substr(5));
+      for (int l = q.layer; l <= c.model.layers; ++l)
+        at[l] = std::max(at[l], t);
+    }
+  return at;
+}
+
+// 1 - sum (a - b)^2 / sum (a^2 + b^2) between two iterates' predictions.
+double IterateSimilarity(const arma::cube& it, int s, int t) {
+  const arma::mat a = it.slice(s), b = it.slice(t);
+  return 1.0 - arma::accu(arma::square(a - b)) / arma::accu(arma::square(a) + arma::square(b));
+}
+
+std::vector<int> Ks(int lo, int hi) {
+  std::vector<int> ks;
+  for (int k = lo; k <= hi; ++k)
+    ks.push_back(k);
+  return ks;
+}
+
+// Checks the match of a compiled program's layers to `algorithm`, whose iterate t is the
+// compiled iterate schedule(t) maps to (identity for the program's own family).
+void ExpectSchedule(const analysis::IterateMatch& m, const std::vector<int>& want,
+                    const arma::cube& iterates, const std::string& what) {
+  const int T = int(iterates.n_slices) - 1;
+  for (std::size_t l = 0; l < want.size(); ++l) {
+    const int t = want[l];
+    SCOPED_TRACE(what + " layer " + std::to_string(l) + " iterate " + std::to_string(t));
+    // float32 weights and activations: the prediction x^T w_t differs from the float64 iterate
+    // by ~1e-6 relative (the construct tests bound SPD / d by 1e-7), so 1 - sim <= 1e-6 << 1e-3.
+    EXPECT_GE(m.spd(l, t), 0.999);
+    EXPECT_EQ(m.best(l), t);
+    EXPECT_EQ(m.best_lo(l), t);
+    EXPECT_EQ(m.best_hi(l), t);
+    // One iterate away the similarity is lower by what the two iterates differ, less the
+    // float32 error; where they differ by at least 0.1 the margin's interval clears 0.05.
+    double gap = INFINITY;
+    for (int u : {t - 1, t + 1})
+      if (u >= 0 && u <= T) gap = std::min(gap, 1.0 - IterateSimilarity(iterates, t, u));
+    if (gap >= 0.1) EXPECT_GE(m.margin_lo(l), 0.05);
+    EXPECT_GT(m.margin(l), 0.5 * gap);
+  }
+}
+
+}  // namespace
+
+// gd:4 (alpha = 0.02: no prompt with 2 alpha lambda_max >= 2 among these), plain and rotated:
+// block b + 2 writes iterate b, so state l holds iterate max(0, min(l - 2, 4)); matched to six
+// iterates of GD the schedule comes back with its interval, one iteration per block.
+TEST(Trace, LensOnCompiledGdRecoversTheScheduleOneIterationPerBlock) {
+  const int d = 4, n = 8, K = 4;
+  const data::TaskConfig task = Task(d, n);
+  auto c = construct::GdProgram(d, n, 0.02, K);
+  ASSERT_EQ(construct::CountDivergent(c, task, 5, 300).outside, 0);
+  const std::vector<int> want = CompiledSchedule(c);
+  ASSERT_EQ(want, (std::vector<int>{0, 0, 0, 1, 2, 3, 4}));
+  const data::PromptSet prompts = data::SamplePrompts(task, 5, 0, 300);
+  const std::vector<int> ks = Ks(1, n - 1);
+  const auto gd = analysis::ParseTraceAlgorithm("gd:0.02:6", task);
+  const arma::cube iterates = analysis::IteratePredictions(gd, prompts, ks);
+  const arma::mat labels = analysis::TraceLabels(prompts, ks);
+  for (const bool rotated : {false, true}) {
+    if (rotated) c.rotation_seed = 3;
+    learners::Transformer model = construct::Compile(c);
+    const arma::cube layers =
+        analysis::LayerPredictions(model, prompts, prompts, ks, analysis::Readout::kLens, {});
+    const auto m = analysis::MatchIterates({layers}, iterates, labels, 200, 1);
+    ExpectSchedule(m, want, iterates, rotated ? "rotated" : "plain");
+    // Layers 3..6 hold iterates 1..4 (inside 1..T-1 = 1..5): exactly one iteration per block.
+    EXPECT_EQ(m.rate_layers, 4);
+    EXPECT_NEAR(m.rate, 1.0, 1e-12);
+    EXPECT_NEAR(m.rate_lo, 1.0, 1e-12);
+    EXPECT_NEAR(m.rate_hi, 1.0, 1e-12);
+  }
+}
+
+// Fu et al.'s readout, a ridge fit of the labels per layer, is not the lens: where the state
+// holds only GD's first iterate p_1 = 2 alpha x^T X^T y (layer 3 of gd:4), the best linear
+// readout of y is c p_1 with c = E[y p_1] / E[p_1^2] (every other row is uncorrelated with y:
+// the query x is independent of the context and has mean 0). One step of alpha = 0.02 shrinks
+// w_OLS, so c > 1 (about 2 on these prompts), and c p_1 is nearer later iterates than p_1: the
+// fitted readout moves the match past the iterate the layer holds.
+TEST(Trace, RidgeReadoutRescalesAnEarlyIterateTowardLaterOnes) {
+  const int d = 4, n = 8;
+  const data::TaskConfig task = Task(d, n);
+  const auto c = construct::GdProgram(d, n, 0.02, 4);
+  const data::PromptSet fit = data::SamplePrompts(task, 7, 0, 800),
+                        eval = data::SamplePrompts(task, 7, 800, 300);
+  const std::vector<int> ks = Ks(1, n - 1);
+  const auto gd = analysis::ParseTraceAlgorithm("gd:0.02:6", task);
+  const arma::cube iterates = analysis::IteratePredictions(gd, eval, ks);
+  // c from the fit prompts' own iterates: well above 1.
+  const arma::cube fit_it = analysis::IteratePredictions(gd, fit, ks);
+  const arma::mat y_fit = analysis::TraceLabels(fit, ks);
+  const double scale =
+      arma::accu(y_fit % fit_it.slice(1)) / arma::accu(arma::square(fit_it.slice(1)));
+  EXPECT_GT(scale, 1.5);
+  learners::Transformer model = construct::Compile(c);
+  const arma::cube layers = analysis::LayerPredictions(
+      model, fit, eval, ks, analysis::Readout::kRidge, arma::logspace(-6, 2, 9));
+  const auto m =
+      analysis::MatchIterates({layers}, iterates, analysis::TraceLabels(eval, ks), 200, 4);
+  EXPECT_GT(m.best(3), 1);
+  EXPECT_GT(m.best_lo(3), 1);
+}
+
+// newton:3:C:0 on prompts of k >= d examples (A = X^T X invertible; C = 0.04 and no prompt with
+// C lambda_max >= 2): block 2t + 4 writes Newton iterate t. Matched to Newton the schedule comes
+// back at half an iteration per block (two blocks per step); matched to GD with 2 alpha = C it
+// comes back at GD iterate 2^t (Y_t = A^-1 (I - (I - C A)^(2^t)) is GD's iterate 2^t), so GD's
+// rate is one doubling per Newton step: log2_rate 0.5 per block, where gd:K's GD rate is linear.
+TEST(Trace, CompiledNewtonMatchesNewtonLinearlyAndGdAtPowersOfTwo) {
+  const int d = 4, n = 8, K = 3;
+  const double C = 0.04;
+  const data::TaskConfig task = Task(d, n);
+  const auto c = construct::NewtonProgram(d, n, K, C, 0.0);
+  const std::vector<int> want = CompiledSchedule(c);
+  ASSERT_EQ(want, (std::vector<int>{0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 3}));
+  const data::PromptSet prompts = data::SamplePrompts(task, 6, 0, 300);
+  const std::vector<int> ks = Ks(d, n - 1);
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    for (int k : ks) {
+      const arma::mat x(const_cast<double*>(prompts.x.slice_memptr(i)), d, k, false, true);
+      ASSERT_LT(C * arma::eig_sym(x * x.t()).max(), 2.0);
+    }
+  learners::Transformer model = construct::Compile(c);
+  const arma::cube layers =
+      analysis::LayerPredictions(model, prompts, prompts, ks, analysis::Readout::kLens, {});
+  const arma::mat labels = analysis::TraceLabels(prompts, ks);
+
+  const auto newton = analysis::ParseTraceAlgorithm("newton:5:0.04:0", task);
+  const arma::cube newton_it = analysis::IteratePredictions(newton, prompts, ks);
+  const auto mn = analysis::MatchIterates({layers}, newton_it, labels, 200, 2);
+  ExpectSchedule(mn, want, newton_it, "newton");
+  // Best iterates 1, 1, 2, 2, 3 at layers 6..10: slope 0.5 exactly.
+  EXPECT_NEAR(mn.rate, 0.5, 1e-12);
+
+  const auto gd = analysis::ParseTraceAlgorithm("gd:0.02:16", task);
+  const arma::cube gd_it = analysis::IteratePredictions(gd, prompts, ks);
+  const auto mg = analysis::MatchIterates({layers}, gd_it, labels, 200, 3);
+  std::vector<int> want_gd;
+  for (int t : want)
+    want_gd.push_back(t == 0 ? 0 : 1 << t);
+  ExpectSchedule(mg, want_gd, gd_it, "gd");
+  // Best GD iterates 2, 2, 4, 4, 8: log2 1, 1, 2, 2, 3, slope 0.5; linear slope 1.4.
+  EXPECT_NEAR(mg.log2_rate, 0.5, 1e-12);
+  EXPECT_NEAR(mg.log2_rate_lo, 0.5, 1e-12);
+  EXPECT_NEAR(mg.log2_rate_hi, 0.5, 1e-12);
+  EXPECT_NEAR(mg.rate, 1.4, 1e-12);
+}
+
+// Bad specs name the setting and what was expected.
+TEST(Trace, AlgorithmsItCannotIterateAreRefused) {
+  const data::TaskConfig task = Task(4, 8);
+  for (const std::string bad : {"sgd:0.1", "gd:0.1", "gd:-1:3", "gd:0.1:0", "newton:0",
+                                "newton:99999", "ridge-path:1:2:5", "ridge-path:1:0.1"}) {
+    try {
+      analysis::ParseTraceAlgorithm(bad, task);
+      ADD_FAILURE() << bad;
+    } catch (const core::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("algorithms: '" + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  const auto ridge = analysis::ParseTraceAlgorithm("ridge-path:100:0.01:5", task);
+  ASSERT_EQ(ridge.lambdas.size(), 5u);
+  EXPECT_NEAR(ridge.lambdas[2], 1.0, 1e-12);
+  const data::PromptSet prompts = data::SamplePrompts(task, 1, 0, 3);
+  EXPECT_THROW(analysis::IteratePredictions(ridge, prompts, {8}), core::InputError);
+}
+
+}  // namespace icl

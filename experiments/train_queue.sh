@@ -2,13 +2,15 @@
 # Issue 31's learners, trained one after another on one core: each line of the queue is a run
 # (its output and its train options); a finished run is skipped, an unfinished one resumed
 # (train --resume is exact), a missing one started. Safe to stop (kill) and start again.
-# Runs go to runs/queue/; the finished ones are exported to checkpoints/ by hand (see
-# checkpoints/README.md). Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
+# Runs go to runs/queue/; the finished ones are exported to checkpoints/depth/ by hand (see
+# checkpoints/README.md) and skipped from then on; an unfinished one committed at the end of a
+# session in checkpoints/depth/resume/ is resumed from there. Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
 # below). Pause for a benchmark with kill -STOP / -CONT on the train process.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ICLPROBE="${ICLPROBE:-$ROOT/build/apps/iclprobe}"
 RUNS="$ROOT/runs/queue"
+SHIPPED="${SHIPPED:-$ROOT/checkpoints/depth}"  # finished runs, exported; resume/: unfinished ones
 mkdir -p "$RUNS"
 if [ ! -x "$ICLPROBE" ]; then echo "train_queue: build first (scripts/build); no $ICLPROBE" >&2; exit 2; fi
 
@@ -37,6 +39,14 @@ lines "$@" | while read -r name opts; do
   [ -n "$name" ] || continue
   out="$RUNS/$name.h5"
   if finished "$out"; then continue; fi
+  # Shipped already (exported, on a fresh machine runs/ is empty), or committed resumably at the
+  # end of a session: skip it, or resume from the committed checkpoint.
+  if [ -f "$SHIPPED/$name.h5" ]; then continue; fi
+  if [ ! -f "$out" ] && [ -f "$SHIPPED/resume/$name.h5" ]; then
+    cp "$SHIPPED/resume/$name.h5" "$out"
+    [ -f "$SHIPPED/resume/$name.train.csv" ] && cp "$SHIPPED/resume/$name.train.csv" "$RUNS/$name.train.csv"
+    [ -f "$SHIPPED/resume/$name.log" ] && cp "$SHIPPED/resume/$name.log" "$RUNS/$name.log"
+  fi
   start=$(date +%s)
   if [ -f "$out" ]; then
     echo "$(date -u +%H:%M) resume $name" >&2

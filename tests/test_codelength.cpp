@@ -94,6 +94,19 @@ void PlantedData(arma::mat& x, arma::mat& y, const arma::vec& noise, std::mt1993
   y.each_col() += arma::linspace(0.5, -1.0, noise.n_elem);
 }
 
+// The realised information of rows [from, to): the log-likelihood ratio of the true conditional
+// N(w^T x, sigma^2) over the true marginal N(0, |w|^2 + sigma^2), in bits.
+double InformationBits(const arma::vec& w, double sigma2, const arma::mat& x, const arma::mat& y,
+                       arma::uword from, arma::uword to) {
+  const double vy = arma::dot(w, w) + sigma2;
+  double llr = 0;
+  for (arma::uword i = from; i < to; ++i) {
+    const double r = y(i) - arma::dot(w, x.col(i));
+    llr += (0.5 * std::log(vy / sigma2) + y(i) * y(i) / (2 * vy) - r * r / (2 * sigma2));
+  }
+  return llr / std::log(2.0);
+}
+
 }  // namespace
 
 TEST(Codelength, EveryBlockIsTheBayesianStudentMarginalWithAFixedPenalty) {
@@ -183,16 +196,8 @@ TEST(Codelength, ARandomRepresentationCostsThePlantedInformation) {
   const auto ends = CodelengthBlockEnds(DefaultCodelengthFractions(), n);
   const Codelength truth = Code(x, y, ends);
   const Codelength noise = Code(random, y, ends);
-  // The realised information of the coded rows (blocks 1..): log-likelihood ratio of the true
-  // conditional N(w^T x, sigma^2) over the true marginal N(0, |w|^2 + sigma^2), in bits.
-  const double vy = arma::dot(w, w) + sigma2;
-  double llr = 0;
-  for (arma::uword i = ends[0]; i < n; ++i) {
-    const double r = y(i) - arma::dot(w, x.col(i));
-    llr += (0.5 * std::log(vy / sigma2) + y(i) * y(i) / (2 * vy) - r * r / (2 * sigma2));
-  }
-  llr /= std::log(2.0);
-  ASSERT_GT(llr, 9000);  // about (n - 4) * 2.5 bits
+  const double llr = InformationBits(w, sigma2, x, y, ends[0], n);  // the coded rows (blocks 1..)
+  ASSERT_GT(llr, 9000);                                             // about (n - 4) * 2.5 bits
   // A Bayes code exceeds the code of the best-fitting parameters by its regret, (k / 2) log2 N
   // bits for k parameters plus a constant (Rissanen): k = p + 2 (weights, intercept, noise
   // variance) for the true and the random features, k = 2 for the reference code; a penalty
@@ -259,13 +264,7 @@ TEST(Codelength, GradientProbesCodeThePlantedInformationAsTheRidgeCodeDoes) {
   // Both codes share block 0 and the reference code (the ridge code without features).
   EXPECT_EQ(codes[0].uniform_bits, ridge.uniform_bits);
   EXPECT_EQ(codes[0].block_bits(0), ridge.block_bits(0));
-  const double vy = arma::dot(w, w) + sigma2;
-  double llr = 0;
-  for (arma::uword i = ends[0]; i < n_train; ++i) {
-    const double r = y(i) - arma::dot(w, x.col(i));
-    llr += (0.5 * std::log(vy / sigma2) + y(i) * y(i) / (2 * vy) - r * r / (2 * sigma2));
-  }
-  llr /= std::log(2.0);
+  const double llr = InformationBits(w, sigma2, x, y, ends[0], n_train);
   ASSERT_GT(llr, 5000);
   const double gain = codes[0].uniform_bits - codes[0].bits;
   // A plug-in code pays for every block's fit from fewer rows (the first blocks are 24 rows for

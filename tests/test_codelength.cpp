@@ -94,6 +94,23 @@ void PlantedData(arma::mat& x, arma::mat& y, const arma::vec& noise, std::mt1993
   y.each_col() += arma::linspace(0.5, -1.0, noise.n_elem);
 }
 
+// y = w^T x + eps (variance sigma2) with |w|^2 = p, and features independent of y, drawn in
+// that order from one seed.
+struct Planted {
+  arma::vec w;
+  arma::mat x, y, random;
+};
+Planted PlantLinear(arma::uword p, arma::uword n, double sigma2, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Planted d;
+  d.w = Normal(p, 1, rng);
+  d.w *= std::sqrt(double(p)) / arma::norm(d.w);
+  d.x = Normal(p, n, rng);
+  d.y = d.w.t() * d.x + std::sqrt(sigma2) * Normal(1, n, rng);
+  d.random = Normal(p, n, rng);
+  return d;
+}
+
 // The realised information of rows [from, to): the log-likelihood ratio of the true conditional
 // N(w^T x, sigma^2) over the true marginal N(0, |w|^2 + sigma^2), in bits.
 double InformationBits(const arma::vec& w, double sigma2, const arma::mat& x, const arma::mat& y,
@@ -185,14 +202,11 @@ TEST(Codelength, EveryBlockIsTheGaussianMarginalWithKnownNoise) {
 TEST(Codelength, ARandomRepresentationCostsThePlantedInformation) {
   // y = w^T x + eps with sigma = 1/2 and |w|^2 = p: the true features x carry
   // I = 1/2 log2((|w|^2 + sigma^2) / sigma^2) bits per row about y, independent ones carry none.
-  std::mt19937_64 rng(11);
   const arma::uword p = 8, n = 4000;
   const double sigma2 = 0.25;
-  arma::vec w = Normal(p, 1, rng);
-  w *= std::sqrt(double(p)) / arma::norm(w);
-  const arma::mat x = Normal(p, n, rng);
-  const arma::mat y = w.t() * x + std::sqrt(sigma2) * Normal(1, n, rng);
-  const arma::mat random = Normal(p, n, rng);
+  const Planted planted = PlantLinear(p, n, sigma2, 11);
+  const arma::vec& w = planted.w;
+  const arma::mat &x = planted.x, &y = planted.y, &random = planted.random;
   const auto ends = CodelengthBlockEnds(DefaultCodelengthFractions(), n);
   const Codelength truth = Code(x, y, ends);
   const Codelength noise = Code(random, y, ends);
@@ -239,14 +253,11 @@ TEST(Codelength, RefusesSchedulesWithEmptyOrUnorderedBlocks) {
 // losses, random ones save nothing, and on the true features the code agrees with the ridge
 // code, an independent path, to within a few percent of the information.
 TEST(Codelength, GradientProbesCodeThePlantedInformationAsTheRidgeCodeDoes) {
-  std::mt19937_64 rng(13);
   const arma::uword p = 8, n = 3000, n_train = 2400;
   const double sigma2 = 0.25;
-  arma::vec w = Normal(p, 1, rng);
-  w *= std::sqrt(double(p)) / arma::norm(w);
-  const arma::mat x = Normal(p, n, rng);
-  const arma::mat y = w.t() * x + std::sqrt(sigma2) * Normal(1, n, rng);
-  const arma::mat random = Normal(p, n, rng);
+  const Planted planted = PlantLinear(p, n, sigma2, 13);
+  const arma::vec& w = planted.w;
+  const arma::mat &x = planted.x, &y = planted.y, &random = planted.random;
   const arma::uvec train = arma::regspace<arma::uvec>(0, n_train - 1);
   const arma::uvec val = arma::regspace<arma::uvec>(n_train, n - 1);
   const auto ends = CodelengthBlockEnds({0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0}, n_train);

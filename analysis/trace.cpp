@@ -1,6 +1,7 @@
 // Per-layer predictions matched to algorithm iterates (trace.hpp).
 #include "analysis/trace.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -119,26 +120,24 @@ arma::cube IteratePredictions(const TraceAlgorithm& a, const data::PromptSet& se
   return out;
 }
 
+Readout ParseReadout(const std::string& name) {
+  if (name == "lens") return Readout::kLens;
+  if (name == "ridge") return Readout::kRidge;
+  throw core::InputError("trace", "readout",
+                         "expected lens or ridge, got '" + name.substr(0, 40) + "'");
+}
+
+const char* ReadoutName(Readout r) {
+  return r == Readout::kLens ? "lens" : "ridge";
+}
+
 namespace {
 
-// Every state (embedding, then each block) at the x-tokens of examples k + 1, k in ks, for
-// prompts [begin, begin + count) of `set`: per layer [count, K, H] float32.
-std::vector<torch::Tensor> QueryStates(learners::Transformer& model, const data::PromptSet& set,
-                                       std::size_t begin, std::size_t count,
-                                       const std::vector<int>& ks) {
-  torch::NoGradGuard no_grad;
-  const torch::Tensor tokens = data::TokenTensor(set, begin, count);
-  learners::ForwardOptions fo;
-  fo.hidden_states = true;
-  const learners::ForwardResult r = model->Run(tokens, fo);
+std::vector<std::int64_t> QueryPositions(const std::vector<int>& ks) {
   std::vector<std::int64_t> pos;
   for (int k : ks)
     pos.push_back(2L * k);  // the x-token of example k + 1
-  const torch::Tensor index = torch::tensor(pos, torch::kLong);
-  std::vector<torch::Tensor> out;
-  for (const auto& h : r.hidden)
-    out.push_back(h.index_select(1, index).contiguous());  // [count, K, H]
-  return out;
+  return pos;
 }
 
 // One layer's states as an Armadillo H x (count K) matrix (column = (prompt, k), k fastest).
@@ -150,75 +149,151 @@ arma::mat AsColumns(const torch::Tensor& states) {
 
 }  // namespace
 
-arma::cube LayerPredictions(learners::Transformer& model, const data::PromptSet& fit,
-                            const data::PromptSet& eval, const std::vector<int>& ks,
-                            Readout readout, const arma::vec& lambdas, int batch) {
-  const int L = model->config.layers, K = int(ks.size());
+QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit,
+                        const data::PromptSet& eval, const std::vector<int>& ks,
+                        const std::vector<int>& layers) {
   CheckKs(ks, eval.task.n);
-  if (eval.task.HasQueries())
-    throw core::InputError("trace", "task", "query-shifted prompts are not traced");
-  if (batch < 1) throw std::logic_error("trace: batch must be positive");
-  model->eval();
-  arma::cube out(K, eval.size(), L + 1);
-  if (readout == Readout::kLens) {
+  for (int l : layers)
+    if (l < 0 || l > model->config.layers)
+      throw core::InputError("trace", "layers",
+                             std::to_string(l) + " is outside 0.." +
+                                 std::to_string(model->config.layers) + " (the model's states)");
+  const torch::Tensor index = torch::tensor(QueryPositions(ks), torch::kLong);
+  return [&model, &fit, &eval, index, layers](bool from_fit, std::size_t begin, std::size_t count) {
     torch::NoGradGuard no_grad;
-    for (std::size_t b = 0; b < eval.size(); b += batch) {
-      const std::size_t count = std::min<std::size_t>(batch, eval.size() - b);
-      const auto states = QueryStates(model, eval, b, count, ks);
-      for (int l = 0; l <= L; ++l) {
-        torch::Tensor h = states[l];
-        if (model->final_ln) h = model->final_ln->forward(h);
+    model->eval();
+    const torch::Tensor tokens = data::TokenTensor(from_fit ? fit : eval, begin, count);
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const learners::ForwardResult r = model->Run(tokens, fo);
+    std::vector<torch::Tensor> out;
+    for (int l : layers)
+      out.push_back(r.hidden[l].index_select(1, index).contiguous());  // [count, K, H]
+    return out;
+  };
+}
+
+QueryStates FileStates(const extract::ActivationsInfo& info, std::size_t eval_rows,
+                       const std::vector<int>& ks, const std::vector<int>& layers) {
+  CheckKs(ks, info.task.n);
+  if (info.positions != extract::Positions::kAll)
+    throw core::InputError("'" + info.path + "'", "",
+                           "holds the states after k examples only (the y-tokens); a trace "
+                           "reads the x-tokens where predictions are made: extract every "
+                           "position");
+  auto readers = std::make_shared<std::vector<extract::HiddenReader>>();
+  for (int l : layers) {
+    if (std::find(info.layers.begin(), info.layers.end(), l) == info.layers.end())
+      throw core::InputError("trace", "layers",
+                             "'" + info.path + "' holds no state " + std::to_string(l) +
+                                 " (it holds " + std::to_string(info.layers.size()) +
+                                 " states of layers 0.." + std::to_string(info.model.layers) + ")");
+    readers->emplace_back(info, l);
+  }
+  const std::vector<std::int64_t> pos = QueryPositions(ks);
+  return [readers, pos, eval_rows](bool from_fit, std::size_t begin, std::size_t count) {
+    const std::int64_t K = pos.size();
+    std::vector<torch::Tensor> out;
+    for (const auto& r : *readers) {
+      const arma::fmat block = r.Read(std::int64_t(begin + (from_fit ? eval_rows : 0)), count);
+      const std::int64_t H = r.hidden();
+      torch::Tensor t = torch::empty({std::int64_t(count), K, H}, torch::kFloat32);
+      float* dst = t.data_ptr<float>();
+      for (std::size_t i = 0; i < count; ++i)
+        for (std::int64_t j = 0; j < K; ++j)
+          std::copy_n(block.colptr(i) + pos[j] * H, H, dst + (i * K + j) * H);
+      out.push_back(std::move(t));
+    }
+    return out;
+  };
+}
+
+arma::cube LayerPredictions(const QueryStates& states, int layers, learners::Transformer* lens,
+                            const arma::mat& fit_labels, std::size_t eval_prompts, Readout readout,
+                            const arma::vec& lambdas, int batch,
+                            const std::function<void(std::size_t)>& on_prompts) {
+  if (batch < 1) throw std::logic_error("trace: batch must be positive");
+  const arma::uword K = fit_labels.n_rows;
+  arma::cube out(K, eval_prompts, layers);
+  const auto read = [&](bool fit, std::size_t b, std::size_t count) {
+    auto s = states(fit, b, count);
+    if (int(s.size()) != layers) throw std::logic_error("trace: states of another layer count");
+    if (on_prompts) on_prompts(count);
+    return s;
+  };
+  if (readout == Readout::kLens) {
+    if (!lens) throw std::logic_error("trace: the lens needs the model");
+    torch::NoGradGuard no_grad;
+    (*lens)->eval();
+    for (std::size_t b = 0; b < eval_prompts; b += batch) {
+      const std::size_t count = std::min<std::size_t>(batch, eval_prompts - b);
+      const auto s = read(false, b, count);
+      for (int l = 0; l < layers; ++l) {
+        torch::Tensor h = s[l];
+        if ((*lens)->final_ln) h = (*lens)->final_ln->forward(h);
         const torch::Tensor p =
-            model->readout->forward(h).squeeze(-1).to(torch::kFloat64).contiguous();  // [c, K]
-        const arma::mat pm(p.data_ptr<double>(), K, count);
-        out.slice(l).cols(b, b + count - 1) = pm;
+            (*lens)->readout->forward(h).squeeze(-1).to(torch::kFloat64).contiguous();  // [c, K]
+        out.slice(l).cols(b, b + count - 1) = arma::mat(p.data_ptr<double>(), K, count);
       }
     }
     return out;
   }
-  CheckKs(ks, fit.task.n);
-  const arma::mat y_fit = TraceLabels(fit, ks);
   // Pass 1 over the fit prompts: feature statistics; pass 2: targets and leave-one-out errors.
-  const int H = model->config.hidden;
-  std::vector<probes::RidgeProbe> probe(L + 1, probes::RidgeProbe(lambdas));
-  std::vector<probes::FeatureStats> fs(L + 1);
-  std::vector<probes::TargetStats> ts(L + 1);
-  for (int l = 0; l <= L; ++l) {
-    fs[l].Init(H);
-    ts[l].Init(H, 1);
-  }
+  const std::size_t F = fit_labels.n_cols;
+  if (F < 2) throw std::logic_error("trace: the ridge readout needs fit prompts");
+  std::vector<probes::RidgeProbe> probe(layers, probes::RidgeProbe(lambdas));
+  std::vector<probes::FeatureStats> fs(layers);
+  std::vector<probes::TargetStats> ts(layers);
   for (int pass = 0; pass < 2; ++pass) {
-    for (std::size_t b = 0; b < fit.size(); b += batch) {
-      const std::size_t count = std::min<std::size_t>(batch, fit.size() - b);
-      const auto states = QueryStates(model, fit, b, count, ks);
-      const arma::mat yb = arma::vectorise(y_fit.cols(b, b + count - 1)).t();  // 1 x (c K)
-      for (int l = 0; l <= L; ++l) {
-        const arma::mat x = AsColumns(states[l]);
-        if (pass == 0) {
-          fs[l].Add(x);
-          ts[l].Add(x, yb);
-        } else {
+    for (std::size_t b = 0; b < F; b += batch) {
+      const std::size_t count = std::min<std::size_t>(batch, F - b);
+      const auto s = read(true, b, count);
+      const arma::mat yb = arma::vectorise(fit_labels.cols(b, b + count - 1)).t();  // 1 x (c K)
+      for (int l = 0; l < layers; ++l) {
+        const arma::mat x = AsColumns(s[l]);
+        if (pass == 1) {
           probe[l].AccumulateLoo(x, yb);
+          continue;
         }
+        if (b == 0) {
+          fs[l].Init(x.n_rows);
+          ts[l].Init(x.n_rows, 1);
+        }
+        fs[l].Add(x);
+        ts[l].Add(x, yb);
       }
     }
     if (pass == 0)
-      for (int l = 0; l <= L; ++l) {
+      for (int l = 0; l < layers; ++l) {
         probe[l].Prepare(fs[l]);
         probe[l].Begin(ts[l]);
       }
   }
-  for (int l = 0; l <= L; ++l)
+  for (int l = 0; l < layers; ++l)
     probe[l].Select();
-  for (std::size_t b = 0; b < eval.size(); b += batch) {
-    const std::size_t count = std::min<std::size_t>(batch, eval.size() - b);
-    const auto states = QueryStates(model, eval, b, count, ks);
-    for (int l = 0; l <= L; ++l) {
-      const arma::mat p = probe[l].Predict(AsColumns(states[l]));  // 1 x (c K)
+  for (std::size_t b = 0; b < eval_prompts; b += batch) {
+    const std::size_t count = std::min<std::size_t>(batch, eval_prompts - b);
+    const auto s = read(false, b, count);
+    for (int l = 0; l < layers; ++l) {
+      const arma::mat p = probe[l].Predict(AsColumns(s[l]));  // 1 x (c K)
       out.slice(l).cols(b, b + count - 1) = arma::reshape(p, K, count);
     }
   }
   return out;
+}
+
+arma::cube LayerPredictions(learners::Transformer& model, const data::PromptSet& fit,
+                            const data::PromptSet& eval, const std::vector<int>& ks,
+                            Readout readout, const arma::vec& lambdas, int batch) {
+  if (eval.task.HasQueries() || (readout == Readout::kRidge && fit.task.HasQueries()))
+    throw core::InputError("trace", "task", "query-shifted prompts are not traced");
+  std::vector<int> layers;
+  for (int l = 0; l <= model->config.layers; ++l)
+    layers.push_back(l);
+  const arma::mat fit_labels =
+      readout == Readout::kRidge ? TraceLabels(fit, ks) : arma::mat(ks.size(), 0);
+  return LayerPredictions(ModelStates(model, fit, eval, ks, layers), int(layers.size()), &model,
+                          fit_labels, eval.size(), readout, lambdas, batch);
 }
 
 namespace {
@@ -273,37 +348,46 @@ double Slope(const std::vector<double>& x, const std::vector<double>& v) {
   return sxx > 0 ? arma::dot(xc, vv - arma::mean(vv)) / sxx : NAN;
 }
 
-// The rate of a best-iterate curve (see IterateMatch::rate); layers counts the points used.
-double Rate(const arma::vec& best, int steps, bool log_rate, int* layers = nullptr) {
+// The rate of a best-iterate curve (see IterateMatch::rate) over the layers `ids`; `layers`
+// counts the points used.
+double Rate(const arma::vec& best, const std::vector<int>& ids, int steps, bool log_rate,
+            int* layers = nullptr) {
   std::vector<double> x, v;
   for (arma::uword l = 0; l < best.n_elem; ++l)
     if (best(l) >= 1 && best(l) <= steps - 1) {
-      x.push_back(double(l));
+      x.push_back(double(ids[l]));
       v.push_back(log_rate ? std::log2(best(l)) : best(l));
     }
   if (layers) *layers = int(x.size());
   return Slope(x, v);
 }
 
-}  // namespace
-
-IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cube& iterates,
-                           const arma::mat& labels, int replicates, std::uint64_t seed,
-                           double level) {
+void CheckShapes(const std::vector<arma::cube>& layers, const arma::cube& iterates,
+                 const arma::mat& labels) {
   if (layers.empty()) throw std::logic_error("trace: no learner to match");
-  const arma::uword K = labels.n_rows, N = labels.n_cols, L1 = layers[0].n_slices,
-                    T1 = iterates.n_slices, S = layers.size();
   for (const auto& c : layers)
-    if (c.n_rows != K || c.n_cols != N || c.n_slices != L1)
+    if (c.n_rows != labels.n_rows || c.n_cols != labels.n_cols || c.n_slices != layers[0].n_slices)
       throw std::logic_error("trace: the learners' predictions differ in shape");
-  if (iterates.n_rows != K || iterates.n_cols != N)
+  if (iterates.n_rows != labels.n_rows || iterates.n_cols != labels.n_cols)
     throw std::logic_error("trace: iterates and labels differ in shape");
-  const probes::Bootstrap boot(N, int(S), replicates, seed);
-  const int B = boot.replicates();
+}
+
+// The similarity tables with their intervals, and the spd similarity of every bootstrap
+// replicate (replicate, layer, iterate), for Summarise and the paired control margin.
+struct Similarities {
   IterateMatch m;
+  arma::cube spd_rep;
+};
+
+Similarities Similar(const std::vector<arma::cube>& layers, const arma::cube& iterates,
+                     const arma::mat& labels, const probes::Bootstrap& boot, double level) {
+  const arma::uword L1 = layers[0].n_slices, T1 = iterates.n_slices;
+  const int B = boot.replicates();
+  Similarities r;
+  IterateMatch& m = r.m;
   for (arma::mat* x : {&m.spd, &m.spd_lo, &m.spd_hi, &m.cos, &m.cos_lo, &m.cos_hi})
     x->set_size(L1, T1);
-  arma::cube spd_rep(B, L1, T1);  // replicate, layer, iterate
+  r.spd_rep.set_size(B, L1, T1);
   for (arma::uword l = 0; l < L1; ++l)
     for (arma::uword t = 0; t < T1; ++t) {
       const PerPrompt p = Compare(layers, iterates, labels, l, t);
@@ -313,7 +397,7 @@ IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cu
       const arma::vec rs = boot.MeanR2(p.sq_diff, p.sq_sum);
       const arma::vec rc = boot.MeanOverSeeds(p.cosine);
       for (int b = 0; b < B; ++b)
-        spd_rep(b, l, t) = rs(b);
+        r.spd_rep(b, l, t) = rs(b);
       const probes::Interval is = probes::PercentileInterval(rs, level),
                              ic = probes::PercentileInterval(rc, level);
       m.spd_lo(l, t) = is.lo;
@@ -321,17 +405,40 @@ IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cu
       m.cos_lo(l, t) = ic.lo;
       m.cos_hi(l, t) = ic.hi;
     }
-  const int steps = int(T1) - 1;
-  m.best.set_size(L1);
-  m.best_lo.set_size(L1);
-  m.best_hi.set_size(L1);
-  m.margin.set_size(L1);
-  m.margin_lo.set_size(L1);
-  m.margin_hi.set_size(L1);
+  return r;
+}
+
+// Each replicate's best similarity per layer over the iterates from `first` on: B x L1.
+arma::mat BestSpdReplicates(const arma::cube& spd_rep, arma::uword first = 0) {
+  arma::mat out(spd_rep.n_rows, spd_rep.n_cols);
+  for (arma::uword l = 0; l < spd_rep.n_cols; ++l)
+    for (arma::uword b = 0; b < spd_rep.n_rows; ++b) {
+      double best = -INFINITY;
+      for (arma::uword t = first; t < spd_rep.n_slices; ++t)
+        best = std::max(best, spd_rep(b, l, t));
+      out(b, l) = best;
+    }
+  return out;
+}
+
+// The best iterate per layer, its similarity, the margin over its neighbours and the rate.
+void Summarise(Similarities& r, const std::vector<int>& ids, double level) {
+  IterateMatch& m = r.m;
+  const arma::cube& spd_rep = r.spd_rep;
+  const arma::uword L1 = m.spd.n_rows, T1 = m.spd.n_cols;
+  const int B = int(spd_rep.n_rows), steps = int(T1) - 1;
+  for (arma::vec* v : {&m.best, &m.best_lo, &m.best_hi, &m.margin, &m.margin_lo, &m.margin_hi,
+                       &m.best_spd, &m.best_spd_lo, &m.best_spd_hi})
+    v->set_size(L1);
   arma::mat best_rep(B, L1);
+  const arma::mat best_spd_rep = BestSpdReplicates(spd_rep);
   for (arma::uword l = 0; l < L1; ++l) {
     const arma::uword t_star = m.spd.row(l).index_max();
     m.best(l) = double(t_star);
+    m.best_spd(l) = m.spd(l, t_star);
+    const probes::Interval is = probes::PercentileInterval(best_spd_rep.col(l), level);
+    m.best_spd_lo(l) = is.lo;
+    m.best_spd_hi(l) = is.hi;
     for (int b = 0; b < B; ++b) {
       arma::uword bt = 0;
       for (arma::uword t = 1; t < T1; ++t)
@@ -366,17 +473,79 @@ IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cu
   }
   for (bool log2 : {false, true}) {
     double& point = log2 ? m.log2_rate : m.rate;
-    point = Rate(m.best, steps, log2, &m.rate_layers);
+    point = Rate(m.best, ids, steps, log2, &m.rate_layers);
     arma::vec rates(B);
     for (int b = 0; b < B; ++b)
-      rates(b) = Rate(best_rep.row(b).t(), steps, log2);
+      rates(b) = Rate(best_rep.row(b).t(), ids, steps, log2);
     if (arma::uvec(arma::find_finite(rates)).n_elem == rates.n_elem) {
       const probes::Interval ir = probes::PercentileInterval(rates, level);
       (log2 ? m.log2_rate_lo : m.rate_lo) = ir.lo;
       (log2 ? m.log2_rate_hi : m.rate_hi) = ir.hi;
     }
   }
-  return m;
+}
+
+std::vector<int> LayerIds(const std::vector<int>& given, arma::uword count) {
+  if (given.empty()) {
+    std::vector<int> ids(count);
+    for (arma::uword l = 0; l < count; ++l)
+      ids[l] = int(l);
+    return ids;
+  }
+  if (given.size() != count) throw std::logic_error("trace: one layer id per slice expected");
+  return given;
+}
+
+}  // namespace
+
+IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cube& iterates,
+                           const arma::mat& labels, int replicates, std::uint64_t seed,
+                           double level, const std::vector<int>& layer_ids) {
+  CheckShapes(layers, iterates, labels);
+  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed);
+  Similarities r = Similar(layers, iterates, labels, boot, level);
+  Summarise(r, LayerIds(layer_ids, layers[0].n_slices), level);
+  return r.m;
+}
+
+TracedPair MatchWithControls(const std::vector<arma::cube>& layers,
+                             const std::vector<arma::cube>& controls, const arma::cube& iterates,
+                             const arma::mat& labels, int replicates, std::uint64_t seed,
+                             double level, const std::vector<int>& layer_ids) {
+  CheckShapes(layers, iterates, labels);
+  if (controls.size() != layers.size() && controls.size() != 1)
+    throw std::logic_error("trace: one control per learner, or one for all");
+  // One control for every seed: the same control under each seed's resample, so each replicate
+  // pairs a seed's prompts with the control's predictions on the same prompts.
+  const std::vector<arma::cube> paired = controls.size() == layers.size()
+                                             ? controls
+                                             : std::vector<arma::cube>(layers.size(), controls[0]);
+  CheckShapes(paired, iterates, labels);
+  if (paired[0].n_slices != layers[0].n_slices)
+    throw std::logic_error("trace: control and learner differ in layers");
+  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed);
+  const std::vector<int> ids = LayerIds(layer_ids, layers[0].n_slices);
+  Similarities rm = Similar(layers, iterates, labels, boot, level);
+  Similarities rc = Similar(paired, iterates, labels, boot, level);
+  Summarise(rm, ids, level);
+  Summarise(rc, ids, level);
+  // Iterate 0 predicts 0: a layer that has computed nothing matches it, and a control whose
+  // readout predicts anything else would make that a margin. The excess compares the best match
+  // among the iterates that have computed something (t >= 1).
+  const arma::uword first = iterates.n_slices > 1 ? 1 : 0;
+  const arma::mat diff =
+      BestSpdReplicates(rm.spd_rep, first) - BestSpdReplicates(rc.spd_rep, first);
+  IterateMatch& m = rm.m;
+  m.excess = arma::max(rm.m.spd.cols(first, rm.m.spd.n_cols - 1), 1) -
+             arma::max(rc.m.spd.cols(first, rc.m.spd.n_cols - 1), 1);
+  m.excess_lo.set_size(m.excess.n_elem);
+  m.excess_hi.set_size(m.excess.n_elem);
+  for (arma::uword l = 0; l < m.excess.n_elem; ++l) {
+    const probes::Interval i = probes::PercentileInterval(diff.col(l), level);
+    m.excess_lo(l) = i.lo;
+    m.excess_hi(l) = i.hi;
+  }
+  return {std::move(rm.m), std::move(rc.m)};
 }
 
 }  // namespace icl::analysis

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <armadillo>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/task.hpp"
+#include "extract/activations.hpp"
 #include "learners/classical.hpp"
 #include "learners/transformer.hpp"
 
@@ -41,9 +43,35 @@ arma::cube IteratePredictions(const TraceAlgorithm& a, const data::PromptSet& se
 //          leave-one-out), fitted to the labels y_{k+1} on the `fit` prompts with every k in
 //          `ks` pooled, as Fu et al. retrain a readout per layer.
 enum class Readout { kLens, kRidge };
-// Predictions of every state (embedding, then after each block) on the `eval` prompts: cube
-// [ks, eval prompts, L + 1]. `fit` is used by the ridge readout only. The model runs in
-// batches of `batch` prompts on the calling thread's torch settings.
+Readout ParseReadout(const std::string& name);  // "lens" or "ridge"; core::InputError otherwise
+const char* ReadoutName(Readout r);
+
+// Where the traced states come from: for prompts [begin, begin + count) of the fit prompts
+// (fit = true) or of the scored ones, each traced layer's state at the x-tokens of examples
+// k + 1 (k in ks), per layer a float32 tensor [count, K, H].
+using QueryStates =
+    std::function<std::vector<torch::Tensor>(bool fit, std::size_t begin, std::size_t count)>;
+// From a forward pass of `model` (kept by reference) over `fit` and `eval`; `layers`: the state
+// indices (0 = embedding .. L).
+QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit,
+                        const data::PromptSet& eval, const std::vector<int>& ks,
+                        const std::vector<int>& layers);
+// From an activations file that stores every position (extract's default): the scored prompts
+// are its rows [0, eval_rows), the fit prompts the rows after them. The file must hold `layers`
+// (core::InputError, setting "layers", naming the file otherwise).
+QueryStates FileStates(const extract::ActivationsInfo& info, std::size_t eval_rows,
+                       const std::vector<int>& ks, const std::vector<int>& layers);
+
+// Predictions of the traced layers on the scored prompts: cube [K, eval_prompts, layers].
+// `lens` (for Readout::kLens) supplies the final LayerNorm and readout; `fit_labels` (K x fit
+// prompts, TraceLabels of the fit prompts) the ridge readout's labels. States are read in
+// batches of `batch` prompts; `on_prompts` (may be empty) hears of each batch read (prompts).
+arma::cube LayerPredictions(const QueryStates& states, int layers, learners::Transformer* lens,
+                            const arma::mat& fit_labels, std::size_t eval_prompts, Readout readout,
+                            const arma::vec& lambdas, int batch = 256,
+                            const std::function<void(std::size_t)>& on_prompts = {});
+// The same from a forward pass of `model` over every state (embedding, then after each block):
+// cube [ks, eval prompts, L + 1]. `fit` is used by the ridge readout only.
 arma::cube LayerPredictions(learners::Transformer& model, const data::PromptSet& fit,
                             const data::PromptSet& eval, const std::vector<int>& ks,
                             Readout readout, const arma::vec& lambdas, int batch = 256);
@@ -64,6 +92,13 @@ struct IterateMatch {
   // over the better of its two neighbours (one iterate away), with its interval.
   arma::vec best, best_lo, best_hi;
   arma::vec margin, margin_lo, margin_hi;  // NaN where the best has no neighbour
+  // Per layer: the best iterate's spd similarity (the maximum over iterates), with its interval
+  // (each replicate's own maximum).
+  arma::vec best_spd, best_spd_lo, best_spd_hi;
+  // With controls (MatchWithControls): per layer the paired excess of the best spd similarity
+  // to an iterate t >= 1 (one that has computed something; iterate 0 predicts 0) over the
+  // control's, with its interval; empty otherwise.
+  arma::vec excess, excess_lo, excess_hi;
   // Iterations per layer: the least-squares slope of the best iterate over the layers whose
   // best iterate lies strictly inside 1..T-1 (not 0: nothing computed yet; not T: converged or
   // beyond the range), and doublings per layer, the same slope of log2 of the best iterate; NaN
@@ -77,9 +112,22 @@ struct IterateMatch {
 
 // layers: one cube [K, N, L + 1] per seed (LayerPredictions on the same prompts); iterates
 // [K, N, T + 1]; labels K x N (y_{k+1}). Intervals at `level` from `replicates` resamples.
+// layer_ids: the state index of each slice (the rate's abscissa; default 0, 1, ...).
 IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cube& iterates,
                            const arma::mat& labels, int replicates = 1000, std::uint64_t seed = 0,
-                           double level = 0.95);
+                           double level = 0.95, const std::vector<int>& layer_ids = {});
+
+// The learners' match and their controls' (random-init twins: one per seed, paired in order, or
+// one for every seed) on the same bootstrap resamples of seeds and prompts, so that
+// model.excess, the margin of the model's best similarity per layer over its control's, is
+// paired. Every cube has the shape of layers[0].
+struct TracedPair {
+  IterateMatch model, control;
+};
+TracedPair MatchWithControls(const std::vector<arma::cube>& layers,
+                             const std::vector<arma::cube>& controls, const arma::cube& iterates,
+                             const arma::mat& labels, int replicates = 1000, std::uint64_t seed = 0,
+                             double level = 0.95, const std::vector<int>& layer_ids = {});
 
 // The labels y_{k+1} of `set` for k in ks: K x N.
 arma::mat TraceLabels(const data::PromptSet& set, const std::vector<int>& ks);

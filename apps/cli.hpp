@@ -101,6 +101,7 @@ std::vector<OptionSpec> ReportOptions();
 std::vector<OptionSpec> ConstructOptions();
 std::vector<OptionSpec> ImportOptions();
 std::vector<OptionSpec> InterveneOptions();
+std::vector<OptionSpec> TraceOptions();
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);
@@ -113,5 +114,6 @@ int RunReport(int argc, char** argv);
 int RunConstruct(int argc, char** argv);
 int RunImport(int argc, char** argv);
 int RunIntervene(int argc, char** argv);
+int RunTrace(int argc, char** argv);
 
 }  // namespace icl::cli

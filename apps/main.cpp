@@ -42,6 +42,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunImport},
     {"intervene", "does the model use what a probe reads? edits along probe directions, per layer",
      icl::cli::RunIntervene},
+    {"trace", "which iterate of GD, Newton or the ridge path does each layer's prediction match?",
+     icl::cli::RunTrace},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -45,7 +45,8 @@ std::map<std::string, std::vector<OptionSpec>> OptionRegistry() {
           {"inspect", InspectOptions()},     {"extract", ExtractOptions()},
           {"probe", ProbeOptions()},         {"compare", CompareOptions()},
           {"report", ReportOptions()},       {"construct", ConstructOptions()},
-          {"import", ImportOptions()},       {"intervene", InterveneOptions()}};
+          {"import", ImportOptions()},       {"intervene", InterveneOptions()},
+          {"trace", TraceOptions()}};
 }
 
 }  // namespace icl::cli

@@ -267,6 +267,29 @@ void VerifyRows(const std::string& path, const std::string& option) {
   CheckGroupDigests(path, hidden, per_prompt, stored, info.prompts, "probe", option);
 }
 
+data::PromptSet ReadActivationPrompts(const ActivationsInfo& info, std::int64_t rows) {
+  const std::string where = "'" + info.path + "'";
+  if (rows < 1 || rows > info.prompts)
+    throw core::InputError(
+        where, "",
+        "holds " + std::to_string(info.prompts) + " prompts, " + std::to_string(rows) + " needed");
+  if (info.task.HasQueries()) throw core::InputError(where, "", "holds query-shifted prompts");
+  const h5::File f = h5::File::Open(info.path);
+  data::PromptSet set;
+  set.task = info.task;
+  set.seed = info.seed;
+  const arma::uword n = info.task.n, d = info.task.d, N = rows;
+  set.x.set_size(d, n, N);
+  set.y.set_size(n, N);
+  set.w.set_size(d, N);
+  f.OpenDataset(schema::kPromptsX).ReadRows(0, N, set.x.memptr(), set.x.n_elem);
+  f.OpenDataset(schema::kPromptsY).ReadRows(0, N, set.y.memptr(), set.y.n_elem);
+  f.OpenDataset(schema::kPromptsW).ReadRows(0, N, set.w.memptr(), set.w.n_elem);
+  if (!set.x.is_finite() || !set.y.is_finite() || !set.w.is_finite())
+    throw core::InputError(where, "", "/prompts holds a value that is not finite");
+  return set;
+}
+
 std::string PromptsDigest(const std::string& path, std::int64_t rows) {
   const h5::File f = h5::File::Open(path);
   core::Sha256 h;

@@ -7,9 +7,11 @@
 #include <cmath>
 
 #include "analysis/trace.hpp"
+#include "analysis/trace_file.hpp"
 #include "construct/construct.hpp"
 #include "core/errors.hpp"
 #include "data/task.hpp"
+#include "tests/test_util.hpp"
 
 namespace icl {
 namespace {
@@ -65,7 +67,9 @@ void ExpectSchedule(const analysis::IterateMatch& m, const std::vector<int>& wan
     double gap = INFINITY;
     for (int u : {t - 1, t + 1})
       if (u >= 0 && u <= T) gap = std::min(gap, 1.0 - IterateSimilarity(iterates, t, u));
-    if (gap >= 0.1) EXPECT_GE(m.margin_lo(l), 0.05);
+    if (gap >= 0.1) {
+      EXPECT_GE(m.margin_lo(l), 0.05);
+    }
     EXPECT_GT(m.margin(l), 0.5 * gap);
   }
 }
@@ -195,6 +199,144 @@ TEST(Trace, AlgorithmsItCannotIterateAreRefused) {
   EXPECT_NEAR(ridge.lambdas[2], 1.0, 1e-12);
   const data::PromptSet prompts = data::SamplePrompts(task, 1, 0, 3);
   EXPECT_THROW(analysis::IteratePredictions(ridge, prompts, {8}), core::InputError);
+}
+
+}  // namespace icl
+
+// ---- iclprobe trace, end to end ----
+
+namespace icl {
+
+namespace {
+
+using test::RunIclprobe;
+using test::TempDir;
+
+// gd:4 compiled with alpha = 0.02 (d = 4, n = 8), its random-init twin, and the activations of
+// each on one prompt set (seed 11, 300 scored + 400 fit prompts), shared by the tests below.
+class CliTrace : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    for (const std::string& cmd :
+         {"construct --program gd:4 --alpha 0.02 --d 4 --n 8 --out " + P("gd4.h5"),
+          "construct --program gd:4 --alpha 0.02 --d 4 --n 8 --init-only --seed 2 --out " +
+              P("init.h5"),
+          "construct --program gd:4 --alpha 0.03 --d 4 --n 8 --out " + P("other.h5"),
+          "extract -c " + P("gd4.h5") + " --prompts 700 --seed 11 --quiet --out " + P("a.h5"),
+          "extract -c " + P("init.h5") + " --prompts 700 --seed 11 --quiet --out " + P("ai.h5"),
+          "extract -c " + P("gd4.h5") + " --prompts 700 --seed 11 --positions y --quiet --out " +
+              P("ay.h5")}) {
+      const auto r = RunIclprobe(cmd);
+      ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+    }
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string P(const std::string& name) { return *dir_ / name; }
+  static TempDir* dir_;
+};
+TempDir* CliTrace::dir_ = nullptr;
+
+}  // namespace
+
+// The command recovers the compiled schedule through the lens, pairs the twin as a control, and
+// writes a file that reads back with the CSVs beside it.
+TEST_F(CliTrace, LensRecoversTheCompiledScheduleAgainstTheTwin) {
+  TempDir out;
+  const auto r = RunIclprobe("trace -c " + P("gd4.h5") + " --control " + P("init.h5") +
+                             " --readout lens --algorithms gd:0.02:6,newton:3 --prompts 300 "
+                             "--seed 11 --bootstrap 200 --quiet --out " +
+                             (out / "t.h5"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const analysis::TraceResult t = analysis::ReadTraceFile(out / "t.h5", /*predictions=*/true);
+  ASSERT_EQ(t.algorithms.size(), 2u);
+  EXPECT_EQ(t.algorithms[0].algorithm.spec, "gd:0.02:6");
+  EXPECT_EQ(t.request.ks, Ks(1, 7));
+  EXPECT_EQ(t.request.layers, Ks(0, 6));
+  const analysis::IterateMatch& m = t.algorithms[0].model;
+  const std::vector<int> want = {0, 0, 0, 1, 2, 3, 4};
+  for (int l = 0; l <= 6; ++l) {
+    EXPECT_EQ(m.best(l), want[l]) << "layer " << l;
+    EXPECT_GE(m.spd(l, want[l]), 0.999) << "layer " << l;
+  }
+  EXPECT_NEAR(m.rate, 1.0, 1e-12);
+  // The twin's random readout matches no iterate that has computed something: every layer
+  // that holds an iterate beats it by a margin whose interval excludes 0.
+  ASSERT_EQ(m.excess.n_elem, 7u);
+  for (int l = 3; l <= 6; ++l)
+    EXPECT_GT(m.excess_lo(l), 0.5) << "layer " << l;
+  ASSERT_EQ(t.predictions.size(), 1u);
+  ASSERT_EQ(t.control_predictions.size(), 1u);
+  EXPECT_EQ(t.predictions[0].n_slices, 7u);
+  // CSVs: (2 algorithms x (7 + 4) iterates) x 7 layers x (learner, control) rows; per layer
+  // 2 x 7 x 2; rates 2 x 2.
+  EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.csv")), 1 + (7 + 4) * 7 * 2);
+  EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.layers.csv")), 1 + 2 * 7 * 2);
+  EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.rates.csv")), 1 + 2 * 2);
+  // Without --force the outputs are not replaced.
+  const auto again = RunIclprobe("trace -c " + P("gd4.h5") +
+                                 " --readout lens --algorithms gd:0.02:6 --prompts 300 --quiet "
+                                 "--out " +
+                                 (out / "t.h5"));
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_NE(again.err.find("--force"), std::string::npos) << again.err;
+}
+
+// Two independent paths to the same states: a forward pass over the seeded prompts, and the
+// activations extract wrote for them. float32 states that differ only by the batch they were
+// computed in (rounding ~1e-7 relative per operation, a few hundred operations deep) give
+// ridge-readout predictions equal to 1e-4 of the labels' rms, and the same tables to 1e-6.
+TEST_F(CliTrace, ActivationsAndForwardPassAgree) {
+  TempDir out;
+  const std::string common =
+      " --algorithms gd:0.02:6 --prompts 300 --fit-prompts 400 "
+      "--bootstrap 100 --quiet";
+  const auto a = RunIclprobe("trace -c " + P("gd4.h5") + " --control " + P("init.h5") +
+                             " --seed 11" + common + " --out " + (out / "fwd.h5"));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const auto b = RunIclprobe("trace -c " + P("gd4.h5") + " -a " + P("a.h5") + " --control " +
+                             P("init.h5") + " --control-activations " + P("ai.h5") + " --seed 11" +
+                             common + " --out " + (out / "file.h5"));
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto f = analysis::ReadTraceFile(out / "fwd.h5", true);
+  const auto g = analysis::ReadTraceFile(out / "file.h5", true);
+  EXPECT_EQ(g.prompts_from, P("a.h5"));
+  ASSERT_TRUE(arma::approx_equal(f.labels, g.labels, "absdiff", 0.0));
+  const double rms = std::sqrt(arma::mean(arma::vectorise(arma::square(f.labels))));
+  EXPECT_LE(arma::abs(f.predictions[0] - g.predictions[0]).max(), 1e-4 * rms);
+  EXPECT_LE(arma::abs(f.control_predictions[0] - g.control_predictions[0]).max(), 1e-4 * rms);
+  EXPECT_LE(arma::abs(f.algorithms[0].model.spd - g.algorithms[0].model.spd).max(), 1e-6);
+}
+
+// Each documented refusal is one line on stderr, exit code 2, and leaves no output behind.
+TEST_F(CliTrace, BadInputIsOneLineAndExitTwo) {
+  TempDir out;
+  const std::string o = " --quiet --out " + (out / "t.h5");
+  const std::string c = "trace -c " + P("gd4.h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {c + " --algorithms sgd:0.1:4", "unknown algorithm"},
+      {c + " --algorithms gd:0.02:5000", "T in 1..4096"},
+      {c + " --algorithms gd:-1:4", "step size"},
+      {c + " --algorithms newton:0", "newton needs a step count"},
+      {c + " --algorithms gd:0.02:4,gd:0.02:4", "listed twice"},
+      {c + " --k 8", "--k: 8 is outside 0..7"},
+      {c + " --layers 9", "--layers: 9 is outside 0..6"},
+      {c + " --readout probe", "--readout: expected lens or ridge"},
+      {c + " -a " + P("ai.h5"), "extracted from another checkpoint"},
+      {c + " -a " + P("ay.h5"), "y-tokens"},
+      {c + " -a " + P("a.h5") + " --prompts 600", "holds 700 prompts"},
+      {c + " -a " + P("a.h5") + " -a " + P("a.h5"), "--activations: 2 given for 1"},
+      {c + " -c " + P("other.h5"), "have the same seed"},
+      {c + " --control " + P("init.h5") + " --control " + P("init.h5"), "--control: 2 given"},
+      {"trace", "--checkpoint: required"},
+  };
+  for (const auto& [cmd, want] : cases) {
+    const auto r = RunIclprobe(cmd + o);
+    EXPECT_EQ(r.exit_code, 2) << cmd;
+    EXPECT_NE(r.err.find(want), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_EQ(test::CountLines(r.err), 1) << cmd << "\n" << r.err;
+    EXPECT_TRUE(std::filesystem::is_empty(out.path())) << cmd;
+  }
 }
 
 }  // namespace icl

@@ -304,38 +304,45 @@ namespace {
 // similarity moves by at most 1e-6 relative.
 constexpr double kSpdFloor = 1e-6;
 
-// Per prompt i (rows) and seed s (columns): the sums over k of (a - b)^2 and a^2 + b^2, and the
-// residual cosine, for layer l of every seed and iterate t.
+// Layer l of every seed against every iterate, per prompt: for seed s, N x T1 matrices of the
+// sums over k of (a - b)^2 and of a^2 + b^2 (+ the floor), and of the residual cosine.
 struct PerPrompt {
-  arma::mat sq_diff, sq_sum, cosine;  // N x S
+  std::vector<arma::mat> sq_diff, sq_sum, cosine;  // one N x T1 per seed
 };
 
 PerPrompt Compare(const std::vector<arma::cube>& layers, const arma::cube& iterates,
-                  const arma::mat& labels, arma::uword l, arma::uword t) {
-  const arma::uword N = labels.n_cols, S = layers.size();
-  PerPrompt p{arma::mat(N, S), arma::mat(N, S), arma::mat(N, S)};
-  const arma::mat b = iterates.slice(t);  // K x N
-  const arma::mat rb = b - labels;
-  const arma::vec label_sq = arma::sum(arma::square(labels), 0).t();
-  for (arma::uword s = 0; s < S; ++s) {
-    const arma::mat a = layers[s].slice(l);
+                  const arma::mat& labels, arma::uword l) {
+  const arma::uword N = labels.n_cols, T1 = iterates.n_slices;
+  const arma::rowvec label_sq = arma::sum(arma::square(labels), 0);
+  PerPrompt p;
+  for (const auto& layer : layers) {
+    const arma::mat a = layer.slice(l);
     const arma::mat ra = a - labels;
-    p.sq_diff.col(s) = arma::sum(arma::square(a - b), 0).t();
-    p.sq_sum.col(s) = arma::sum(arma::square(a) + arma::square(b), 0).t() + kSpdFloor * label_sq;
-    const arma::rowvec dot = arma::sum(ra % rb, 0);
-    const arma::rowvec na = arma::sqrt(arma::sum(arma::square(ra), 0)),
-                       nb = arma::sqrt(arma::sum(arma::square(rb), 0));
-    for (arma::uword i = 0; i < N; ++i) {
-      if (na(i) == 0 && nb(i) == 0)
-        p.cosine(i, s) = 1;
-      else if (na(i) == 0 || nb(i) == 0)
-        p.cosine(i, s) = 0;
-      else
-        p.cosine(i, s) = dot(i) / (na(i) * nb(i));
+    const arma::rowvec a_sq = arma::sum(arma::square(a), 0),
+                       na = arma::sqrt(arma::sum(arma::square(ra), 0));
+    arma::mat d(N, T1), q(N, T1), c(N, T1);
+    for (arma::uword t = 0; t < T1; ++t) {
+      const arma::mat& b = iterates.slice(t);  // K x N
+      const arma::mat rb = b - labels;
+      d.col(t) = arma::sum(arma::square(a - b), 0).t();
+      q.col(t) = (a_sq + arma::sum(arma::square(b), 0) + kSpdFloor * label_sq).t();
+      const arma::rowvec dot = arma::sum(ra % rb, 0),
+                         nb = arma::sqrt(arma::sum(arma::square(rb), 0));
+      for (arma::uword i = 0; i < N; ++i) {
+        if (na(i) == 0 && nb(i) == 0)
+          c(i, t) = 1;
+        else if (na(i) == 0 || nb(i) == 0)
+          c(i, t) = 0;
+        else
+          c(i, t) = dot(i) / (na(i) * nb(i));
+      }
     }
+    // Both predictions zero at every k (a layer before anything is written, iterate 0): equal.
+    q.elem(arma::find(q == 0)).fill(1.0);
+    p.sq_diff.push_back(std::move(d));
+    p.sq_sum.push_back(std::move(q));
+    p.cosine.push_back(std::move(c));
   }
-  // Both predictions zero at every k (a layer before anything is written, iterate 0): equal.
-  p.sq_sum.elem(arma::find(p.sq_sum == 0)).fill(1.0);
   return p;
 }
 
@@ -388,23 +395,30 @@ Similarities Similar(const std::vector<arma::cube>& layers, const arma::cube& it
   for (arma::mat* x : {&m.spd, &m.spd_lo, &m.spd_hi, &m.cos, &m.cos_lo, &m.cos_hi})
     x->set_size(L1, T1);
   r.spd_rep.set_size(B, L1, T1);
-  for (arma::uword l = 0; l < L1; ++l)
+  const double S = double(layers.size());
+  for (arma::uword l = 0; l < L1; ++l) {
+    const PerPrompt p = Compare(layers, iterates, labels, l);
+    // Point estimates: the mean over seeds of each seed's pooled similarity.
+    arma::rowvec spd(T1, arma::fill::zeros), cos(T1, arma::fill::zeros);
+    for (std::size_t s = 0; s < layers.size(); ++s) {
+      spd += 1.0 - arma::sum(p.sq_diff[s], 0) / arma::sum(p.sq_sum[s], 0);
+      cos += arma::mean(p.cosine[s], 0);
+    }
+    m.spd.row(l) = spd / S;
+    m.cos.row(l) = cos / S;
+    const arma::mat rs = boot.MeanR2(p.sq_diff, p.sq_sum);  // B x T1
+    const arma::mat rc = boot.MeanOverSeeds(p.cosine);
     for (arma::uword t = 0; t < T1; ++t) {
-      const PerPrompt p = Compare(layers, iterates, labels, l, t);
-      // Point estimates: the mean over seeds of each seed's pooled similarity.
-      m.spd(l, t) = arma::mean(1.0 - arma::sum(p.sq_diff, 0) / arma::sum(p.sq_sum, 0));
-      m.cos(l, t) = arma::mean(arma::mean(p.cosine, 0));
-      const arma::vec rs = boot.MeanR2(p.sq_diff, p.sq_sum);
-      const arma::vec rc = boot.MeanOverSeeds(p.cosine);
       for (int b = 0; b < B; ++b)
-        r.spd_rep(b, l, t) = rs(b);
-      const probes::Interval is = probes::PercentileInterval(rs, level),
-                             ic = probes::PercentileInterval(rc, level);
+        r.spd_rep(b, l, t) = rs(b, t);
+      const probes::Interval is = probes::PercentileInterval(rs.col(t), level),
+                             ic = probes::PercentileInterval(rc.col(t), level);
       m.spd_lo(l, t) = is.lo;
       m.spd_hi(l, t) = is.hi;
       m.cos_lo(l, t) = ic.lo;
       m.cos_hi(l, t) = ic.hi;
     }
+  }
   return r;
 }
 

@@ -81,6 +81,40 @@ arma::vec Bootstrap::MeanR2(const arma::mat& sse, const arma::mat& sst) const {
   return DrawSeeds(per);
 }
 
+arma::mat Bootstrap::MeanR2(const std::vector<arma::mat>& sse,
+                            const std::vector<arma::mat>& sst) const {
+  if (sse.size() != std::size_t(seeds_) || sst.size() != std::size_t(seeds_))
+    throw std::logic_error("bootstrap: expected errors of " + std::to_string(seeds_) + " seeds");
+  std::vector<arma::mat> per;
+  for (int s = 0; s < seeds_; ++s) {
+    if (sse[s].n_rows != n_ || sst[s].n_rows != n_ || sse[s].n_cols != sse[0].n_cols ||
+        sst[s].n_cols != sse[0].n_cols)
+      throw std::logic_error("bootstrap: expected n x J per-prompt errors per seed");
+    per.push_back(1.0 - (counts_[s] * sse[s]) / (counts_[s] * sst[s]));
+  }
+  return seeds_ == 1 ? per[0] : DrawSeeds(per);
+}
+
+arma::mat Bootstrap::MeanOverSeeds(const std::vector<arma::mat>& x) const {
+  if (x.size() != std::size_t(seeds_))
+    throw std::logic_error("bootstrap: expected values of " + std::to_string(seeds_) + " seeds");
+  std::vector<arma::mat> per;
+  for (int s = 0; s < seeds_; ++s) {
+    if (x[s].n_rows != n_ || x[s].n_cols != x[0].n_cols)
+      throw std::logic_error("bootstrap: expected n x J per-prompt values per seed");
+    per.push_back((counts_[s] * x[s]) / double(n_));
+  }
+  return seeds_ == 1 ? per[0] : DrawSeeds(per);
+}
+
+arma::mat Bootstrap::DrawSeeds(const std::vector<arma::mat>& per) const {
+  arma::mat out(replicates_, per[0].n_cols, arma::fill::zeros);
+  for (int b = 0; b < replicates_; ++b)
+    for (int j = 0; j < seeds_; ++j)
+      out.row(b) += per[draws_(b, j)].row((b + 7919 * j) % replicates_);
+  return out / double(seeds_);
+}
+
 arma::vec Bootstrap::DrawSeeds(const arma::mat& per) const {
   // A seed drawn twice in one replicate takes two different prompt resamples of it.
   arma::vec out(replicates_, arma::fill::zeros);

@@ -45,10 +45,18 @@ class Bootstrap {
   arma::vec MeanOverSeeds(const arma::mat& x) const;
   // Replicates of the mean over seeds of R2; sse and sst are n x S.
   arma::vec MeanR2(const arma::mat& sse, const arma::mat& sst) const;
+  // The same for J statistics at once (one matrix product per seed instead of J): column j of
+  // sse[s] and sst[s] (n x J, one pair per seed) is statistic j. Returns replicates x J, column
+  // j equal to MeanR2 of the j-th columns (the same resamples).
+  arma::mat MeanR2(const std::vector<arma::mat>& sse, const std::vector<arma::mat>& sst) const;
+  // Likewise MeanOverSeeds for J statistics: x[s] is n x J.
+  arma::mat MeanOverSeeds(const std::vector<arma::mat>& x) const;
 
  private:
   // The second stage: per (replicates x S) holds each seed's first-stage replicates.
   arma::vec DrawSeeds(const arma::mat& per) const;
+  // The same per statistic: per[s] holds seed s's replicates (replicates x J).
+  arma::mat DrawSeeds(const std::vector<arma::mat>& per) const;
 
   arma::uword n_;
   int seeds_, replicates_;

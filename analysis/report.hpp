@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/trace_file.hpp"
 #include "intervene/intervene.hpp"
 #include "probes/probes_file.hpp"
 #include "probes/uncertainty.hpp"
@@ -200,6 +201,15 @@ void PreparePlotFolder(const PlotFiles& files, const std::string& dir,
 // Adds to `files` a figure per k of an interventions file: the slope of the probe edit and of
 // the random edit per layer, with the probe's R^2 (analysis/intervention_plots.cpp).
 void PlanInterventionPlots(const intervene::InterveneResult& result, PlotFiles& files);
+
+// A trace file as tables (analysis/trace_report.cpp): per algorithm the best iterate per layer
+// with its interval, the margin over the neighbouring iterates, the excess over the control,
+// and the rates. Markdown, or with kCsv the per-layer tidy CSV. LaTeX is refused.
+void WriteTraceTables(std::ostream& os, const TraceResult& result, TableFormat format);
+// Adds per algorithm a heat map of the similarity over (iterate, layer) for the learners (and
+// one for the controls) and the "iterate vs layer" curve with 95% intervals, the controls'
+// dashed.
+void PlanTracePlots(const TraceResult& result, PlotFiles& files);
 
 // Runs `gnuplot` (a path; no shell) over the planned files in a fresh folder inside `dir`, checks
 // that every image is complete, then moves every file into `dir`. Throws std::runtime_error

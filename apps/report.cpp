@@ -17,7 +17,7 @@ namespace {
 
 // What the command line sets.
 struct ReportArgs {
-  std::vector<std::string> probes_files, interventions;
+  std::vector<std::string> probes_files, interventions, traces;
   std::string format = "md", metric = "r2", k_option = "d,n", plot_dir, out, compare,
               compare_probes;
   analysis::OnsetRule rule;
@@ -54,6 +54,10 @@ void DeclareOptions(OptionTable& t, ReportArgs& a) {
   t.List("interventions", &a.interventions, "interventions", "interventions files from iclprobe "
        "intervene on this learner (repeatable): their slopes by layer are printed and, with "
        "--plot-dir, drawn next to the probe R2");
+  t.List("trace", &a.traces, "traces", "a trace file from iclprobe trace (instead of --probes): "
+       "the best iterate per layer with its interval, the excess over the controls and the "
+       "rates as tables; with --plot-dir the similarity heat maps and the iterate-vs-layer "
+       "curves");
   t.Optional("out,o", &a.out, "out", "write the tables to this file instead of stdout");
   t.Switch("force", "overwrite an existing --out file");
   // clang-format on
@@ -62,8 +66,22 @@ void DeclareOptions(OptionTable& t, ReportArgs& a) {
 // The inputs: regular files, no file twice (the same file twice, or a link to it, would be two
 // learners that agree by construction), and options that go with one file only.
 void CheckInputs(const ReportArgs& a, const po::variables_map& vm) {
+  if (!a.traces.empty()) {
+    if (!a.probes_files.empty() || !a.interventions.empty())
+      throw std::invalid_argument(
+          "--trace: reported alone; run report once for --probes and once for --trace");
+    if (a.traces.size() > 1)
+      throw std::invalid_argument(
+          "--trace: one file per report (a trace file already pools the seeds of a cell)");
+    for (const char* o : {"compare-targets", "compare-probes", "threshold"})
+      if (vm.count(o))
+        throw std::invalid_argument(std::string("--") + o + ": applies to --probes files only");
+    core::RequireRegularInput(a.traces[0], "trace");
+    return;
+  }
   if (a.probes_files.empty())
-    throw std::invalid_argument("--probes: required (a probes.h5 file from iclprobe probe)");
+    throw std::invalid_argument(
+        "--probes: required (a probes.h5 file from iclprobe probe), or --trace (a trace file)");
   for (std::size_t i = 0; i < a.probes_files.size(); ++i) {
     core::RequireRegularInput(a.probes_files[i], "probes");
     for (std::size_t j = 0; j < i; ++j)
@@ -191,6 +209,33 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
   return 0;
 }
 
+// A trace file: tables of the best iterate per layer and the rates, and their figures.
+int RunTraceReport(const ReportArgs& a, const po::variables_map& vm, analysis::TableFormat tf,
+                   core::AtomicOutput* file) {
+  const analysis::TraceResult r = analysis::ReadTraceFile(a.traces[0]);
+  std::ostringstream tables;
+  analysis::WriteTraceTables(tables, r, tf);
+  const std::string gnuplot =
+      vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
+  analysis::PlotFiles plots;
+  if (!gnuplot.empty()) {
+    analysis::PlanTracePlots(r, plots);
+    analysis::PreparePlotFolder(plots, a.plot_dir, a.traces, a.force, "report");
+  }
+  if (file) file->WriteText(tables.str());
+  if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
+  if (file) file->Commit();
+  Emit(tables.str(), file, a.out);
+  if (vm.count("plot-dir")) {
+    if (gnuplot.empty())
+      std::cerr
+          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
+    else
+      std::cout << "plots in " << a.plot_dir << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<OptionSpec> ReportOptions() {
@@ -204,7 +249,8 @@ int RunReport(int argc, char** argv) {
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe report --probes FILE [options]\n\n"
-             "       iclprobe report --probes A.h5 B.h5 C.h5 [options]   (family report)\n\n"
+             "       iclprobe report --probes A.h5 B.h5 C.h5 [options]   (family report)\n"
+             "       iclprobe report --trace trace.h5 [--plot-dir DIR]   (iclprobe trace)\n\n"
              "Turns probe results into tables by layer, says where each target becomes decodable\n"
              "(onset) and plots R2 by layer, R2 over (layer, k) and the pooling weights. Every\n"
              "score carries a 95% bootstrap interval over test prompts (and seeds); the onset is\n"
@@ -221,14 +267,16 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + a.metric + "'");
   a.rule.Validate();
   std::unique_ptr<core::AtomicOutput> file;
+  const std::vector<std::string>& inputs = a.traces.empty() ? a.probes_files : a.traces;
   if (vm.count("out"))
-    file = std::make_unique<core::AtomicOutput>(
-        a.out, "out", core::OutputOptions{a.force, a.probes_files, false, true});
+    file = std::make_unique<core::AtomicOutput>(a.out, "out",
+                                                core::OutputOptions{a.force, inputs, false, true});
   if (vm.count("plot-dir")) {
     if (a.plot_dir.empty()) throw std::invalid_argument("--plot-dir: empty path");
     if (std::filesystem::exists(a.plot_dir) && !std::filesystem::is_directory(a.plot_dir))
       throw std::invalid_argument("--plot-dir: '" + a.plot_dir + "' exists and is not a folder");
   }
+  if (!a.traces.empty()) return RunTraceReport(a, vm, tf, file.get());
   const analysis::ProbeResults r = analysis::ReadProbeResults(a.probes_files[0]);
   const std::vector<int> ks = analysis::ResolveKs(r, a.k_option);
   if (a.probes_files.size() > 1) return RunFamilyReport(a, ks, tf, file.get());

@@ -273,6 +273,17 @@ TEST_F(CliTrace, LensRecoversTheCompiledScheduleAgainstTheTwin) {
   EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.csv")), 1 + (7 + 4) * 7 * 2);
   EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.layers.csv")), 1 + 2 * 7 * 2);
   EXPECT_EQ(test::CountLines(test::ReadFile(out / "t.rates.csv")), 1 + 2 * 2);
+  // report --trace: the table names the compiled schedule, and the figures are drawn.
+  const auto rep =
+      RunIclprobe("report --trace " + (out / "t.h5") + " --plot-dir " + (out / "figs"));
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("| 3 | 1 [1, 1] | 1.000 [1.000, 1.000] |"), std::string::npos) << rep.out;
+  for (const char* f : {"trace_gd_0.02_6_curve.png", "trace_gd_0.02_6_learner_heatmap.svg",
+                        "trace_newton_3_control_heatmap.png", "trace_newton_3_curve.csv"})
+    EXPECT_TRUE(std::filesystem::exists(out / ("figs/" + std::string(f)))) << f;
+  const auto both = RunIclprobe("report --trace " + (out / "t.h5") + " --probes " + (out / "t.h5"));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--trace: reported alone"), std::string::npos) << both.err;
   // Without --force the outputs are not replaced.
   const auto again = RunIclprobe("trace -c " + P("gd4.h5") +
                                  " --readout lens --algorithms gd:0.02:6 --prompts 300 --quiet "

@@ -18,7 +18,7 @@ TraceAlgorithm ParseTraceAlgorithm(const std::string& text, const data::TaskConf
   const auto bad = [&](const std::string& what) {
     return core::InputError("trace", "algorithms",
                             "'" + text + "': " + what +
-                                " (expected gd:ALPHA:T, newton:T[:C[:LAMBDA]] or "
+                                " (expected gd:ALPHA:T, sgd:ALPHA:T, newton:T[:C[:LAMBDA]] or "
                                 "ridge-path:HI:LO:T, T in 1.." +
                                 std::to_string(kMaxTraceIterates) + ")");
   };
@@ -32,6 +32,13 @@ TraceAlgorithm ParseTraceAlgorithm(const std::string& text, const data::TaskConf
       throw bad("gd needs a step size > 0 and a step count");
     a.steps = int(*steps);
     a.learner = std::make_shared<learners::GdLearner>(*alpha, a.steps);
+  } else if (s.name == "sgd") {
+    const auto alpha = s.Number(0);
+    const auto steps = s.Integer(1, 1, kMaxTraceIterates);
+    if (s.args.size() != 2 || !alpha || !(*alpha > 0) || !steps)
+      throw bad("sgd needs a step size > 0 and a pass count");
+    a.steps = int(*steps);
+    a.alpha = *alpha;
   } else if (s.name == "newton") {
     const auto steps = s.Integer(0, 1, kMaxTraceIterates);
     if (s.args.empty() || s.args.size() > 3 || !steps) throw bad("newton needs a step count");
@@ -89,6 +96,18 @@ void RidgePath(const arma::mat& x, const arma::vec& y, int k, const arma::vec& q
   }
 }
 
+// x_{k+1}^T w after each of `passes` passes of SGD (batch 1, examples 1..k in order) from w = 0:
+// w <- w - 2 alpha (x_i x_i^T w - y_i x_i), PAPER.md's SGD; pass 1 is its one-pass learner.
+void SgdPasses(const arma::mat& x, const arma::vec& y, int k, const arma::vec& query, double alpha,
+               int passes, double* out) {
+  arma::vec w(x.n_rows, arma::fill::zeros);
+  for (int t = 0; t < passes; ++t) {
+    for (int i = 0; i < k; ++i)
+      w -= 2 * alpha * (x.col(i) * (arma::dot(x.col(i), w) - y(i)));
+    out[t] = arma::dot(query, w);
+  }
+}
+
 }  // namespace
 
 arma::cube IteratePredictions(const TraceAlgorithm& a, const data::PromptSet& set,
@@ -98,7 +117,7 @@ arma::cube IteratePredictions(const TraceAlgorithm& a, const data::PromptSet& se
     throw core::InputError("trace", "task", "query-shifted prompts are not traced");
   const int d = set.task.d;
   arma::cube out(ks.size(), set.size(), a.steps + 1, arma::fill::zeros);
-  std::vector<double> path(a.lambdas.size());
+  std::vector<double> path(std::max<std::size_t>(a.lambdas.size(), a.steps));
   for (std::size_t i = 0; i < set.size(); ++i) {
     const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, set.task.n, false, true);
     const arma::vec y = set.y.col(i);
@@ -108,6 +127,13 @@ arma::cube IteratePredictions(const TraceAlgorithm& a, const data::PromptSet& se
       for (std::size_t j = 0; j < ks.size(); ++j)
         for (int t = 1; t <= a.steps; ++t)
           out(j, i, t) = steps(t - 1, ks[j]);
+    } else if (a.family == "sgd") {
+      for (std::size_t j = 0; j < ks.size(); ++j) {
+        const arma::vec q(const_cast<double*>(set.QueryX(i, ks[j])), d, false, true);
+        SgdPasses(x, y, ks[j], q, a.alpha, a.steps, path.data());
+        for (int t = 1; t <= a.steps; ++t)
+          out(j, i, t) = path[t - 1];
+      }
     } else {
       for (std::size_t j = 0; j < ks.size(); ++j) {
         const arma::vec q(const_cast<double*>(set.QueryX(i, ks[j])), d, false, true);

@@ -19,12 +19,15 @@ namespace icl::analysis {
 // An algorithm whose iterates t = 0..T the layers are matched to. Iterate 0 predicts 0 (w_0 = 0)
 // for every family.
 //   gd:ALPHA:T             batch GD from 0, w_t = w_{t-1} - 2 ALPHA (X^T X w_{t-1} - X^T y)
+//   sgd:ALPHA:T            SGD (batch 1, the k examples in order) from 0; iterate t is the
+//                          weights after t passes (pass 1: PAPER.md's one-pass SGD)
 //   newton:T[:C[:LAMBDA]]  Newton-Schulz iterates (learners/classical.hpp's newton)
 //   ridge-path:HI:LO:T     ridge with lambda from HI down to LO, T values log-spaced (iterate t
 //                          is the t-th lambda)
 struct TraceAlgorithm {
-  std::string spec, family;     // family: "gd", "newton" or "ridge-path"
+  std::string spec, family;     // family: "gd", "sgd", "newton" or "ridge-path"
   int steps = 0;                // T
+  double alpha = 0;             // sgd: the step size
   std::vector<double> lambdas;  // ridge-path: the T penalties, large to small
   std::shared_ptr<const learners::ClassicalLearner> learner;  // gd, newton
 };

@@ -182,6 +182,32 @@ TEST(Trace, CompiledNewtonMatchesNewtonLinearlyAndGdAtPowersOfTwo) {
 }
 
 // Bad specs name the setting and what was expected.
+// sgd:ALPHA:T, two known answers: its first pass is the one-pass SGD learner (learners/), and on
+// noiseless prompts its passes converge (Kaczmarz) to the minimum-norm least-squares weights,
+// whose prediction is OLS's: after 3,000 passes at alpha = 0.05 the contraction per pass,
+// 1 - 2 alpha lambda_min(X^T X) / k ~ 0.9 for k >= 6 examples in d = 2, leaves nothing
+// above double rounding, so 1e-9 bounds both gaps.
+TEST(Trace, SgdPassesStartAtOnePassSgdAndConvergeToOls) {
+  const data::TaskConfig task = Task(2, 10);
+  const data::PromptSet prompts = data::SamplePrompts(task, 4, 0, 40);
+  const std::vector<int> ks = Ks(6, 9);
+  const arma::cube it = analysis::IteratePredictions(
+      analysis::ParseTraceAlgorithm("sgd:0.05:3000", task), prompts, ks);
+  const learners::SgdLearner one(0.05);
+  const auto ols = learners::MakeLearner("ols", task);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const arma::mat x(const_cast<double*>(prompts.x.slice_memptr(i)), 2, 10, false, true);
+    learners::LearnerRun a, b;
+    one.Run(x, prompts.y.col(i), a);
+    ols->Run(x, prompts.y.col(i), b);
+    for (std::size_t j = 0; j < ks.size(); ++j) {
+      EXPECT_NEAR(it(j, i, 1), a.predictions(ks[j]), 1e-9) << "prompt " << i << " k " << ks[j];
+      EXPECT_NEAR(it(j, i, 3000), b.predictions(ks[j]), 1e-9) << "prompt " << i << " k " << ks[j];
+      EXPECT_EQ(it(j, i, 0), 0.0);
+    }
+  }
+}
+
 TEST(Trace, AlgorithmsItCannotIterateAreRefused) {
   const data::TaskConfig task = Task(4, 8);
   for (const std::string bad : {"sgd:0.1", "gd:0.1", "gd:-1:3", "gd:0.1:0", "newton:0",
@@ -325,7 +351,7 @@ TEST_F(CliTrace, BadInputIsOneLineAndExitTwo) {
   const std::string o = " --quiet --out " + (out / "t.h5");
   const std::string c = "trace -c " + P("gd4.h5");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {c + " --algorithms sgd:0.1:4", "unknown algorithm"},
+      {c + " --algorithms knn:3:4", "unknown algorithm"},
       {c + " --algorithms gd:0.02:5000", "T in 1..4096"},
       {c + " --algorithms gd:-1:4", "step size"},
       {c + " --algorithms newton:0", "newton needs a step count"},

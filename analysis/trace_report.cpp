@@ -86,15 +86,27 @@ void PlanTracePlots(const TraceResult& r, PlotFiles& files) {
     const std::string& spec = a.algorithm.spec;
     const std::string stem = FileStem(spec);
     const int T = a.algorithm.steps;
-    // Heat maps: the learners' and the controls' similarity over (iterate, layer).
+    // Heat maps: the learners' and the controls' distance to each iterate over (iterate, layer),
+    // as log10(1 - similarity) (1 - spd is the normalised squared distance; near the top layers
+    // every late iterate is within a few percent, which a linear colour scale would hide). GD's
+    // iterates on a log axis (iterate t + 1: its matches grow exponentially with depth).
+    const bool log_x = a.algorithm.family == "gd" || a.algorithm.family == "sgd";
     std::vector<std::pair<std::string, const IterateMatch*>> maps = {{"learner", &a.model}};
     if (r.HasControls()) maps.emplace_back("control", &a.control);
     for (const auto& [who, m] : maps) {
       std::ostringstream hm;
-      hm << "# iterate row layer spd\n";
-      for (arma::uword l = 0; l < m->spd.n_rows; ++l) {
-        for (arma::uword t = 0; t < m->spd.n_cols; ++t)
-          hm << fmt::format("{} {} {} {:.6g}\n", t, l, r.request.layers[l], m->spd(l, t));
+      hm << "# iterate row layer spd log10_distance\n";
+      // pm3d colours the quad between grid points: one more row and column than cells, each
+      // cell's value at its lower-left corner (corners2color c1).
+      const arma::uword L1 = m->spd.n_rows, T1 = m->spd.n_cols;
+      for (arma::uword l = 0; l <= L1; ++l) {
+        for (arma::uword t = 0; t <= T1; ++t) {
+          const double v = m->spd(std::min(l, L1 - 1), std::min(t, T1 - 1));
+          const double x = log_x ? double(t) + 0.5 : double(t) - 0.5;
+          hm << fmt::format("{} {} {} {:.6g} {:.4f}\n", x, double(l) - 0.5,
+                            r.request.layers[std::min(l, L1 - 1)], v,
+                            std::log10(std::max(1.0 - v, 1e-4)));
+        }
         hm << "\n";
       }
       const std::string name = stem + "_" + who + "_heatmap";
@@ -107,16 +119,21 @@ void PlanTracePlots(const TraceResult& r, PlotFiles& files) {
         files.images.push_back(name + "." + ext);
         gp += fmt::format(
             "set terminal {}\nset output {}\nset datafile separator whitespace\n"
-            "set title {} noenhanced\nset xlabel 'iterate t'\nset ylabel 'layer (0 = "
-            "embedding)'\nset ytics ({})\nset xrange [-0.5:{}]\nset yrange [-0.5:{}]\n"
-            "set cbrange [-0.2:1]\nset cblabel 'spd similarity'\nset palette defined (0 "
-            "'#440154', 0.25 '#3b528b', 0.5 '#21918c', 0.75 '#5ec962', 1 '#fde725')\nunset key\n"
-            "plot {} using 1:2:4 with image\nset datafile separator ','\nunset xrange\n"
-            "unset yrange\nset ytics autofreq\nunset cblabel\n",
+            "set title {} noenhanced\nset xlabel {}\nset ylabel 'layer (0 = embedding)' offset -3,0\n"
+            "set lmargin 12\nset xtics autofreq\nset ytics ({})\n{}set xrange [{}:{}]\nset yrange [-0.5:{}]\n"
+            "set cbrange [-4:0]\nset cblabel 'log10(1 - similarity): lower = closer'\n"
+            "set palette defined (0 '#fde725', 0.25 '#5ec962', 0.5 '#21918c', 0.75 '#3b528b', "
+            "1 '#440154')\nunset key\nset view map\nset pm3d map corners2color c1\n"
+            "splot {} using 1:2:5 with pm3d\nunset pm3d\nset view 60,30\nunset logscale x\n"
+            "set datafile separator ','\nunset xrange\nunset yrange\nset ytics autofreq\n"
+            "unset cblabel\nunset lmargin\nset ylabel offset 0,0\n",
             term, q(files.images.back()),
-            q(fmt::format("{} of {} ({} readout): similarity of each layer to each iterate",
+            q(fmt::format("{} of {} ({} readout): distance of each layer to each iterate",
                           who == "learner" ? "learners" : "controls", spec, readout)),
-            ytics, T + 0.5, double(r.request.layers.size()) - 0.5, q(name + ".dat"));
+            q(log_x ? "iterate t (log scale, iterate 0 at 0.5)" : "iterate t"), ytics,
+            log_x ? "set logscale x 2\n" : "unset logscale x\n", log_x ? 0.5 : -0.5,
+            T + 0.5 + (log_x ? 1.0 : 0.0), double(r.request.layers.size()) - 0.5,
+            q(name + ".dat"));
       }
     }
     // The curve: best iterate per layer with its interval, learners and controls.

@@ -65,6 +65,11 @@ if [ "$PROFILE" = full ]; then
   done
   cell d8_n40_l8 ridge "--d 8 --n 40 --heads 4 --hidden 64 --layers 8" "1 2 3" \
     "$ROOT"/checkpoints/behaviour/d8_n40_l8_h64_s{1,2,3}_40k.h5
+  # Tables and figures of the L = 8 cells (PNG committed; the SVGs beside them are not).
+  for n in l8_family_ridge d8_n40_l8_ridge; do
+    run "$ICLPROBE" report --trace "$OUT/$n.h5" --plot-dir "$OUT/figs/$n" --out "$OUT/$n.md" --force > /dev/null
+    rm -f "$OUT/figs/$n"/*.svg
+  done
 else
   P=300; FIT=400; B=200
   run "$ICLPROBE" construct --program gd:4 --alpha 0.02 --d 4 --n 8 --force --out "$RUNS/gd4.h5" > /dev/null

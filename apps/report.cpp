@@ -121,6 +121,16 @@ std::vector<intervene::InterveneResult> ReadEdits(const ReportArgs& a,
   return edits;
 }
 
+// With --plot-dir: where the figures went, or why there are none.
+void SayWherePlotsWent(const po::variables_map& vm, const std::string& gnuplot,
+                       const std::string& dir) {
+  if (!vm.count("plot-dir")) return;
+  if (gnuplot.empty())
+    std::cerr << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
+  else
+    std::cout << "plots in " << dir << "\n";
+}
+
 void Emit(const std::string& tables, core::AtomicOutput* file, const std::string& out) {
   if (!file)
     std::cout << tables;
@@ -199,13 +209,7 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
   for (const auto& e : edits)
     intervene::PrintInterventionSummary(std::cout, e);
   Emit(tables.str(), file, a.out);
-  if (vm.count("plot-dir")) {
-    if (gnuplot.empty())
-      std::cerr
-          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
-    else
-      std::cout << "plots in " << a.plot_dir << "\n";
-  }
+  SayWherePlotsWent(vm, gnuplot, a.plot_dir);
   return 0;
 }
 
@@ -226,13 +230,7 @@ int RunTraceReport(const ReportArgs& a, const po::variables_map& vm, analysis::T
   if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
   if (file) file->Commit();
   Emit(tables.str(), file, a.out);
-  if (vm.count("plot-dir")) {
-    if (gnuplot.empty())
-      std::cerr
-          << "report: gnuplot not found; tables written, plots skipped (install gnuplot-nox)\n";
-    else
-      std::cout << "plots in " << a.plot_dir << "\n";
-  }
+  SayWherePlotsWent(vm, gnuplot, a.plot_dir);
   return 0;
 }
 

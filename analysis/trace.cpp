@@ -2,6 +2,7 @@
 #include "analysis/trace.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
@@ -22,6 +23,10 @@ TraceAlgorithm ParseTraceAlgorithm(const std::string& text, const data::TaskConf
                                 "ridge-path:HI:LO:T, T in 1.." +
                                 std::to_string(kMaxTraceIterates) + ")");
   };
+  for (const char c : text)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != ':' && c != '+' &&
+        c != '-')
+      throw bad("only letters, digits and . : + - are allowed");
   TraceAlgorithm a;
   a.spec = s.text;
   a.family = s.name;
@@ -40,8 +45,10 @@ TraceAlgorithm ParseTraceAlgorithm(const std::string& text, const data::TaskConf
     a.steps = int(*steps);
     a.alpha = *alpha;
   } else if (s.name == "newton") {
-    const auto steps = s.Integer(0, 1, kMaxTraceIterates);
-    if (s.args.empty() || s.args.size() > 3 || !steps) throw bad("newton needs a step count");
+    // learners/'s Newton takes at most 100 steps (2^100 GD steps: converged long before).
+    const auto steps = s.Integer(0, 1, 100);
+    if (s.args.empty() || s.args.size() > 3 || !steps)
+      throw bad("newton needs a step count of at most 100");
     a.steps = int(*steps);
     a.learner = learners::MakeLearner(s.text, task);  // checks C and LAMBDA
   } else if (s.name == "ridge-path") {
@@ -542,7 +549,9 @@ IterateMatch MatchIterates(const std::vector<arma::cube>& layers, const arma::cu
                            const arma::mat& labels, int replicates, std::uint64_t seed,
                            double level, const std::vector<int>& layer_ids) {
   CheckShapes(layers, iterates, labels);
-  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed);
+  // Every seed is scored on the same prompts: one prompt resample per replicate for all of them.
+  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed,
+                               /*shared_prompts=*/true);
   Similarities r = Similar(layers, iterates, labels, boot, level);
   Summarise(r, LayerIds(layer_ids, layers[0].n_slices), level);
   return r.m;
@@ -563,7 +572,9 @@ TracedPair MatchWithControls(const std::vector<arma::cube>& layers,
   CheckShapes(paired, iterates, labels);
   if (paired[0].n_slices != layers[0].n_slices)
     throw std::logic_error("trace: control and learner differ in layers");
-  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed);
+  // Every seed is scored on the same prompts: one prompt resample per replicate for all of them.
+  const probes::Bootstrap boot(labels.n_cols, int(layers.size()), replicates, seed,
+                               /*shared_prompts=*/true);
   const std::vector<int> ids = LayerIds(layer_ids, layers[0].n_slices);
   Similarities rm = Similar(layers, iterates, labels, boot, level);
   Similarities rc = Similar(paired, iterates, labels, boot, level);

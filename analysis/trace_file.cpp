@@ -257,10 +257,23 @@ TraceResult ReadTraceFile(const std::string& path, bool predictions) {
   r.controls = ReadInputs(f, "control_");
   if (r.learners.empty()) throw Bad(path, "attribute 'checkpoints' is empty");
   const hsize_t K = q.ks.size(), L1 = q.layers.size();
-  const h5::Dataset lab = f.OpenDataset("labels");
-  lab.ExpectDims({hsize_t(N), K});
-  r.labels.set_size(K, N);
-  lab.Read(r.labels.memptr(), r.labels.n_elem);
+  if (q.algorithms.size() > std::size_t(kMaxTraceAlgorithms) ||
+      std::set<std::string>(q.algorithms.begin(), q.algorithms.end()).size() != q.algorithms.size())
+    throw Bad(path, fmt::format("attribute 'algorithms' lists more than {} algorithms or one twice",
+                                kMaxTraceAlgorithms));
+  // Sizes are bounded one by one; what is allocated from their products is bounded too, before
+  // any allocation (a dataset can declare a shape its file never stored).
+  const double inputs = double(r.learners.size() + r.controls.size());
+  if (predictions && (double(N) * K > 5e8 || inputs * L1 * N * K > 5e8))
+    throw Bad(path,
+              "declares more predictions than a trace writes (prompts x k x layers x "
+              "inputs above 5e8)");
+  if (predictions) {
+    const h5::Dataset lab = f.OpenDataset("labels");
+    lab.ExpectDims({hsize_t(N), K});
+    r.labels.set_size(K, N);
+    lab.Read(r.labels.memptr(), r.labels.n_elem);
+  }
   const h5::Dataset lam = f.OpenDataset("readout_lambdas");
   lam.ExpectRank(1);
   if (lam.dims()[0] < 1 || lam.dims()[0] > 10000)

@@ -3,9 +3,10 @@
 //
 // Root attributes: format "iclprobe-trace", format_version, created_by, readout (lens|ridge),
 // task_config (JSON), seed (of the prompts), prompts_from ("" or the activations file scored),
-// prompts, fit_prompts, bootstrap_replicates, level, ks, layers, algorithms (specs, in order),
-// checkpoints, checkpoint_sha256, learner_seeds, activations (per learner; "" for a forward
-// pass), and the same four for controls (control_*; empty lists without controls).
+// prompts, fit_prompts, bootstrap_replicates, level, ks, layers, model_layers, algorithms
+// (specs, in order, at most kMaxTraceAlgorithms, each once), checkpoints, checkpoint_sha256,
+// seeds (training seeds), activations (per learner; "" for a forward pass), the same four for
+// controls (control_*; empty lists without controls), and similarity_rule (text).
 // Datasets (row-major, dimension labels in brackets):
 //   labels                 [prompt, k]                 y_{k+1}
 //   readout_lambdas        [lambda]                    the ridge readout's grid
@@ -28,6 +29,7 @@
 namespace icl::analysis {
 
 inline constexpr const char* kTraceFormat = "iclprobe-trace";
+inline constexpr int kMaxTraceAlgorithms = 64;
 
 void WriteTraceFile(const std::string& path, const TraceResult& result);
 // Reads and checks a trace file (format, shapes, ranges, the specs); the models are not loaded

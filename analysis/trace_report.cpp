@@ -119,8 +119,10 @@ void PlanTracePlots(const TraceResult& r, PlotFiles& files) {
         files.images.push_back(name + "." + ext);
         gp += fmt::format(
             "set terminal {}\nset output {}\nset datafile separator whitespace\n"
-            "set title {} noenhanced\nset xlabel {}\nset ylabel 'layer (0 = embedding)' offset -3,0\n"
-            "set lmargin 12\nset xtics autofreq\nset ytics ({})\n{}set xrange [{}:{}]\nset yrange [-0.5:{}]\n"
+            "set title {} noenhanced\nset xlabel {}\nset ylabel 'layer (0 = embedding)' offset "
+            "-3,0\n"
+            "set lmargin 12\nset xtics autofreq\nset ytics ({})\n{}set xrange [{}:{}]\nset yrange "
+            "[-0.5:{}]\n"
             "set cbrange [-4:0]\nset cblabel 'log10(1 - similarity): lower = closer'\n"
             "set palette defined (0 '#fde725', 0.25 '#5ec962', 0.5 '#21918c', 0.75 '#3b528b', "
             "1 '#440154')\nunset key\nset view map\nset pm3d map corners2color c1\n"
@@ -132,8 +134,7 @@ void PlanTracePlots(const TraceResult& r, PlotFiles& files) {
                           who == "learner" ? "learners" : "controls", spec, readout)),
             q(log_x ? "iterate t (log scale, iterate 0 at 0.5)" : "iterate t"), ytics,
             log_x ? "set logscale x 2\n" : "unset logscale x\n", log_x ? 0.5 : -0.5,
-            T + 0.5 + (log_x ? 1.0 : 0.0), double(r.request.layers.size()) - 0.5,
-            q(name + ".dat"));
+            T + 0.5 + (log_x ? 1.0 : 0.0), double(r.request.layers.size()) - 0.5, q(name + ".dat"));
       }
     }
     // The curve: best iterate per layer with its interval, learners and controls.

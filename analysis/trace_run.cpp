@@ -48,6 +48,12 @@ data::PromptSet Rows(const data::PromptSet& set, std::size_t first, std::size_t 
   out.task = set.task;
   out.seed = set.seed;
   out.first_index = set.first_index + first;
+  if (count == 0) {  // none (the lens fits nothing): an empty set of the task's shape
+    out.x.set_size(set.task.d, set.task.n, 0);
+    out.y.set_size(set.task.n, 0);
+    out.w.set_size(set.task.d, 0);
+    return out;
+  }
   out.x = set.x.slices(first, first + count - 1);
   out.y = set.y.cols(first, first + count - 1);
   out.w = set.w.cols(first, first + count - 1);
@@ -195,14 +201,25 @@ TraceResult RunTrace(const TraceRequest& req, const TracePrompts& prompts,
                               if (progress) progress(done, total);
                             });
   };
+  const auto checked = [](arma::cube c, const TraceInput& in) {
+    if (!c.is_finite())
+      throw core::InputError("checkpoint '" + in.checkpoint + "'", "",
+                             "a layer's prediction is not finite on these prompts");
+    return c;
+  };
   for (auto& in : learners)
-    r.predictions.push_back(predict(in));
+    r.predictions.push_back(checked(predict(in), in));
   for (auto& in : controls)
-    r.control_predictions.push_back(predict(in));
+    r.control_predictions.push_back(checked(predict(in), in));
   for (std::size_t i = 0; i < req.algorithms.size(); ++i) {
     AlgorithmTrace a;
     a.algorithm = ParseTraceAlgorithm(req.algorithms[i], r.task);
     const arma::cube iterates = IteratePredictions(a.algorithm, prompts.eval, req.ks);
+    if (!iterates.is_finite())
+      throw core::InputError("trace", "algorithms",
+                             "'" + a.algorithm.spec +
+                                 "' diverges on these prompts (an iterate is not finite): a "
+                                 "smaller step, or fewer iterates");
     // One bootstrap seed per algorithm, the same for the learners and their controls.
     const std::uint64_t boot_seed = req.seed * 7919ULL + i;
     if (controls.empty()) {

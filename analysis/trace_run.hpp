@@ -33,9 +33,10 @@ struct TraceRequest {
 };
 
 // The default algorithms for a task of dimension d and n examples: Newton (Fu et al.'s
-// iteration, 16 steps), GD with the largest step that is stable on every prompt of k <= n-1
-// examples up to chance (alpha = 1 / (sqrt(n-1) + sqrt(d))^2, the Marchenko-Pastur edge) for 256
-// steps, and the ridge path from lambda = 1e3 to 1e-4 in 29 steps.
+// iteration, 16 steps), GD with half the step at which a prompt of k = n-1 examples whose X^T X
+// reaches the Marchenko-Pastur edge (sqrt(n-1) + sqrt(d))^2 diverges (alpha = 0.5 / edge, stable
+// on essentially every prompt) for 256 steps, and the ridge path from lambda = 1e3 to 1e-4 in 29
+// steps.
 std::vector<std::string> DefaultTraceAlgorithms(const data::TaskConfig& task);
 
 // One learner (or control) as the stage gets it: its checkpoint (loaded) and, optionally, the

@@ -43,8 +43,8 @@ void DeclareOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
   t.List("control-activations", &a.control_activations, "control_activations", "the same for "
        "the controls (one per --control)");
   t.Optional("algorithms", &a.algorithms, "algorithms", "comma list of gd:ALPHA:T, "
-       "newton:T[:C[:LAMBDA]], ridge-path:HI:LO:T (T iterates after iterate 0, which predicts 0; "
-       "T <= 4096); default: newton:16, gd with alpha = 1 / (2 (sqrt(n-1) + sqrt(d))^2) for 256 "
+       "sgd:ALPHA:T (T passes), newton:T[:C[:LAMBDA]] (T <= 100), ridge-path:HI:LO:T (T iterates "
+       "after iterate 0, which predicts 0; T <= 4096); default: newton:16, gd with alpha = 1 / (2 (sqrt(n-1) + sqrt(d))^2) for 256 "
        "steps, ridge-path:1000:0.0001:29");
   t.Value("readout", &a.readout, "readout", "how a layer's state becomes a prediction: ridge "
        "(a ridge readout per layer fitted on --fit-prompts prompts, Fu et al.'s) or lens (the "

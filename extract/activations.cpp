@@ -275,6 +275,9 @@ data::PromptSet ReadActivationPrompts(const ActivationsInfo& info, std::int64_t 
         "holds " + std::to_string(info.prompts) + " prompts, " + std::to_string(rows) + " needed");
   if (info.task.HasQueries()) throw core::InputError(where, "", "holds query-shifted prompts");
   const h5::File f = h5::File::Open(info.path);
+  const hsize_t P = info.prompts;
+  f.OpenDataset(schema::kPromptsY).ExpectDims({P, hsize_t(info.task.n)});
+  f.OpenDataset(schema::kPromptsW).ExpectDims({P, hsize_t(info.task.d)});
   data::PromptSet set;
   set.task = info.task;
   set.seed = info.seed;

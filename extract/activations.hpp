@@ -67,12 +67,11 @@ class HiddenReader {
   int layer_, t_, h_;
 };
 
-std::string LayerName(int layer);
+std::string LayerName(int layer);  // "layer_07"
 // The first `rows` prompts of the file (/prompts/x, y, w) as a prompt set of its task and seed;
 // throws core::InputError naming the file when it holds fewer, a query-shifted task, or a value
 // that is not finite.
-data::PromptSet ReadActivationPrompts(const ActivationsInfo& info,
-                                      std::int64_t rows);  // "layer_07"
+data::PromptSet ReadActivationPrompts(const ActivationsInfo& info, std::int64_t rows);
 
 // The content digest of an activations file: SHA-256 over its extract_config (less the storage
 // setting compress), its

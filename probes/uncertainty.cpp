@@ -28,11 +28,16 @@ Interval PercentileInterval(const arma::vec& replicates, double level) {
   return out;
 }
 
-Bootstrap::Bootstrap(arma::uword n, int seeds, int replicates, std::uint64_t seed)
-    : n_(n), seeds_(seeds), replicates_(replicates) {
+Bootstrap::Bootstrap(arma::uword n, int seeds, int replicates, std::uint64_t seed,
+                     bool shared_prompts)
+    : n_(n), seeds_(seeds), replicates_(replicates), shared_(shared_prompts) {
   if (n < 1 || seeds < 1 || replicates < 10)
     throw core::InputError("bootstrap", "", "needs test prompts, seeds and >= 10 replicates");
   for (int s = 0; s < seeds; ++s) {
+    if (shared_prompts && s > 0) {  // one resample of the prompts for every seed
+      counts_.push_back(counts_[0]);
+      continue;
+    }
     data::Rng rng(seed * 1000003ULL + static_cast<std::uint64_t>(s), /*stream=*/0xb0075);
     arma::mat c(replicates, n, arma::fill::zeros);
     for (int b = 0; b < replicates; ++b)
@@ -111,7 +116,7 @@ arma::mat Bootstrap::DrawSeeds(const std::vector<arma::mat>& per) const {
   arma::mat out(replicates_, per[0].n_cols, arma::fill::zeros);
   for (int b = 0; b < replicates_; ++b)
     for (int j = 0; j < seeds_; ++j)
-      out.row(b) += per[draws_(b, j)].row((b + 7919 * j) % replicates_);
+      out.row(b) += per[draws_(b, j)].row(shared_ ? b : (b + 7919 * j) % replicates_);
   return out / double(seeds_);
 }
 
@@ -120,7 +125,7 @@ arma::vec Bootstrap::DrawSeeds(const arma::mat& per) const {
   arma::vec out(replicates_, arma::fill::zeros);
   for (int b = 0; b < replicates_; ++b)
     for (int j = 0; j < seeds_; ++j)
-      out(b) += per((b + 7919 * j) % replicates_, draws_(b, j));
+      out(b) += per(shared_ ? b : (b + 7919 * j) % replicates_, draws_(b, j));
   return out / double(seeds_);
 }
 

@@ -30,7 +30,12 @@ Interval PercentileInterval(const arma::vec& replicates, double level = kConfide
 // computed through one Bootstrap uses the same resamples, so differences are paired.
 class Bootstrap {
  public:
-  Bootstrap(arma::uword n, int seeds, int replicates = kDefaultReplicates, std::uint64_t seed = 0);
+  // shared_prompts: every seed is scored on the same n prompts (trace), so a replicate resamples
+  // the prompts once and every seed drawn uses that resample (the prompts' difficulty, common
+  // to the seeds, stays in the interval); otherwise each seed has its own prompts (probe's
+  // test splits) and its own resample.
+  Bootstrap(arma::uword n, int seeds, int replicates = kDefaultReplicates, std::uint64_t seed = 0,
+            bool shared_prompts = false);
   int replicates() const { return replicates_; }
   arma::uword n() const { return n_; }
   int seeds() const { return seeds_; }
@@ -60,6 +65,7 @@ class Bootstrap {
 
   arma::uword n_;
   int seeds_, replicates_;
+  bool shared_ = false;
   std::vector<arma::mat> counts_;  // per seed: replicates x n multinomial draw counts
   arma::umat draws_;               // replicates x S: the seeds drawn for the mean
 };

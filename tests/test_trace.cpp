@@ -362,6 +362,8 @@ TEST_F(CliTrace, BadInputIsOneLineAndExitTwo) {
       {c + " --algorithms gd:0.02:5000", "T in 1..4096"},
       {c + " --algorithms gd:-1:4", "step size"},
       {c + " --algorithms newton:0", "newton needs a step count"},
+      {c + " --algorithms newton:200", "at most 100"},
+      {c + " --algorithms 'gd:0.02: 4'", "only letters, digits"},
       {c + " --algorithms gd:0.02:4,gd:0.02:4", "listed twice"},
       {c + " --k 8", "--k: 8 is outside 0..7"},
       {c + " --layers 9", "--layers: 9 is outside 0..6"},

@@ -16,8 +16,8 @@ using namespace icl;
 
 namespace {
 
-const std::vector<std::string> kSubcommands = {"baselines", "train",    "inspect", "extract",
-                                               "probe",     "compare",  "report",  "construct",
+const std::vector<std::string> kSubcommands = {"baselines", "train",     "inspect", "extract",
+                                               "probe",     "compare",   "report",  "construct",
                                                "import",    "intervene", "trace"};
 
 // The long names --help lists (Boost's lines: "  -o [ --out ] arg   text", "  --d arg (=4)",

@@ -49,8 +49,8 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
   t.Value("hidden", &model.hidden, "model.hidden", "hidden size H");
   t.Value("heads", &model.heads, "model.heads", "attention heads M");
   t.Value("mlp-ratio", &model.mlp_ratio, "model.mlp_ratio", "MLP width as a multiple of H");
-  t.Value("kernels", &model.kernels, "model.kernels", "arithmetic of the passes: 2 = fused GELU "
-       "(faster), 1 = LibTorch's operators throughout (what runs before this option computed; "
+  t.Value("kernels", &model.kernels, "model.kernels", "arithmetic of the passes: 3 = fused GELU and "
+       "attention (fastest), 2 = fused GELU, 1 = LibTorch's operators throughout (what runs before this option computed; "
        "pass it to repeat one of them bit for bit)");
   t.Value("steps", &train.steps, "train.steps", "training steps");
   t.Value("batch", &train.batch, "train.batch", "prompts per step (fresh every step)");

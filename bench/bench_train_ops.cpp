@@ -8,8 +8,8 @@
 // dispatched matrix product per prompt and head) against the same products called on the BLAS
 // directly, and says whether the two agree bit for bit.
 //
-// First, the step time of kernels 1 against kernels 2 (the fused GELU), then the profile of
-// kernels 2.
+// First, the step times of kernels 1, 2 (the fused GELU) and 3 (GELU and attention fused), then
+// the profile of the default arithmetic (kernels 3).
 //
 // Usage: bench_train_ops [steps=30] [batch=64] [d n layers hidden heads]
 //        (default model: the shipped d=4 n=12 L=8 H=64 M=4)
@@ -128,11 +128,11 @@ int main(int argc, char** argv) {
   const data::PromptSet set = data::SamplePrompts(task, 1, 0, batch);
   const auto tokens = data::TokenTensor(set, 0, batch);
   const auto y = torch::randn({batch, long(mc.n_max)});
-  // Step times of both arithmetics (ModelConfig::kernels), alternating, medians of 5 rounds.
+  // Step times of the three arithmetics (ModelConfig::kernels), alternating, medians of 5 rounds.
   {
-    std::vector<double> times[2];
+    std::vector<double> times[3];
     for (int round = 0; round < 5; ++round)
-      for (int kernels = 1; kernels <= 2; ++kernels) {
+      for (int kernels = 1; kernels <= 3; ++kernels) {
         learners::ModelConfig c = mc;
         c.kernels = kernels;
         torch::manual_seed(1);
@@ -141,11 +141,11 @@ int main(int argc, char** argv) {
         TrainStep(m, tokens, y);  // warm-up
         times[kernels - 1].push_back(SecondsPerCall(steps, [&] { TrainStep(m, tokens, y); }));
       }
-    const double t1 = Median(times[0]), t2 = Median(times[1]);
+    const double t1 = Median(times[0]), t2 = Median(times[1]), t3 = Median(times[2]);
     std::printf(
-        "step, kernels 1 (LibTorch's GELU): %.2f ms; kernels 2 (fused GELU): %.2f ms; "
-        "%.2fx\n",
-        t1 * 1e3, t2 * 1e3, t1 / t2);
+        "step, kernels 1 (LibTorch's operators): %.2f ms; kernels 2 (fused GELU): %.2f ms "
+        "(%.2fx); kernels 3 (fused GELU and attention): %.2f ms (%.2fx)\n",
+        t1 * 1e3, t2 * 1e3, t1 / t2, t3 * 1e3, t1 / t3);
   }
   torch::manual_seed(1);
   learners::Transformer model(mc);

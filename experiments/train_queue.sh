@@ -5,7 +5,9 @@
 # Runs go to runs/queue/; the finished ones are exported to checkpoints/depth/ by hand (see
 # checkpoints/README.md) and skipped from then on; an unfinished one committed at the end of a
 # session in checkpoints/depth/resume/ is resumed from there. Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
-# below). Pause for a benchmark with kill -STOP / -CONT on the train process.
+# below). A queue file holds lines `NAME OPTIONS`, '#' comments, and may set its own recipe and
+# export folder with lines `recipe OPTIONS` and `shipped FOLDER` (relative to the repository).
+# Pause for a benchmark with kill -STOP / -CONT on the train process.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ICLPROBE="${ICLPROBE:-$ROOT/build/apps/iclprobe}"
@@ -34,7 +36,12 @@ finished() {
   [ -f "$1" ] && "$ICLPROBE" inspect "$1" | awk '$1 == "step" && $2 == $4 {ok = 1} END {exit !ok}'
 }
 
-lines() { if [ $# -gt 0 ]; then grep -v '^#' "$1"; else queue; fi; }
+if [ $# -gt 0 ]; then
+  [ -f "$1" ] || { echo "train_queue: no queue file $1" >&2; exit 2; }
+  r=$(sed -n 's/^recipe //p' "$1"); [ -z "$r" ] || RECIPE="$r"
+  d=$(sed -n 's/^shipped //p' "$1"); [ -z "$d" ] || SHIPPED="$ROOT/$d"
+fi
+lines() { if [ $# -gt 0 ]; then grep -v -e '^#' -e '^recipe ' -e '^shipped ' "$1"; else queue; fi; }
 lines "$@" | while read -r name opts; do
   [ -n "$name" ] || continue
   out="$RUNS/$name.h5"

@@ -113,7 +113,7 @@ torch::Tensor FusedGelu(const torch::Tensor& x) {
 
 torch::Tensor Gelu(const torch::Tensor& x, int kernels) {
   if (kernels == 1) return torch::gelu(x, /*approximate=*/"tanh");
-  if (kernels == 2) return FusedGelu(x);
+  if (kernels == 2 || kernels == 3) return FusedGelu(x);
   throw std::logic_error("Gelu: unknown kernels " + std::to_string(kernels));
 }
 

@@ -17,7 +17,7 @@ namespace icl::learners {
 // from the s the forward pass kept. Takes float32 of any shape; returns a tensor of its shape.
 torch::Tensor FusedGelu(const torch::Tensor& x);
 
-// The arithmetic that `kernels` names (ModelConfig::kernels): 1 LibTorch's, 2 FusedGelu.
+// The arithmetic that `kernels` names (ModelConfig::kernels): 1 LibTorch's, 2 and 3 FusedGelu.
 torch::Tensor Gelu(const torch::Tensor& x, int kernels);
 
 // float32 e^z for z in [-87, 87] (clamped outside; a NaN z gives 1), the exp of FusedGelu;

@@ -33,8 +33,9 @@ void ModelConfig::Validate() const {
           std::to_string(hidden) + " is not a multiple of {heads} " + std::to_string(heads));
   Require(norm == "layer" || norm == "none", "model", "norm",
           "must be \"layer\" or \"none\", got \"" + norm + "\"");
-  Require(kernels == 1 || kernels == 2, "model", "kernels",
-          "must be 1 (LibTorch's operators) or 2 (fused GELU), got " + std::to_string(kernels));
+  Require(kernels >= 1 && kernels <= 3, "model", "kernels",
+          "must be 1 (LibTorch's operators), 2 (fused GELU) or 3 (fused GELU and attention), got " +
+              std::to_string(kernels));
   Require(mlp_ratio > 0 && mlp_ratio <= 64, "model", "mlp_ratio",
           "must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
@@ -69,7 +70,7 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
       j.contains("mlp_ratio") ? static_cast<int>(core::json::Int(j, "mlp_ratio", what, 1, 64)) : 4;
   c.norm = j.contains("norm") ? core::json::String(j, "norm", what) : "layer";
   c.kernels =
-      j.contains("kernels") ? static_cast<int>(core::json::Int(j, "kernels", what, 1, 2)) : 1;
+      j.contains("kernels") ? static_cast<int>(core::json::Int(j, "kernels", what, 1, 3)) : 1;
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {

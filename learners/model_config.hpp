@@ -34,8 +34,10 @@ struct ModelConfig {
   // throughout (every file written before this setting existed; imported and constructed
   // models, whose reference is LibTorch's or PyTorch's GELU). 2: the MLP's GELU fused
   // (learners/gelu.hpp; the same function to float32 rounding, a quarter to a third of a
-  // training step faster). New training runs use 2.
-  int kernels = 2;
+  // training step faster). 3: the GELU and the causal attention fused (learners/attention.hpp:
+  // every prompt and head in one pass instead of one dispatched product each). New training runs
+  // use 3.
+  int kernels = 3;
 
   void Validate() const;  // throws core::InputError naming the field
   std::string ToJson() const;

@@ -5,12 +5,13 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "learners/attention.hpp"
 #include "learners/gelu.hpp"
 
 namespace icl::learners {
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_)
-    : hidden(hidden_), heads(heads_) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_, int kernels_)
+    : hidden(hidden_), heads(heads_), kernels(kernels_) {
   in_proj_weight = register_parameter("in_proj_weight", torch::empty({3L * hidden, hidden}));
   in_proj_bias = register_parameter("in_proj_bias", torch::zeros({3L * hidden}));
   out_proj = register_module("out_proj", torch::nn::Linear(hidden, hidden));
@@ -20,6 +21,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_)
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Tensor* weights,
                                                const torch::Tensor* blocked) {
+  if (kernels >= 3 && !blocked)
+    return out_proj(
+        FusedCausalAttention(torch::linear(x, in_proj_weight, in_proj_bias), heads, weights));
   const auto B = x.size(0), T = x.size(1);
   const int64_t head_dim = hidden / heads;
   // [B, T, 3H] -> [3, B, M, T, head_dim]
@@ -75,7 +79,7 @@ BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernel
     ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})));
     ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({hidden})));
   }
-  attn = register_module("attn", CausalSelfAttention(hidden, heads));
+  attn = register_module("attn", CausalSelfAttention(hidden, heads, kernels_));
   fc1 = register_module("fc1", torch::nn::Linear(hidden, mlp_ratio * hidden));
   fc2 = register_module("fc2", torch::nn::Linear(mlp_ratio * hidden, hidden));
 }

@@ -15,7 +15,8 @@ namespace icl::learners {
 // Causal multi-head self-attention. Parameters are named like torch.nn.MultiheadAttention's
 // (in_proj_weight [3H, H], in_proj_bias [3H], out_proj.{weight, bias}).
 struct CausalSelfAttentionImpl : torch::nn::Module {
-  CausalSelfAttentionImpl(int hidden, int heads);
+  // kernels >= 3: the causal attention of `forward` is FusedCausalAttention (attention.hpp).
+  CausalSelfAttentionImpl(int hidden, int heads, int kernels = 1);
   // x: [B, T, H]. When `weights` is not null it receives the attention weights [B, M, T, T].
   // `blocked` [T, T] (bool, true: query row may not attend to key column) replaces the causal
   // mask when given.
@@ -29,7 +30,7 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
                                                              const torch::Tensor& xq,
                                                              const torch::Tensor& query_blocked);
 
-  int hidden, heads;
+  int hidden, heads, kernels;
   torch::Tensor in_proj_weight, in_proj_bias;
   torch::nn::Linear out_proj{nullptr};
 };
@@ -49,7 +50,7 @@ struct BlockImpl : torch::nn::Module {
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  int kernels = 1;  // the GELU's arithmetic (ModelConfig::kernels)
+  int kernels = 1;  // the GELU's and attention's arithmetic (ModelConfig::kernels)
 };
 TORCH_MODULE(Block);
 

@@ -13,6 +13,7 @@
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "data/tokens_torch.hpp"
+#include "learners/attention.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/convergence.hpp"
 #include "learners/gelu.hpp"
@@ -491,16 +492,185 @@ TEST(FusedGelu, MatchesTheTanhGeluAndItsDerivative) {
   EXPECT_TRUE(torch::equal(learners::FusedGelu(x.detach()), y.detach()));
 }
 
+namespace {
+
+// The causal attention in float64 from the same (float32) q, k, v, as LibTorch's operators do it:
+// q, k, v, g [B, M, T, dh] -> out [B, M, T, dh] and the gradients of sum(out * g).
+struct AttentionReference {
+  torch::Tensor p, out, dq, dk, dv;
+};
+AttentionReference ReferenceAttention(const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v, const torch::Tensor& g) {
+  const auto T = q.size(2);
+  const double scale = 1.0 / std::sqrt(double(q.size(3)));
+  auto qd = q.to(torch::kFloat64).requires_grad_(true),
+       kd = k.to(torch::kFloat64).requires_grad_(true),
+       vd = v.to(torch::kFloat64).requires_grad_(true);
+  const auto s = (torch::matmul(qd, kd.transpose(-2, -1)) * scale)
+                     .masked_fill(torch::ones({T, T}, torch::kBool).triu(1), -INFINITY);
+  const auto p = torch::softmax(s, -1);
+  const auto out = torch::matmul(p, vd);
+  (out * g.to(torch::kFloat64)).sum().backward();
+  return {p.detach(), out.detach(), qd.grad(), kd.grad(), vd.grad()};
+}
+
+// [B, T, 3H] <-> per head [B, M, T, dh].
+torch::Tensor HeadPart(const torch::Tensor& qkv, int part, int heads) {
+  const auto B = qkv.size(0), T = qkv.size(1), H = qkv.size(2) / 3;
+  return qkv.view({B, T, 3, heads, H / heads}).select(2, part).permute({0, 2, 1, 3});
+}
+torch::Tensor Heads(const torch::Tensor& x, int heads) {  // [B, T, H] -> [B, M, T, dh]
+  return x.view({x.size(0), x.size(1), heads, x.size(2) / heads}).permute({0, 2, 1, 3});
+}
+
+// Running-error bounds of the fused attention against exact arithmetic (u = 2^-24, float32's
+// unit roundoff; g(n) = n u / (1 - n u)), each the standard bound of a sum of n products in
+// any order, |fl(sum) - sum| <= g(n) sum |terms|, applied stage by stage:
+//   scores  |ds_tu| <= g(dh + 2) scale sum_j |q_tj k_uj|
+//   P row t relative error rho_t <= 2 max_u |ds_tu| + (T + 12) u  (the shift by the max, FusedExp's
+//           4.2 u, the sum and the division), or absolute 1.7e-38 where e^(s - max) < e^-87
+//   out     <= sum_u P_tu |v_uj| (rho_t + g(T + 1))
+//   dP      |ddp_tu| <= g(dh + 1) sum_j |g_tj v_uj|;  r_t = sum_u P_tu dP_tu to
+//           sum_u P_tu (rho_t |dP_tu| + ddp_tu) + g(T + 1) sum_u P_tu |dP_tu|
+//   dS      <= scale P_tu ((rho_t + 3u) |dP_tu - r_t| + ddp_tu + dr_t)
+//   dq = dS k, dk = dS^T q: |d dS| |k| + g(T + 1) |dS| |k|;  dv = P^T g: (rho P)^T |g| + g(T + 1)
+//   P^T |g|.
+struct AttentionBounds {
+  torch::Tensor p, out, dq, dk, dv;
+};
+AttentionBounds BoundAttention(const torch::Tensor& qf, const torch::Tensor& kf,
+                               const torch::Tensor& vf, const torch::Tensor& gf,
+                               const AttentionReference& ref) {
+  const double u = std::ldexp(1.0, -24);
+  const auto gam = [&](double n) { return n * u / (1 - n * u); };
+  const auto T = qf.size(2), dh = qf.size(3);
+  const double scale = 1.0 / std::sqrt(double(dh));
+  const auto q = qf.to(torch::kFloat64).abs(), k = kf.to(torch::kFloat64).abs(),
+             v = vf.to(torch::kFloat64), g = gf.to(torch::kFloat64);
+  const auto lower = torch::ones({T, T}, torch::kBool).tril().to(torch::kFloat64);
+  const auto ds = gam(dh + 2) * scale * torch::matmul(q, k.transpose(-2, -1)) * lower;
+  const auto rho = 2 * std::get<0>(ds.max(-1, true)) + (T + 12) * u;  // [B, M, T, 1]
+  const auto& P = ref.p;
+  AttentionBounds b;
+  // Below e^-87 (float's normal range) the kernel's P is 0.
+  b.p = rho * P + 1.7e-38;
+  b.out = torch::matmul(P, v.abs()) * (rho + gam(T + 1));
+  const auto dP = torch::matmul(g, v.transpose(-2, -1));
+  const auto ddp = gam(dh + 1) * torch::matmul(g.abs(), v.abs().transpose(-2, -1)) * lower;
+  const auto r = (P * dP).sum(-1, true);
+  const auto dr =
+      (P * (rho * dP.abs() + ddp)).sum(-1, true) + gam(T + 1) * (P * dP.abs()).sum(-1, true);
+  const auto dS = P * (dP - r) * scale;
+  const auto d_dS = scale * P * ((rho + 3 * u) * (dP - r).abs() + ddp + dr);
+  b.dq = torch::matmul(d_dS, k) + gam(T + 1) * torch::matmul(dS.abs(), k);
+  b.dk = torch::matmul(d_dS.transpose(-2, -1), q) +
+         gam(T + 1) * torch::matmul(dS.abs().transpose(-2, -1), q);
+  b.dv = torch::matmul((rho * P).transpose(-2, -1), g.abs()) +
+         gam(T + 1) * torch::matmul(P.transpose(-2, -1), g.abs());
+  return b;
+}
+
+// How far a float32 result is from the exact one, as a multiple of its bound (<= 1: within).
+double Worst(const torch::Tensor& got, const torch::Tensor& exact, const torch::Tensor& bound) {
+  // The float64 reference's own error (~1e-16 relative) is far below every bound but zero's.
+  return ((got.to(torch::kFloat64) - exact).abs() / (bound + 1e-300)).max().item<double>();
+}
+
+}  // namespace
+
+// The fused attention is causal softmax attention: forward, weights and gradients within the
+// running-error bounds above of the exact (float64) values, for a head width of 16 and one of 1,
+// and positions far apart in scale (scores up to ~50, where one key takes nearly all weight).
+// LibTorch's float32 operators meet the same bounds (they are not a tautology of the kernel).
+TEST(FusedAttention, MatchesExactAttentionWithinRunningErrorBounds) {
+  for (const auto& [heads, hidden, T, spread] :
+       {std::tuple{4, 64, 24, 1.0}, std::tuple{2, 2, 9, 1.0}, std::tuple{2, 32, 80, 4.0}}) {
+    SCOPED_TRACE("heads " + std::to_string(heads) + " hidden " + std::to_string(hidden));
+    torch::manual_seed(11);
+    const auto qkv = (torch::randn({3, T, 3L * hidden}) * spread).requires_grad_(true);
+    const auto g = torch::randn({3, T, long(hidden)});
+    torch::Tensor weights;
+    const auto out = learners::FusedCausalAttention(qkv, heads, &weights);
+    (out * g).sum().backward();
+    const auto q = HeadPart(qkv.detach(), 0, heads), k = HeadPart(qkv.detach(), 1, heads),
+               v = HeadPart(qkv.detach(), 2, heads), gh = Heads(g, heads);
+    const auto ref = ReferenceAttention(q, k, v, gh);
+    const auto bound = BoundAttention(q, k, v, gh, ref);
+    const auto grad = qkv.grad();
+    EXPECT_LE(Worst(Heads(out.detach(), heads), ref.out, bound.out), 1.0);
+    EXPECT_LE(Worst(HeadPart(grad, 0, heads), ref.dq, bound.dq), 1.0);
+    EXPECT_LE(Worst(HeadPart(grad, 1, heads), ref.dk, bound.dk), 1.0);
+    EXPECT_LE(Worst(HeadPart(grad, 2, heads), ref.dv, bound.dv), 1.0);
+    // P: exactly 0 above the diagonal, rows within their relative error of the exact P.
+    EXPECT_TRUE(torch::equal(weights.triu(1), torch::zeros_like(weights)));
+    EXPECT_LE(Worst(weights, ref.p, bound.p), 1.0);
+    // LibTorch's float32 path (kernels 2's attention) within the same bounds.
+    auto q32 = q.clone().requires_grad_(true), k32 = k.clone().requires_grad_(true),
+         v32 = v.clone().requires_grad_(true);
+    const auto s =
+        (torch::matmul(q32, k32.transpose(-2, -1)) * (1.0 / std::sqrt(double(hidden / heads))))
+            .masked_fill(torch::ones({T, T}, torch::kBool).triu(1), -INFINITY);
+    const auto o32 = torch::matmul(torch::softmax(s, -1), v32);
+    (o32 * gh).sum().backward();
+    EXPECT_LE(Worst(o32.detach(), ref.out, bound.out), 1.0);
+    EXPECT_LE(Worst(q32.grad(), ref.dq, bound.dq), 1.0);
+    EXPECT_LE(Worst(k32.grad(), ref.dk, bound.dk), 1.0);
+    EXPECT_LE(Worst(v32.grad(), ref.dv, bound.dv), 1.0);
+  }
+}
+
+// Its bits depend neither on the number of threads nor on which prompts share a batch; a later
+// position never reaches an earlier one; a NaN score makes its row NaN (a diverging run is seen);
+// inference gives the bits of the training pass.
+TEST(FusedAttention, IsExactAcrossThreadsAndBatchesAndCausal) {
+  torch::manual_seed(12);
+  const auto qkv = torch::randn({5, 24, 3 * 64});
+  const auto g = torch::randn({5, 24, 64});
+  const int threads = at::get_num_threads();
+  const auto run = [&](const torch::Tensor& x) {
+    auto xr = x.clone().requires_grad_(true);
+    const auto out = learners::FusedCausalAttention(xr, 4);
+    (out * g.slice(0, 0, x.size(0))).sum().backward();
+    return std::pair{out.detach(), xr.grad()};
+  };
+  at::set_num_threads(1);
+  const auto [out1, grad1] = run(qkv);
+  at::set_num_threads(2);
+  const auto [out2, grad2] = run(qkv);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(out1, out2));
+  EXPECT_TRUE(torch::equal(grad1, grad2));
+  const auto [out_first, grad_first] = run(qkv.slice(0, 0, 2));  // prompts 0 and 1 alone
+  EXPECT_TRUE(torch::equal(out_first, out1.slice(0, 0, 2)));
+  EXPECT_TRUE(torch::equal(grad_first, grad1.slice(0, 0, 2)));
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(learners::FusedCausalAttention(qkv, 4), out1));
+  }
+  auto later = qkv.clone();
+  later.slice(1, 10).normal_();
+  EXPECT_TRUE(
+      torch::equal(learners::FusedCausalAttention(later, 4).slice(1, 0, 10), out1.slice(1, 0, 10)));
+  auto bad = qkv.clone();
+  bad[1][7][3] = std::nanf("");  // a query of head 0 at position 7 of prompt 1
+  const auto out_bad = learners::FusedCausalAttention(bad, 4);
+  EXPECT_TRUE(out_bad[1][7].slice(0, 0, 16).isnan().all().item<bool>());
+  EXPECT_TRUE(torch::equal(out_bad[0], out1[0]));
+  EXPECT_FALSE(out_bad[1][6].isnan().any().item<bool>());
+}
+
 // Files written before `kernels` existed computed with LibTorch's operators: absent means 1,
 // and 1 is not written, so their configuration text (which resume compares) stays the same.
-TEST(ModelConfig, KernelsAbsentMeansLibTorchAndOnlyTwoIsWritten) {
+TEST(ModelConfig, KernelsAbsentMeansLibTorchAndOnlyOneIsNotWritten) {
   ModelConfig c = Tiny();
-  EXPECT_EQ(c.kernels, 2);  // new learners
+  EXPECT_EQ(c.kernels, 3);  // new learners
+  EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").kernels, 3);
+  c.kernels = 2;
   EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").kernels, 2);
   c.kernels = 1;
   EXPECT_EQ(c.ToJson().find("kernels"), std::string::npos);
   EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").kernels, 1);
-  c.kernels = 3;
+  c.kernels = 4;
   EXPECT_THROW(c.Validate(), core::InputError);
   // The two arithmetics are one function: their predictions agree to float32 rounding. The
   // GELUs differ by at most 1e-6 |x| (above); two blocks and the readout at this initialisation
@@ -516,6 +686,15 @@ TEST(ModelConfig, KernelsAbsentMeansLibTorchAndOnlyTwoIsWritten) {
   const auto pa = a->forward(tokens), pb = b->forward(tokens);
   EXPECT_FALSE(torch::equal(pa, pb));  // another arithmetic indeed
   EXPECT_LT((pa - pb).abs().max().item<double>(), 1e-5);
+  // Kernels 3 adds the fused attention: its running error (FusedAttention's bounds) is at most
+  // (2 (dh + 2) + 2 T + 26) u ~ 60 u = 3.6e-6 of max |v| per block, |v| < 3 at this
+  // initialisation, and blocks and readout amplify by less than 10: bound 1e-4.
+  c.kernels = 3;
+  torch::manual_seed(5);
+  Transformer f(c);
+  const auto pf = f->forward(tokens);
+  EXPECT_FALSE(torch::equal(pf, pb));
+  EXPECT_LT((pf - pb).abs().max().item<double>(), 1e-4);
 }
 
 namespace {

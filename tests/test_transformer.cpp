@@ -579,12 +579,14 @@ double Worst(const torch::Tensor& got, const torch::Tensor& exact, const torch::
 }  // namespace
 
 // The fused attention is causal softmax attention: forward, weights and gradients within the
-// running-error bounds above of the exact (float64) values, for a head width of 16 and one of 1,
-// and positions far apart in scale (scores up to ~50, where one key takes nearly all weight).
+// running-error bounds above of the exact (float64) values, for head widths 16, 8 and 32 (each
+// its own compiled instance) and 1 (the generic one), and positions far apart in scale (scores
+// up to ~50, where one key takes nearly all weight).
 // LibTorch's float32 operators meet the same bounds (they are not a tautology of the kernel).
 TEST(FusedAttention, MatchesExactAttentionWithinRunningErrorBounds) {
   for (const auto& [heads, hidden, T, spread] :
-       {std::tuple{4, 64, 24, 1.0}, std::tuple{2, 2, 9, 1.0}, std::tuple{2, 32, 80, 4.0}}) {
+       {std::tuple{4, 64, 24, 1.0}, std::tuple{2, 2, 9, 1.0}, std::tuple{2, 32, 80, 4.0},
+        std::tuple{4, 32, 13, 1.0}, std::tuple{4, 128, 20, 1.0}}) {
     SCOPED_TRACE("heads " + std::to_string(heads) + " hidden " + std::to_string(hidden));
     torch::manual_seed(11);
     const auto qkv = (torch::randn({3, T, 3L * hidden}) * spread).requires_grad_(true);

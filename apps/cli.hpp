@@ -102,6 +102,7 @@ std::vector<OptionSpec> ConstructOptions();
 std::vector<OptionSpec> ImportOptions();
 std::vector<OptionSpec> InterveneOptions();
 std::vector<OptionSpec> TraceOptions();
+std::vector<OptionSpec> SwapOptions();
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);
@@ -115,5 +116,6 @@ int RunConstruct(int argc, char** argv);
 int RunImport(int argc, char** argv);
 int RunIntervene(int argc, char** argv);
 int RunTrace(int argc, char** argv);
+int RunSwap(int argc, char** argv);
 
 }  // namespace icl::cli

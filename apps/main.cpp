@@ -44,6 +44,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunIntervene},
     {"trace", "which iterate of GD, Newton or the ridge path does each layer's prediction match?",
      icl::cli::RunTrace},
+    {"swap", "does the query use its context as an algorithm would? B's context under A's query",
+     icl::cli::RunSwap},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -46,7 +46,7 @@ std::map<std::string, std::vector<OptionSpec>> OptionRegistry() {
           {"probe", ProbeOptions()},         {"compare", CompareOptions()},
           {"report", ReportOptions()},       {"construct", ConstructOptions()},
           {"import", ImportOptions()},       {"intervene", InterveneOptions()},
-          {"trace", TraceOptions()}};
+          {"trace", TraceOptions()},         {"swap", SwapOptions()}};
 }
 
 }  // namespace icl::cli

@@ -86,25 +86,6 @@ EditMap MakeEditMap(const probes::ProbeResults& file, const std::string& target,
   return e;
 }
 
-// Pairs [first, first + count): prompt set A (even prompts of the stream) and B (odd ones).
-void SamplePairs(const data::TaskConfig& task, std::uint64_t seed, std::size_t first,
-                 std::size_t count, data::PromptSet& a, data::PromptSet& b) {
-  for (data::PromptSet* s : {&a, &b}) {
-    s->task = task;
-    s->seed = seed;
-    s->first_index = 2 * first;
-    s->x.set_size(task.d, task.n, count);
-    s->y.set_size(task.n, count);
-    s->w.set_size(task.d, count);
-  }
-  for (std::size_t j = 0; j < count; ++j)
-    for (int side = 0; side < 2; ++side) {
-      data::PromptSet& s = side == 0 ? a : b;
-      data::SamplePrompt(task, seed, 2 * (first + j) + side, s.x.slice(j).memptr(), s.y.colptr(j),
-                         s.w.colptr(j));
-    }
-}
-
 // The target value after k examples (m entries).
 arma::vec TargetValue(const std::string& target, const data::PromptSet& s, std::size_t j,
                       const data::PrefixTargets& t, const learners::LearnerRun* learner, int k) {
@@ -485,6 +466,24 @@ void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vec
 }
 
 }  // namespace
+
+void SamplePairs(const data::TaskConfig& task, std::uint64_t seed, std::size_t first,
+                 std::size_t count, data::PromptSet& a, data::PromptSet& b) {
+  for (data::PromptSet* s : {&a, &b}) {
+    s->task = task;
+    s->seed = seed;
+    s->first_index = 2 * first;
+    s->x.set_size(task.d, task.n, count);
+    s->y.set_size(task.n, count);
+    s->w.set_size(task.d, count);
+  }
+  for (std::size_t j = 0; j < count; ++j)
+    for (int side = 0; side < 2; ++side) {
+      data::PromptSet& s = side == 0 ? a : b;
+      data::SamplePrompt(task, seed, 2 * (first + j) + side, s.x.slice(j).memptr(), s.y.colptr(j),
+                         s.w.colptr(j));
+    }
+}
 
 InterveneResult RunIntervene(learners::Transformer model, const std::string& checkpoint_sha256,
                              const probes::ProbeResults& probes, const InterveneRequest& request,

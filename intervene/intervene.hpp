@@ -93,6 +93,11 @@ struct InterveneResult {
   }
 };
 
+// The prompt pairs [first, first + count) of the stream `seed` of `task`: pair p is A = prompt
+// 2p (into a) and B = prompt 2p + 1 (into b); the pairs of intervene and swap.
+void SamplePairs(const data::TaskConfig& task, std::uint64_t seed, std::size_t first,
+                 std::size_t count, data::PromptSet& a, data::PromptSet& b);
+
 // Checks the request against the probes file and the model before any work, then runs it.
 // `checkpoint_sha256` is the SHA-256 of the checkpoint file `model` was loaded from: it must be
 // the one the probes' activations were extracted from. Throws core::InputError naming the

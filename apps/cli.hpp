@@ -103,6 +103,7 @@ std::vector<OptionSpec> ImportOptions();
 std::vector<OptionSpec> InterveneOptions();
 std::vector<OptionSpec> TraceOptions();
 std::vector<OptionSpec> SwapOptions();
+std::vector<OptionSpec> EraseOptions();
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);
@@ -117,5 +118,6 @@ int RunImport(int argc, char** argv);
 int RunIntervene(int argc, char** argv);
 int RunTrace(int argc, char** argv);
 int RunSwap(int argc, char** argv);
+int RunErase(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -46,6 +46,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunTrace},
     {"swap", "does the query use its context as an algorithm would? B's context under A's query",
      icl::cli::RunSwap},
+    {"erase", "does the model need what a layer carries? LEACE erasure, per layer and k",
+     icl::cli::RunErase},
 };
 
 void PrintUsage(std::ostream& os) {

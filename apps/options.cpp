@@ -46,7 +46,8 @@ std::map<std::string, std::vector<OptionSpec>> OptionRegistry() {
           {"probe", ProbeOptions()},         {"compare", CompareOptions()},
           {"report", ReportOptions()},       {"construct", ConstructOptions()},
           {"import", ImportOptions()},       {"intervene", InterveneOptions()},
-          {"trace", TraceOptions()},         {"swap", SwapOptions()}};
+          {"trace", TraceOptions()},         {"swap", SwapOptions()},
+          {"erase", EraseOptions()}};
 }
 
 }  // namespace icl::cli

@@ -6,7 +6,14 @@
 # machine's float32 GEMM rate and OpenBLAS core (bench_train) and the disk's sequential write
 # rate (dd).
 #
-# Usage: bench/run_all.sh [REPS=3] [PROMPTS=20000]      (from the repository root, after a build)
+# Then each stage against its physical bound: the GEMM work of its forward (and backward) passes
+# at the two-thread 1024^3 GEMM rate measured above, the disk's write rate for what extract
+# writes, and for the ridge probes one read of the activations from the page cache plus their
+# Gram matrices; also extraction of a Garg-shape learner (d = 20, 12 layers, width 256, 8 heads,
+# 41 examples; random weights, bench/make_garg_shape.py, imported), 2,000 prompts.
+#
+# Usage: bench/run_all.sh [REPS=3] [PROMPTS=20000]      (from the repository root, after a build;
+# pause any training job first: kill -STOP, then -CONT)
 # Needs Debian's python3-torch, python3-h5py and python3-sklearn for the references (skipped,
 # with a note, when /usr/bin/python3 lacks them). Writes its scratch files under a temporary
 # folder, removed at the end.
@@ -95,3 +102,43 @@ if [ $have_py = 1 ]; then
   row "MLP probes: PyTorch one by one 2 threads (A) vs iclprobe 2 (B)" "$mp" "$m2" "$(ratio "$mp" "$m2")"
 fi
 [ $have_py = 1 ] || echo "(Python references skipped: $PY lacks torch, h5py or sklearn)"
+
+# Forward GEMM FLOP of one prompt: per block and token 2 (4 + 2 r) H^2 for the projections and
+# the MLP, and 4 T H for attention's two T x T x H products; L blocks, T = 2n tokens.
+fwd_flop() {  # L T H r
+  echo "$1 * ($2 * 2 * (4 + 2 * $4) * $3 * $3 + 4 * $2 * $2 * $3)" | bc
+}
+frac() { echo "100 * $1 / $2" | bc -l | awk '{printf "%.0f%%", $1}'; }
+gf() { echo "$1" | bc -l | awk '{printf "%.1f", $1}'; }
+# The Garg-shape learner (Python standard library only, no torch).
+garg=""
+if command -v python3 > /dev/null; then
+  python3 bench/make_garg_shape.py "$TMP/garg.safetensors" > /dev/null
+  "$B" import --format garg "$TMP/garg.safetensors" --heads 8 --out "$TMP/garg.h5" > /dev/null
+  garg=$(med "$B" extract -c "$TMP/garg.h5" -N 2000 --threads 2 --quiet --force -o "$TMP/g.h5")
+fi
+echo
+echo "Against the bounds (two threads; GEMM at $g2 GFLOP/s, disk at $disk MB/s):"
+echo
+ROW_WIDTH=46
+row "stage" "GFLOP/s" "bound" "fraction"
+row "---" "---:" "---:" "---:"
+ship=$(fwd_flop 8 24 64 4); large=$(fwd_flop 8 80 128 4)
+for cfg in shipped larger; do
+  read -r _ s2b < <(awk -v c=$cfg '$1 == c {print $(NF - 2), $(NF - 1)}' "$TMP/shards.txt")
+  f=$ship; [ $cfg = larger ] && f=$large
+  r=$(gf "3 * 64 * $f / $s2b / 10^9")
+  row "train $cfg, 2 workers" "$r" "$g2" "$(frac "$r" "$g2")"
+done
+r=$(gf "$N * $ship / $e2 / 10^9")
+row "extract $N prompts (shipped), 2 threads" "$r" "$g2" "$(frac "$r" "$g2")"
+row "extract $N prompts, MB/s written" "$rate" "$disk" "$(frac "$rate" "$disk")"
+if [ -n "$garg" ]; then
+  r=$(gf "2000 * $(fwd_flop 12 82 256 4) / $garg / 10^9")
+  row "extract 2,000 prompts (Garg shape), 2 threads" "$r" "$g2" "$(frac "$r" "$g2")"
+fi
+# Ridge: one read of the file (at the disk's rate, the page cache is faster) and one Gram matrix
+# of the train rows per (layer, k): 9 x 12 x 2 x 0.8 N x 64^2 FLOP.
+gram=$(echo "9 * 12 * 2 * 0.8 * $N * 64 * 64" | bc)
+rb=$(echo "$gram / ($g2 * 10^9) + $mb / $disk" | bc -l | awk '{printf "%.2f", $1}')
+row "ridge probes, seconds (GEMM + one read)" "$p2" "$rb" "$(frac "$rb" "$p2")"

@@ -16,9 +16,9 @@ using namespace icl;
 
 namespace {
 
-const std::vector<std::string> kSubcommands = {"baselines", "train",     "inspect", "extract",
-                                               "probe",     "compare",   "report",  "construct",
-                                               "import",    "intervene", "trace",   "swap"};
+const std::vector<std::string> kSubcommands = {
+    "baselines", "train",  "inspect",   "extract", "probe", "compare", "report",
+    "construct", "import", "intervene", "trace",   "swap",  "erase"};
 
 // The long names --help lists (Boost's lines: "  -o [ --out ] arg   text", "  --d arg (=4)",
 // "  --force", "  --fixed-w [=arg(=1)]"), and the default each shows.
@@ -102,9 +102,10 @@ TEST(CliOptions, SharedOptionsAgreeAcrossSubcommands) {
   };
   // Options every subcommand of a kind must have.
   for (const char* s :
-       {"baselines", "train", "extract", "probe", "compare", "intervene", "trace", "swap"})
+       {"baselines", "train", "extract", "probe", "compare", "intervene", "trace", "swap", "erase"})
     EXPECT_TRUE(has(s, "threads")) << s << " lacks --threads";
-  for (const char* s : {"train", "extract", "probe", "compare", "intervene", "trace", "swap"})
+  for (const char* s :
+       {"train", "extract", "probe", "compare", "intervene", "trace", "swap", "erase"})
     EXPECT_TRUE(has(s, "quiet")) << s << " lacks --quiet";
   for (const auto& s : kSubcommands)
     EXPECT_TRUE(has(s, "force")) << s << " lacks --force";

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 34 (3): LEACE erasure of X'y and of w_OLS from each layer's states at the y-token of
+# example k and the query, the model run on, error per k against the model's own, the zero
+# predictor's and a random erasure of the same rank (95% intervals over prompts).
+# Full profile: the shipped L = 8 family (4 seeds) and its random-init twin. --quick: the
+# compiled one-step gd (alpha 0.05), in seconds.
+source "$(dirname "$0")/lib.sh"
+setup_out erase
+SUMMARY="$OUT/summary.md"; : > "$SUMMARY"
+
+# erase NAME CHECKPOINT TARGET
+erase() {
+  run "$ICLPROBE" erase -c "$2" --target "$3" --k "$KS" --fit-prompts $FIT -N $P --bootstrap $B \
+    --seed 11 --threads 1 --quiet --force --out "$OUT/$1_$3.h5" > "$OUT/$1_$3.txt"
+  { echo "### $1, $3 erased"; echo
+    echo "| state | k | rank | model | erased [95%] | random [95%] | zero predictor |"
+    echo "|---:|---:|---:|---|---|---|---|"
+    awk -F, 'NR > 1 {printf "| %s | %s | %s | %.3g [%.3g, %.3g] | %.3g [%.3g, %.3g] | %.3g [%.3g, %.3g] | %.3g |\n", $2, $3, $5, $6, $7, $8, $9, $10, $11, $15, $16, $17, $21}' "$OUT/$1_$3.csv"
+    echo; } >> "$SUMMARY"
+}
+
+if [ "$PROFILE" = full ]; then
+  P=2000; FIT=4000; B=1000; KS=2,4,6,8,11
+  for t in xty w_ols; do
+    erase l8_s1 "$ROOT/checkpoints/d4_l8_h64.h5" $t
+    for s in 2 3 4; do erase "l8_s$s" "$ROOT/checkpoints/family/d4_l8_h64_s$s.h5" $t; done
+    erase l8_init "$ROOT/checkpoints/d4_l8_h64_init.h5" $t
+  done
+else
+  P=500; FIT=1000; B=200; KS=2,4,6
+  run "$ICLPROBE" construct --program gd --alpha 0.05 --d 4 --n 8 --force --out "$RUNS/gd.h5" > /dev/null
+  erase gd "$RUNS/gd.h5" xty
+fi
+finish "LEACE erasure (issue 34, item 3)" "$SUMMARY"

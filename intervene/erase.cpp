@@ -16,6 +16,7 @@
 #include "data/targets.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "intervene/file_common.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::intervene {
@@ -401,33 +402,12 @@ ErasureResult ReadErasureFile(const std::string& path) {
   } catch (const core::InputError& e) {
     throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }
-  for (const std::int64_t l : f.GetIntList("layers")) {
-    if (l < 0 || l > learners::kMaxLayers)
-      throw core::InputError(where, "", "attribute 'layers' holds " + std::to_string(l));
-    res.layers.push_back(static_cast<int>(l));
-  }
-  for (const std::int64_t k : f.GetIntList("ks")) {
-    if (k < 1 || k >= res.task.n)
-      throw core::InputError(where, "",
-                             "attribute 'ks' holds " + std::to_string(k) + ", outside 1..n-1");
-    res.ks.push_back(static_cast<int>(k));
-  }
-  if (res.layers.empty() || res.ks.empty() ||
-      std::set<int>(res.layers.begin(), res.layers.end()).size() != res.layers.size() ||
-      std::set<int>(res.ks.begin(), res.ks.end()).size() != res.ks.size())
-    throw core::InputError(where, "", "attributes 'layers' and 'ks' must be non-empty, no repeats");
+  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
   const hsize_t L = res.layers.size(), K = res.ks.size(), P = prompts;
   if (static_cast<double>(2 * L + 2) * K * P > 5e8)
     throw core::InputError(where, "", "its per-prompt datasets would hold more than 5e8 values");
-  auto read = [&](const char* name, const h5::Dims& dims) {
-    const h5::Dataset ds = f.OpenDataset(name);
-    ds.ExpectDims(dims);
-    std::vector<double> v = ds.ReadAll<double>();
-    for (const double x : v)
-      if (!std::isfinite(x))
-        throw core::InputError(where, "",
-                               "/" + std::string(name) + " holds NaN or infinite values");
-    return v;
+  const auto read = [&](const char* name, const h5::Dims& dims) {
+    return ReadFinite(f, where, name, dims);
   };
   for (int i = 0; i < 12; ++i) {
     const std::vector<double> v = read(kPerCell[i], {L, K});

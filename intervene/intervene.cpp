@@ -19,6 +19,7 @@
 #include "data/targets.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "intervene/file_common.hpp"
 #include "learners/classical.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -630,22 +631,7 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
         where, "", "attribute 'pairs' is " + std::to_string(pairs) + ", expected 2..1000000");
   res.request.pairs = static_cast<int>(pairs);
   res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
-  for (const std::int64_t l : f.GetIntList("layers")) {
-    if (l < 0 || l > learners::kMaxLayers)
-      throw core::InputError(where, "", "attribute 'layers' holds " + std::to_string(l));
-    res.layers.push_back(static_cast<int>(l));
-  }
-  for (const std::int64_t k : f.GetIntList("ks")) {
-    if (k < 1 || k >= res.task.n)
-      throw core::InputError(where, "",
-                             "attribute 'ks' holds " + std::to_string(k) + ", outside 1..n-1");
-    res.ks.push_back(static_cast<int>(k));
-  }
-  if (res.layers.empty() || res.ks.empty())
-    throw core::InputError(where, "", "attributes 'layers' and 'ks' must not be empty");
-  if (std::set<int>(res.layers.begin(), res.layers.end()).size() != res.layers.size() ||
-      std::set<int>(res.ks.begin(), res.ks.end()).size() != res.ks.size())
-    throw core::InputError(where, "", "attribute 'layers' or 'ks' lists an entry twice");
+  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
   if (f.GetStringList("controls") != kInterventionControls)
     throw core::InputError(where, "", "attribute 'controls' should be probe, random");
   const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
@@ -657,15 +643,8 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
     c.k = res.ks[cell % K];
     c.observed.set_size(P, C);
   }
-  auto read = [&](const char* name, const h5::Dims& dims) {
-    const h5::Dataset ds = f.OpenDataset(name);
-    ds.ExpectDims(dims);
-    std::vector<double> v = ds.ReadAll<double>();
-    for (const double x : v)
-      if (!std::isfinite(x))
-        throw core::InputError(where, "",
-                               "/" + std::string(name) + " holds NaN or infinite values");
-    return v;
+  const auto read = [&](const char* name, const h5::Dims& dims) {
+    return ReadFinite(f, where, name, dims);
   };
   for (int i = 0; i < 4; ++i) {
     const std::vector<double> v = read(kPerControl[i], {C, L, K});

@@ -14,6 +14,7 @@
 #include "data/prompt_io.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "intervene/file_common.hpp"
 #include "intervene/intervene.hpp"
 #include "learners/classical.hpp"
 #include "probes/uncertainty.hpp"
@@ -325,29 +326,14 @@ SwapResult ReadSwapsFile(const std::string& path) {
         where, "", "attribute 'pairs' is " + std::to_string(pairs) + ", expected 2..1000000");
   res.request.pairs = static_cast<int>(pairs);
   res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
-  for (const std::int64_t l : f.GetIntList("layers")) {
-    if (l < 0 || l > learners::kMaxLayers)
-      throw core::InputError(where, "", "attribute 'layers' holds " + std::to_string(l));
-    res.layers.push_back(static_cast<int>(l));
-  }
-  for (const std::int64_t k : f.GetIntList("ks")) {
-    if (k < 1 || k >= res.task.n)
-      throw core::InputError(where, "",
-                             "attribute 'ks' holds " + std::to_string(k) + ", outside 1..n-1");
-    res.ks.push_back(static_cast<int>(k));
-  }
+  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
   res.references = f.GetStringList("references");
-  if (res.layers.empty() || res.ks.empty() || res.references.empty() ||
-      res.references.size() > 64 || res.references[0] != kModelReference)
-    throw core::InputError(where, "",
-                           "attributes 'layers', 'ks' and 'references' must not be empty, "
-                           "'references' holds at most 64 and starts with 'model'");
-  if (std::set<int>(res.layers.begin(), res.layers.end()).size() != res.layers.size() ||
-      std::set<int>(res.ks.begin(), res.ks.end()).size() != res.ks.size() ||
+  if (res.references.empty() || res.references.size() > 64 ||
+      res.references[0] != kModelReference ||
       std::set<std::string>(res.references.begin(), res.references.end()).size() !=
           res.references.size())
     throw core::InputError(where, "",
-                           "attribute 'layers', 'ks' or 'references' lists an entry twice");
+                           "attribute 'references' must hold 1..64 distinct names, 'model' first");
   for (std::size_t i = 1; i < res.references.size(); ++i)
     try {
       learners::MakeLearner(res.references[i], res.task);  // a spec, not any text
@@ -360,15 +346,8 @@ SwapResult ReadSwapsFile(const std::string& path) {
   // The per-pair datasets are the large ones: bounded before any read.
   if (static_cast<double>(L + R) * K * P > 5e8)
     throw core::InputError(where, "", "its per-pair datasets would hold more than 5e8 values");
-  auto read = [&](const char* name, const h5::Dims& dims) {
-    const h5::Dataset ds = f.OpenDataset(name);
-    ds.ExpectDims(dims);
-    std::vector<double> v = ds.ReadAll<double>();
-    for (const double x : v)
-      if (!std::isfinite(x))
-        throw core::InputError(where, "",
-                               "/" + std::string(name) + " holds NaN or infinite values");
-    return v;
+  const auto read = [&](const char* name, const h5::Dims& dims) {
+    return ReadFinite(f, where, name, dims);
   };
   for (int i = 0; i < 7; ++i) {
     const std::vector<double> v = read(kPerCell[i], {R, L, K});

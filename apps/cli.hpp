@@ -104,6 +104,7 @@ std::vector<OptionSpec> InterveneOptions();
 std::vector<OptionSpec> TraceOptions();
 std::vector<OptionSpec> SwapOptions();
 std::vector<OptionSpec> EraseOptions();
+std::vector<OptionSpec> DasOptions();
 
 // Subcommands.
 int RunBaselines(int argc, char** argv);
@@ -119,5 +120,6 @@ int RunIntervene(int argc, char** argv);
 int RunTrace(int argc, char** argv);
 int RunSwap(int argc, char** argv);
 int RunErase(int argc, char** argv);
+int RunDas(int argc, char** argv);
 
 }  // namespace icl::cli

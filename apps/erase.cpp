@@ -3,18 +3,13 @@
 // random erasure of the same rank and the zero predictor's.
 #include <fmt/format.h>
 
-#include <chrono>
-#include <filesystem>
 #include <iostream>
-#include <sstream>
 
+#include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "core/errors.hpp"
-#include "core/output.hpp"
-#include "core/sha256.hpp"
 #include "intervene/erase.hpp"
-#include "learners/checkpoint.hpp"
 
 namespace icl::cli {
 
@@ -47,9 +42,6 @@ void DeclareOptions(OptionTable& t, intervene::EraseRequest& req, EraseArgs& a) 
 }
 
 void FillRequest(intervene::EraseRequest& req, const EraseArgs& a, const po::variables_map& vm) {
-  if (a.checkpoint.empty())
-    throw std::invalid_argument("--checkpoint: required (a trained learner)");
-  if (a.out.empty()) throw std::invalid_argument("--out: required (the erasure file)");
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   req.Validate();
@@ -80,37 +72,23 @@ int RunErase(int argc, char** argv) {
              "iclprobe erase -c checkpoints/d4_l8_h64.h5 --target xty --k 4,8 --out erase.h5"))
     return 0;
   FillRequest(req, a, vm);
-  CheckThreads(a.threads);
-  core::RequireRegularInput(a.checkpoint, "checkpoint");
-  const std::string csv =
-      vm.count("csv") ? a.csv : std::filesystem::path(a.out).replace_extension(".csv").string();
-  const std::vector<std::string> inputs = {a.checkpoint};
-  const bool force = vm.count("force") > 0;
-  core::RequireDistinctOutputs({{"out", a.out}, {"csv", csv}});
-  core::AtomicOutput h5out(a.out, "out", {force, inputs, false, true});
-  core::AtomicOutput csvout(csv, "csv", {force, inputs, false, true});
-  const std::string sha = core::Sha256File(a.checkpoint);
-  const learners::CheckpointInfo info = learners::ReadCheckpointInfo(a.checkpoint);
-  learners::Transformer model = learners::LoadCheckpoint(a.checkpoint);
-  SetThreads(a.threads);
-  const long long layers = req.layers.empty() ? model->config.layers + 1 : req.layers.size();
-  const long long ks = req.ks.empty() ? info.train.task.n - 1 : req.ks.size();
-  Progress progress("erase", static_cast<long long>(req.prompts) * layers * ks,
-                    vm.count("quiet") > 0, "erasures");
-  const auto t0 = std::chrono::steady_clock::now();
-  intervene::ErasureResult result = intervene::RunErase(
-      model, sha, info.train.task, req, [&](long long done, long long) { progress.Update(done); });
-  progress.Finish();
-  result.checkpoint = a.checkpoint;
-  intervene::WriteErasureFile(h5out.temp_path(), result);
-  std::ostringstream f;
-  intervene::WriteErasureCsv(f, result);
-  csvout.WriteText(f.str());
-  h5out.Commit();
-  csvout.Commit();
-  intervene::PrintErasureSummary(std::cout, result);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("wrote {} and {} in {}\n", a.out, csv, FormatDuration(secs));
+  RunCheckpointCommand(
+      {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads}, vm,
+      [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
+        const long long layers =
+            req.layers.empty() ? l.model->config.layers + 1 : req.layers.size();
+        const long long ks = req.ks.empty() ? l.info.train.task.n - 1 : req.ks.size();
+        Progress progress("erase", static_cast<long long>(req.prompts) * layers * ks,
+                          vm.count("quiet") > 0, "erasures");
+        intervene::ErasureResult result =
+            intervene::RunErase(l.model, l.sha256, l.info.train.task, req,
+                                [&](long long done, long long) { progress.Update(done); });
+        progress.Finish();
+        result.checkpoint = a.checkpoint;
+        intervene::WriteErasureFile(h5_path, result);
+        intervene::WriteErasureCsv(csv, result);
+        intervene::PrintErasureSummary(summary, result);
+      });
   return 0;
 }
 

@@ -48,6 +48,8 @@ const Subcommand kSubcommands[] = {
      icl::cli::RunSwap},
     {"erase", "does the model need what a layer carries? LEACE erasure, per layer and k",
      icl::cli::RunErase},
+    {"das", "is there a subspace the model uses as an algorithm says? learned interchanges (DAS)",
+     icl::cli::RunDas},
 };
 
 void PrintUsage(std::ostream& os) {

@@ -47,7 +47,7 @@ std::map<std::string, std::vector<OptionSpec>> OptionRegistry() {
           {"report", ReportOptions()},       {"construct", ConstructOptions()},
           {"import", ImportOptions()},       {"intervene", InterveneOptions()},
           {"trace", TraceOptions()},         {"swap", SwapOptions()},
-          {"erase", EraseOptions()}};
+          {"erase", EraseOptions()},         {"das", DasOptions()}};
 }
 
 }  // namespace icl::cli

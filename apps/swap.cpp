@@ -3,18 +3,13 @@
 // the prompt that stands for it (B's first k examples, then A's query).
 #include <fmt/format.h>
 
-#include <chrono>
-#include <filesystem>
 #include <iostream>
-#include <sstream>
 
+#include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "core/errors.hpp"
-#include "core/output.hpp"
-#include "core/sha256.hpp"
 #include "intervene/swap.hpp"
-#include "learners/checkpoint.hpp"
 
 namespace icl::cli {
 
@@ -49,9 +44,6 @@ void DeclareOptions(OptionTable& t, intervene::SwapRequest& req, SwapArgs& a) {
 }
 
 void FillRequest(intervene::SwapRequest& req, const SwapArgs& a, const po::variables_map& vm) {
-  if (a.checkpoint.empty())
-    throw std::invalid_argument("--checkpoint: required (a trained learner)");
-  if (a.out.empty()) throw std::invalid_argument("--out: required (the swaps file)");
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   req.Validate();
@@ -85,37 +77,23 @@ int RunSwap(int argc, char** argv) {
              "--out swaps.h5"))
     return 0;
   FillRequest(req, a, vm);
-  CheckThreads(a.threads);
-  core::RequireRegularInput(a.checkpoint, "checkpoint");
-  const std::string csv =
-      vm.count("csv") ? a.csv : std::filesystem::path(a.out).replace_extension(".csv").string();
-  const std::vector<std::string> inputs = {a.checkpoint};
-  const bool force = vm.count("force") > 0;
-  core::RequireDistinctOutputs({{"out", a.out}, {"csv", csv}});
-  core::AtomicOutput h5out(a.out, "out", {force, inputs, false, true});
-  core::AtomicOutput csvout(csv, "csv", {force, inputs, false, true});
-  const std::string sha = core::Sha256File(a.checkpoint);
-  const learners::CheckpointInfo info = learners::ReadCheckpointInfo(a.checkpoint);
-  learners::Transformer model = learners::LoadCheckpoint(a.checkpoint);
-  SetThreads(a.threads);
-  const long long layers = req.layers.empty() ? model->config.layers + 1 : req.layers.size();
-  const long long ks = req.ks.empty() ? info.train.task.n - 1 : req.ks.size();
-  Progress progress("swap", static_cast<long long>(req.pairs) * layers * ks, vm.count("quiet") > 0,
-                    "swaps");
-  const auto t0 = std::chrono::steady_clock::now();
-  intervene::SwapResult result = intervene::RunSwap(
-      model, sha, info.train.task, req, [&](long long done, long long) { progress.Update(done); });
-  progress.Finish();
-  result.checkpoint = a.checkpoint;
-  intervene::WriteSwapsFile(h5out.temp_path(), result);
-  std::ostringstream f;
-  intervene::WriteSwapsCsv(f, result);
-  csvout.WriteText(f.str());
-  h5out.Commit();
-  csvout.Commit();
-  intervene::PrintSwapSummary(std::cout, result);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("wrote {} and {} in {}\n", a.out, csv, FormatDuration(secs));
+  RunCheckpointCommand(
+      {"swap", a.checkpoint, a.out, a.csv, "the swaps file", a.threads}, vm,
+      [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
+        const long long layers =
+            req.layers.empty() ? l.model->config.layers + 1 : req.layers.size();
+        const long long ks = req.ks.empty() ? l.info.train.task.n - 1 : req.ks.size();
+        Progress progress("swap", static_cast<long long>(req.pairs) * layers * ks,
+                          vm.count("quiet") > 0, "swaps");
+        intervene::SwapResult result =
+            intervene::RunSwap(l.model, l.sha256, l.info.train.task, req,
+                               [&](long long done, long long) { progress.Update(done); });
+        progress.Finish();
+        result.checkpoint = a.checkpoint;
+        intervene::WriteSwapsFile(h5_path, result);
+        intervene::WriteSwapsCsv(csv, result);
+        intervene::PrintSwapSummary(summary, result);
+      });
   return 0;
 }
 

@@ -44,7 +44,7 @@ grep -rnE 'set_num_threads|omp_set_num_threads' $libs --include=*.cpp --include=
   | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' && fail "a library sets a process-wide thread count"
 for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"' '"iclprobe-interventions"' \
          '"iclprobe-prompts"' '"iclprobe-trace"' '"iclprobe-swaps"' \
-         '"iclprobe-erasure"'; do
+         '"iclprobe-erasure"' '"iclprobe-das"'; do
   n=$(grep -rln "$f" $libs apps --include=*.cpp --include=*.hpp | wc -l)
   [ "$n" -le 1 ] || fail "format $f is spelled in $n files (expected its one owner)"
 done

@@ -18,7 +18,7 @@ namespace {
 
 const std::vector<std::string> kSubcommands = {
     "baselines", "train",  "inspect",   "extract", "probe", "compare", "report",
-    "construct", "import", "intervene", "trace",   "swap",  "erase"};
+    "construct", "import", "intervene", "trace",   "swap",  "erase",   "das"};
 
 // The long names --help lists (Boost's lines: "  -o [ --out ] arg   text", "  --d arg (=4)",
 // "  --force", "  --fixed-w [=arg(=1)]"), and the default each shows.
@@ -101,11 +101,11 @@ TEST(CliOptions, SharedOptionsAgreeAcrossSubcommands) {
     return false;
   };
   // Options every subcommand of a kind must have.
-  for (const char* s :
-       {"baselines", "train", "extract", "probe", "compare", "intervene", "trace", "swap", "erase"})
+  for (const char* s : {"baselines", "train", "extract", "probe", "compare", "intervene", "trace",
+                        "swap", "erase", "das"})
     EXPECT_TRUE(has(s, "threads")) << s << " lacks --threads";
   for (const char* s :
-       {"train", "extract", "probe", "compare", "intervene", "trace", "swap", "erase"})
+       {"train", "extract", "probe", "compare", "intervene", "trace", "swap", "erase", "das"})
     EXPECT_TRUE(has(s, "quiet")) << s << " lacks --quiet";
   for (const auto& s : kSubcommands)
     EXPECT_TRUE(has(s, "force")) << s << " lacks --force";

@@ -1,0 +1,50 @@
+// The shared run of swap, erase and das (checkpoint_command.hpp).
+#include "apps/checkpoint_command.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+
+#include "apps/progress.hpp"
+#include "core/output.hpp"
+#include "core/sha256.hpp"
+
+namespace icl::cli {
+
+void RunCheckpointCommand(const CheckpointCommand& cmd, const po::variables_map& vm,
+                          const std::function<void(LoadedLearner&, const std::string&,
+                                                   std::ostream&, std::ostream&)>& work) {
+  if (cmd.checkpoint.empty())
+    throw std::invalid_argument("--checkpoint: required (a trained learner)");
+  if (cmd.out.empty()) throw std::invalid_argument("--out: required (" + cmd.out_what + ")");
+  CheckThreads(cmd.threads);
+  core::RequireRegularInput(cmd.checkpoint, "checkpoint");
+  const std::string csv = !cmd.csv.empty()
+                              ? cmd.csv
+                              : std::filesystem::path(cmd.out).replace_extension(".csv").string();
+  const std::vector<std::string> inputs = {cmd.checkpoint};
+  const bool force = vm.count("force") > 0;
+  core::RequireDistinctOutputs({{"out", cmd.out}, {"csv", csv}});
+  core::AtomicOutput h5out(cmd.out, "out", {force, inputs, false, true});
+  core::AtomicOutput csvout(csv, "csv", {force, inputs, false, true});
+  LoadedLearner learner;
+  learner.sha256 = core::Sha256File(cmd.checkpoint);
+  learner.info = learners::ReadCheckpointInfo(cmd.checkpoint);
+  learner.model = learners::LoadCheckpoint(cmd.checkpoint);
+  SetThreads(cmd.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ostringstream csv_text, summary;
+  work(learner, h5out.temp_path(), csv_text, summary);
+  csvout.WriteText(csv_text.str());
+  h5out.Commit();
+  csvout.Commit();
+  std::cout << summary.str();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format("wrote {} and {} in {}\n", cmd.out, csv, FormatDuration(secs));
+}
+
+}  // namespace icl::cli

@@ -192,6 +192,10 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
                       "use k >= {}, or the w counterfactual, or gd/ridge",
                       k, k_min, k_min));
   }
+  if (!r.start_basis.empty() &&
+      (r.start_basis.n_rows != static_cast<arma::uword>(mc.hidden) || res.ms.size() != 1 ||
+       r.start_basis.n_cols != static_cast<arma::uword>(res.ms[0])))
+    throw core::InputError("das", "start", "a given start must be H x m for the one m requested");
   for (const NamedSubspace& s : r.subspaces)
     if (s.basis.n_rows != static_cast<arma::uword>(mc.hidden) || s.basis.n_cols < 1)
       throw core::InputError("das", "subspaces",
@@ -472,7 +476,11 @@ std::pair<arma::mat, int> TrainSubspace(learners::Transformer& model, const DasR
   }
   const torch::Tensor v = ToTensor(support);
   arma::mat r0m = RandomBasis(D, D, r.seed, stream);
-  if (r.start == DasStart::kProbe) {
+  if (!r.start_basis.empty()) {
+    arma::mat q, rr;
+    arma::qr(q, rr, arma::join_rows(support.t() * r.start_basis, r0m));
+    r0m = q.head_cols(D);
+  } else if (r.start == DasStart::kProbe) {
     // The probe's directions (inside the support) first, then random ones: R0's first m columns
     // span the probe's first m directions (all of them and random ones when m > their number).
     arma::mat q, rr;

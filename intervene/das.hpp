@@ -64,6 +64,9 @@ struct DasRequest {
   int batch = 128;
   int bootstrap = 1000;
   std::vector<NamedSubspace> subspaces;  // extra subspaces to report principal angles to
+  // When not empty (H x m, orthonormal columns, m the only size requested): the start itself,
+  // instead of `start` (a known start, to test that the training finds its way from there).
+  arma::mat start_basis;
   void Validate() const;
 };
 

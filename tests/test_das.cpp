@@ -83,8 +83,7 @@ TEST(Das, TargetsAreTheAlgorithmsCounterfactuals) {
 // X_k'y_k in rows xty (Q[:, xty] after the rotation), which block 3 multiplies with x_{k+1}.
 // Swapping exactly that subspace from B gives 2 alpha x_A . X_B'y_B, GD's xty counterfactual: IIA 1
 // up to the construction's product error (1e-3 relative; test_construct). DAS with m = d reaches
-// IIA
-// >= 0.99 there, its subspace within 5 degrees of Q[:, xty] (the criteria); a random
+// IIA >= 0.99 there, its subspace within 5 degrees of Q[:, xty] (the criteria); a random
 // subspace of the same size does not (it swaps parts of x and other rows). DAS starts from the
 // ridge probe's directions, which here are X'y's rows already (to 0.01 degree): this checks that
 // the training keeps a solution; TurnsBackToXtyFromAStartOffIt checks that it finds one.

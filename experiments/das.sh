@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 34 (2): distributed alignment search. Per state, an m = d subspace at the query whose
+# interchange from B makes the model output A's query times B's OLS weights (the w
+# counterfactual), scored by held-out IIA with 95% intervals, against a random subspace of the
+# same size, no interchange and the ridge probe's own directions interchanged.
+# Full profile: the shipped L = 8 learner (seed 1) and its random-init twin. --quick: the
+# rotated one-step gd construction with its decoy (X'y under GD), in seconds.
+source "$(dirname "$0")/lib.sh"
+setup_out das
+SUMMARY="$OUT/summary.md"; : > "$SUMMARY"
+
+# das NAME CHECKPOINT QUANTITY ALGORITHM LAYERS
+das() {
+  run "$ICLPROBE" das -c "$2" --quantity "$3" --algorithm "$4" --layers "$5" --m "$M" \
+    --train-pairs $TRAIN --test-pairs $TEST --bootstrap $B --seed 11 --threads 1 --quiet --force \
+    --out "$OUT/$1.h5" > "$OUT/$1.txt"
+  { echo "### $1: $3 under $4 at the query, m = $M"; echo
+    echo "| state | IIA [95%] | random subspace [95%] | no interchange | epochs | probe R2 | largest angle to the probe (deg) |"
+    echo "|---:|---|---|---:|---:|---:|---:|"
+    awk -F, 'NR > 1 && $6 == "pooled" {printf "| %s | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] | %.3f | %s | %.3f | %.1f |\n", $4, $8, $9, $10, $11, $12, $13, $14, $16, $17, $18}' "$OUT/$1.csv"
+    echo; } >> "$SUMMARY"
+}
+
+if [ "$PROFILE" = full ]; then
+  TRAIN=4000; TEST=1000; B=1000; M=4
+  das l8_s1_w_ols "$ROOT/checkpoints/d4_l8_h64.h5" w ols 0,1,2,3,4,5,6,7,8
+  das l8_init_w_ols "$ROOT/checkpoints/d4_l8_h64_init.h5" w ols 0,2,4,6,8
+else
+  TRAIN=1500; TEST=200; B=200; M=4
+  run "$ICLPROBE" construct --program gd --alpha 0.05 --rotate 7 --decoy xty --d 4 --n 8 --force \
+    --out "$RUNS/gd_decoy.h5" > /dev/null
+  das gd_decoy_xty "$RUNS/gd_decoy.h5" xty gd:0.05 2
+fi
+finish "Distributed alignment search (issue 34, item 2)" "$SUMMARY"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 34 (4): what each causal test finds where X'y is used and where it is not, on the
+# rotated one-step gd construction (alpha 0.05, d = 4, n = 12) plain, with 64 distractor rows,
+# with the unused decoy M X'y, and with the nuisance (sigma = 32: the ridge probe of X'y reads
+# it with R2 ~0.3-0.6 where it is written, as the trained learners' probes do). Per variant, the
+# state where X'y is used (written there, read by the next block) and one where it is not (the
+# prediction is formed: nothing reads X'y any more), per test:
+#   probe-direction edit (intervene, X'y's ridge probe, GD response, edits through the query):
+#     slope of the model's change on GD's (1 = used as GD would, 0 = ignored);
+#   DAS (m = d, X'y under GD at the query): held-out IIA (1 = a subspace carries it as GD uses it);
+#   erasure (LEACE of X'y at the y-token and the query): increase of the error over the model's;
+#   whole-context swap (gd:0.05 reference): share of GD's change reproduced, at a state before
+#     the query has read its context (used) and at the used state (the context is read no more).
+# Each with its 95% interval and its control (random direction, random subspace, random erasure).
+source "$(dirname "$0")/lib.sh"
+setup_out power
+mkdir -p "$RUNS"
+SUMMARY="$OUT/summary.md"; : > "$SUMMARY"
+if [ "$PROFILE" = full ]; then
+  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; VARIANTS=(plain distractors decoy nuisance)
+else
+  P=600; PAIRS=60; TRAIN=600; TEST=100; B=100; VARIANTS=(plain)
+fi
+K=4,8
+declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy xty" [nuisance]="--nuisance 32")
+# The state where X'y is written and read next (the nuisance moves the clean X'y one block on).
+declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [nuisance]=3)
+declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [nuisance]=4)
+
+# pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as
+# "v [lo, hi]" from the three columns given.
+pick() {
+  awk -F, -v c="$3" "NR > 1 && $2 { split(c, i, \" \"); printf \"%.3f [%.3f, %.3f]\", \$i[1], \$i[2], \$i[3]; exit }" "$1"
+}
+
+{
+  echo "| variant | probe R2 of X'y at the used state (k = 4, 8) | test | where X'y is used [95%] | where it is not [95%] | control where used [95%] |"
+  echo "|---|---|---|---|---|---|"
+} >> "$SUMMARY"
+for v in "${VARIANTS[@]}"; do
+  u=${USED[$v]}; n=${UNUSED[$v]}; ck="$RUNS/gd_$v.h5"
+  # shellcheck disable=SC2086
+  run "$ICLPROBE" construct --program gd --alpha 0.05 --rotate 7 ${FLAGS[$v]} --d 4 --n 12 --force \
+    --out "$ck" > /dev/null
+  run "$ICLPROBE" extract -c "$ck" --prompts $P --seed 7 --threads 1 --quiet --force \
+    --out "$RUNS/acts_$v.h5" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts_$v.h5" --targets xty --probes ridge --k $K --threads 1 \
+    --quiet --force --out "$OUT/probes_$v.h5" --csv "$OUT/probes_$v.csv" > /dev/null
+  rm -f "$RUNS/acts_$v.h5"
+  run "$ICLPROBE" intervene -c "$ck" --probes "$OUT/probes_$v.h5" --target xty --response gd:0.05 \
+    --layers $u,$n --k $K --pairs $PAIRS --span through-query --bootstrap $B --seed 11 --threads 1 \
+    --quiet --force --out "$OUT/intervene_$v.h5" > /dev/null
+  run "$ICLPROBE" das -c "$ck" --quantity xty --algorithm gd:0.05 --layers $u,$n --m 4 \
+    --train-pairs $TRAIN --test-pairs $TEST --bootstrap $B --seed 11 --threads 1 --quiet --force \
+    --out "$OUT/das_$v.h5" > /dev/null
+  run "$ICLPROBE" erase -c "$ck" --target xty --layers $u,$n --k $K --fit-prompts $P -N $PAIRS \
+    --bootstrap $B --seed 11 --threads 1 --quiet --force --out "$OUT/erase_$v.h5" > /dev/null
+  run "$ICLPROBE" swap -c "$ck" --learners gd:0.05 --layers 1,$u --k $K --pairs $PAIRS --bootstrap $B \
+    --seed 11 --threads 1 --quiet --force --out "$OUT/swap_$v.h5" > /dev/null
+  # probes: ...,layer,k,... with r2 columns; the ridge family's test R2 at the used state.
+  r2=$(awk -F, -v u=$u 'NR == 1 { for (i = 1; i <= NF; i++) h[$i] = i; next }
+    $h["layer"] == u && $h["target"] == "xty" { printf "%s%.2f", s, $h["r2"]; s = ", " }' "$OUT/probes_$v.csv")
+  iv="$OUT/intervene_$v.csv"  # target,response,span,metric,layer,k,control,pairs,slope,lo,hi,...
+  das="$OUT/das_$v.csv"       # quantity,algorithm,position,layer,m,k,test_pairs,iia,lo,hi,random...
+  er="$OUT/erase_$v.csv"      # ...,erased_increase 12-14, ..., random_increase 18-20
+  sw="$OUT/swap_$v.csv"       # reference,layer,k,pairs,reproduced 5-7
+  for k in 8; do
+    echo "| $v | $r2 | probe edit, slope (k = $k) | $(pick "$iv" "\$5 == $u && \$6 == $k && \$7 == \"probe\"" "9 10 11") | $(pick "$iv" "\$5 == $n && \$6 == $k && \$7 == \"probe\"" "9 10 11") | random direction $(pick "$iv" "\$5 == $u && \$6 == $k && \$7 == \"random\"" "9 10 11") |"
+    echo "| $v | | erasure, error increase (k = $k) | $(pick "$er" "\$2 == $u && \$3 == $k" "12 13 14") | $(pick "$er" "\$2 == $n && \$3 == $k" "12 13 14") | random erasure $(pick "$er" "\$2 == $u && \$3 == $k" "18 19 20") |"
+  done
+  echo "| $v | | DAS, held-out IIA (pooled over k) | $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "8 9 10") | $(pick "$das" "\$4 == $n && \$6 == \"pooled\"" "8 9 10") | random subspace $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "11 12 13"); no interchange $(awk -F, -v u=$u 'NR > 1 && $4 == u && $6 == "pooled" { printf "%.3f", $14; exit }' "$das") |"
+  echo "| $v | | swap, share of GD's change (pooled; states 1 and $u) | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == 1 && \$3 == \"pooled\"" "5 6 7") | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == $u && \$3 == \"pooled\"" "5 6 7") | — |"
+done >> "$SUMMARY"
+finish "Power of the causal tests on constructions (issue 34, item 4)" "$SUMMARY"

@@ -137,6 +137,7 @@ void ProbeRequest::Validate() const {
   }
   if (std::abs(sum - 1) > 1e-9) fail("split", "the fractions must sum to 1");
   if (block_rows < 1) fail("block_rows", "must be positive");
+  if (ridge_keep_bytes < 0) fail("ridge_keep_bytes", "must be >= 0");
   if (codelength) {
     CodelengthBlockEnds(codelength_fractions, 1 << 30);  // order and range (sizes: PlanProbes)
     if (!(lambdas.max() > 0))
@@ -446,8 +447,22 @@ void RidgeOverLayer(const LayerJob& job) {
   // ranks, and every rank then holds the same probes (rank 0 writes them).
   // A rank that fails reading its rows (a damaged file, a NaN) stops every rank.
   const dist::Range share = dist::Share(N);
+  // The probed positions of this rank's rows, kept for pass 2 when they fit (ridge_keep_bytes):
+  // then the file is read once. Pass 2 sees the same floats in the same blocks either way.
+  const std::int64_t here = share.hi - share.lo;
+  const bool keep = static_cast<double>(K) * A * H * here * sizeof(float) <=
+                    static_cast<double>(r.ridge_keep_bytes);
+  std::vector<arma::fmat> kept(keep ? K * A : 0);
+  for (auto& m : kept)
+    m.set_size(H, here);
   dist::Together([&] {
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
+      if (keep)
+        pool.For(K * A, [&](std::int64_t i) {
+          const int pos = ProbePosition(info, r.ks[i / A], r.at[i % A]);
+          kept[i].cols(r0 - share.lo, r0 - share.lo + cnt - 1) =
+              block.rows(pos * H, pos * H + H - 1);
+        });
       const auto train_rows = split_block(r0, cnt, Role::kTrain);
       pool.For(K * S, [&](std::int64_t i) {
         const int k = r.ks[i / S], s = i % S;
@@ -508,29 +523,44 @@ void RidgeOverLayer(const LayerJob& job) {
         }
     }
   });
-  // Pass 2: leave-one-out errors on training rows, held-out errors on test rows.
+  // Pass 2: leave-one-out errors on training rows, held-out errors on test rows. `states(ki, a)`
+  // gives the block's states at position a after k = ks[ki] examples (H x rows, float64).
+  const auto pass2 = [&](std::int64_t r0, std::int64_t cnt, const auto& states) {
+    const auto train_rows = split_block(r0, cnt, Role::kTrain);
+    const auto test_rows = split_block(r0, cnt, Role::kTest);
+    pool.For(K * S, [&](std::int64_t i) {
+      const int ki = int(i) / S, k = r.ks[ki], s = i % S;
+      std::vector<arma::mat> xs;  // per position
+      for (int a = 0; a < A; ++a)
+        xs.push_back(states(ki, a));
+      const auto& [tl, tg] = train_rows[s];
+      const auto& [hl, hg] = test_rows[s];
+      for (int v = 0; v < V; ++v) {
+        const arma::mat& xk = xs[at_index(v)];
+        const arma::mat& y = variants[v].Y(s, k);
+        if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
+        if (!hl.is_empty())
+          probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
+                                              variants[v].values->values[k - 1].cols(hg));
+      }
+    });
+  };
   dist::Together([&] {
+    if (keep) {
+      for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
+        const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
+        pass2(r0, cnt, [&](int ki, int a) {
+          return arma::conv_to<arma::mat>::from(
+              kept[ki * A + a].cols(r0 - share.lo, r0 - share.lo + cnt - 1));
+        });
+      }
+      return;
+    }
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
-      const auto train_rows = split_block(r0, cnt, Role::kTrain);
-      const auto test_rows = split_block(r0, cnt, Role::kTest);
-      pool.For(K * S, [&](std::int64_t i) {
-        const int k = r.ks[i / S], s = i % S;
-        std::vector<arma::mat> xs;  // per position
-        for (ProbeAt at : r.at) {
-          const int pos = ProbePosition(info, k, at);
-          xs.push_back(arma::conv_to<arma::mat>::from(
-              block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all)));
-        }
-        const auto& [tl, tg] = train_rows[s];
-        const auto& [hl, hg] = test_rows[s];
-        for (int v = 0; v < V; ++v) {
-          const arma::mat& xk = xs[at_index(v)];
-          const arma::mat& y = variants[v].Y(s, k);
-          if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
-          if (!hl.is_empty())
-            probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
-                                                variants[v].values->values[k - 1].cols(hg));
-        }
+      pass2(r0, cnt, [&](int ki, int a) {
+        const int pos = ProbePosition(info, r.ks[ki], r.at[a]);
+        return arma::conv_to<arma::mat>::from(
+            block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all));
       });
     });
   });

@@ -51,7 +51,11 @@ struct ProbeRequest {
   std::vector<int> ks;            // empty: 1..n (1..n-1 when a probe reads the query)
   std::vector<ProbeAt> at = {ProbeAt::kState};  // each position probed, every target at each
   int block_rows = 2048;                        // rows per read
-  int bootstrap = 1000;                         // replicates of the bootstrap over test prompts
+  // Ridge: a layer's probed positions (k x positions x H floats per prompt) are kept in memory
+  // from the first pass for the second when they take at most this much, so the file is read
+  // once; above it the layer is streamed twice. The probes are the same bits either way.
+  std::int64_t ridge_keep_bytes = std::int64_t(1) << 30;
+  int bootstrap = 1000;          // replicates of the bootstrap over test prompts
   std::int64_t max_prompts = 0;  // probe only the first this many prompts of every file; 0: all
   // Online codelength of every probe (probes/codelength.hpp; linear and MLP probes:
   // GradientCodelengths): the training rows cut at these fractions, each block coded by the

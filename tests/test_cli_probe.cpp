@@ -272,33 +272,40 @@ TEST(CliProbe, GradientProbesDoNotDependOnTheThreadCount) {
 // thread of its own while the workers fit this one (probes/runner.cpp, StreamBlocks). Each
 // (k, seed) statistic is still summed by one task per block, in block order, so the results are
 // the same bit for bit on 1 and 2 threads; blocks of 300 rows make 7 blocks of the 2,000 prompts.
-TEST(CliProbe, RidgeProbesDoNotDependOnTheThreadCount) {
+// The second pass reads the probed positions kept from the first (one read of the file) or, with
+// no memory for them, the file again: the same floats in the same blocks, so the same bits.
+TEST(CliProbe, RidgeProbesDoNotDependOnTheThreadCountOrOnKeepingTheStates) {
   TempDir tmp;
   WriteActivations(tmp / "acts.h5", {});
   std::vector<probes::ProbeOutput> outs;
-  for (int threads : {1, 2}) {
+  for (const auto& [threads, keep] : std::vector<std::pair<int, std::int64_t>>{
+           {1, std::int64_t(1) << 30}, {2, std::int64_t(1) << 30}, {2, 0}, {1, 0}}) {
     probes::ProbeRequest req;
     req.activations = tmp / "acts.h5";
     req.targets = {"xty", "xtx"};
     req.seeds = 2;
     req.block_rows = 300;
     req.bootstrap = 100;
+    req.ridge_keep_bytes = keep;
     core::ThreadPool pool(threads);
     outs.push_back(probes::RunProbes(probes::PlanProbes(req), pool));
   }
-  ASSERT_EQ(outs[0].records.size(), outs[1].records.size());
-  ASSERT_EQ(outs[0].records.size(), 2u * 3 * 3 * 2);  // targets x layers x k x seeds
-  for (std::size_t i = 0; i < outs[0].records.size(); ++i) {
-    const auto &a = outs[0].records[i], &b = outs[1].records[i];
-    EXPECT_EQ(a.mse, b.mse) << i;
-    EXPECT_EQ(a.lambda, b.lambda) << i;
-    EXPECT_TRUE(arma::approx_equal(a.sse, b.sse, "absdiff", 0.0)) << i;
+  for (std::size_t o = 1; o < outs.size(); ++o) {
+    SCOPED_TRACE("run " + std::to_string(o));
+    ASSERT_EQ(outs[0].records.size(), outs[o].records.size());
+    ASSERT_EQ(outs[0].records.size(), 2u * 3 * 3 * 2);  // targets x layers x k x seeds
+    for (std::size_t i = 0; i < outs[0].records.size(); ++i) {
+      const auto &a = outs[0].records[i], &b = outs[o].records[i];
+      EXPECT_EQ(a.mse, b.mse) << i;
+      EXPECT_EQ(a.lambda, b.lambda) << i;
+      EXPECT_TRUE(arma::approx_equal(a.sse, b.sse, "absdiff", 0.0)) << i;
+    }
+    ASSERT_EQ(outs[0].ridge.size(), outs[o].ridge.size());
+    for (std::size_t i = 0; i < outs[0].ridge.size(); ++i)
+      EXPECT_TRUE(
+          arma::approx_equal(outs[0].ridge[i].weights, outs[o].ridge[i].weights, "absdiff", 0.0))
+          << i;
   }
-  ASSERT_EQ(outs[0].ridge.size(), outs[1].ridge.size());
-  for (std::size_t i = 0; i < outs[0].ridge.size(); ++i)
-    EXPECT_TRUE(
-        arma::approx_equal(outs[0].ridge[i].weights, outs[1].ridge[i].weights, "absdiff", 0.0))
-        << i;
 }
 
 // --max-prompts N probes the first N prompts of a file: the same numbers as a file of exactly

@@ -36,6 +36,7 @@ void RunCheckpointCommand(const CheckpointCommand& cmd, const po::variables_map&
   learner.info = learners::ReadCheckpointInfo(cmd.checkpoint);
   learner.model = learners::LoadCheckpoint(cmd.checkpoint);
   SetThreads(cmd.threads);
+  SetSerialBlas();  // torch's pool parallelises the passes; OpenBLAS's would only yield (cli.hpp)
   const auto t0 = std::chrono::steady_clock::now();
   std::ostringstream csv_text, summary;
   work(learner, h5out.temp_path(), csv_text, summary);

@@ -208,6 +208,10 @@ void SetSerialKernels() {
   openblas_set_num_threads(1);
 }
 
+void SetSerialBlas() {
+  openblas_set_num_threads(1);
+}
+
 int UsableCores() {
   // The cores this process may run on (taskset, cgroup cpusets), not all the machine has.
   cpu_set_t set;

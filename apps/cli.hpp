@@ -85,6 +85,12 @@ int UsableCores();
 // One intra-op thread for torch and OpenBLAS: for runs that parallelise over independent work
 // (probe fits) with their own pool, so kernels' threads never multiply with the workers.
 void SetSerialKernels();
+// OpenBLAS on one thread, torch's intra-op pool left as SetThreads made it: for runs of many
+// small products inside torch ops (the causal tests' forward and backward passes on batches of
+// short prompts), where OpenBLAS's own workers mostly yield to each other. Measured on DAS, one
+// epoch of the shipped learner on two cores: 85 s with both pools at 2 threads (a third of the
+// time in sched_yield), 47 s with one thread for everything.
+void SetSerialBlas();
 // Throws std::invalid_argument("--threads: ...") unless 0 <= threads <= kMaxThreads.
 inline constexpr int kMaxThreads = 256;
 void CheckThreads(int threads);

@@ -7,7 +7,8 @@
 # prediction is formed: nothing reads X'y any more), per test:
 #   probe-direction edit (intervene, X'y's ridge probe, GD response, edits through the query):
 #     slope of the model's change on GD's (1 = used as GD would, 0 = ignored);
-#   DAS (m = d, X'y under GD at the query): held-out IIA (1 = a subspace carries it as GD uses it);
+#   DAS (m = d, X'y under GD at the query): held-out IIA (1 = a subspace carries it as GD uses it;
+#     no interchange scores about -0.9 here, the level of "nothing carried");
 #   erasure (LEACE of X'y at the y-token and the query): increase of the error over the model's;
 #   whole-context swap (gd:0.05 reference): share of GD's change reproduced, at a state before
 #     the query has read its context (used) and at the used state (the context is read no more).
@@ -23,8 +24,11 @@ else
 fi
 K=4,8
 declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy xty" [nuisance]="--nuisance 32")
-# The state where X'y is written and read next (the nuisance moves the clean X'y one block on).
-declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [nuisance]=3)
+# The state where X'y is written and read next; with the nuisance, state 2 holds X'y + sigma
+# (P x_k)^2 in its rows (what block 3 reads, removing the nuisance, before block 4 predicts): the
+# used state where a linear probe reads X'y as poorly as the trained learners' probes do. The
+# unused state: the last, after the prediction is formed.
+declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [nuisance]=2)
 declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [nuisance]=4)
 
 # pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as

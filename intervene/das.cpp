@@ -132,11 +132,6 @@ int SmallestK(const DasRequest& r, const data::TaskConfig& task) {
 void Resolve(DasResult& res, const learners::ModelConfig& mc) {
   const DasRequest& r = res.request;
   const data::TaskConfig& task = res.task;
-  if (task.n > mc.n_max || task.d != mc.d)
-    throw core::InputError("das", "checkpoint",
-                           fmt::format("prompts of d = {}, n = {} do not fit the model (d = {}, "
-                                       "n_max = {})",
-                                       task.d, task.n, mc.d, mc.n_max));
   // The algorithm first: it decides the k that exist.
   if (r.quantity == "w") {
     const auto learner = learners::MakeLearner(r.algorithm, task);
@@ -148,15 +143,6 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
                                  "newton:..., sgd:ALPHA)");
   }
   const int k_min = SmallestK(r, task);
-  res.layers = r.layers;
-  if (res.layers.empty())
-    for (int l = 0; l <= mc.layers; ++l)
-      res.layers.push_back(l);
-  for (const int l : res.layers)
-    if (l < 0 || l > mc.layers)
-      throw core::InputError("das", "layers",
-                             fmt::format("state {} is outside 0..{} (the model has {} blocks)", l,
-                                         mc.layers, mc.layers));
   res.ms = r.ms;
   if (res.ms.empty()) {
     std::set<int> m = {1, 2, std::max(1, task.d / 2), task.d, 2 * task.d};
@@ -168,22 +154,14 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
       throw core::InputError(
           "das", "m",
           fmt::format("subspace size {} is outside 1..{} (the state's width)", m, mc.hidden));
-  res.ks = r.ks;
-  if (res.ks.empty())
-    for (int k = k_min; k < task.n; ++k)
-      res.ks.push_back(k);
-  if (res.ks.empty())
+  if (k_min >= task.n && r.ks.empty())
     throw core::InputError(
         "das", "k",
         fmt::format("no k in {}..{}: the {} counterfactual under {} needs k >= "
                     "{}, and an n = {} prompt has queries up to k = {}",
                     k_min, task.n - 1, r.quantity, r.algorithm, k_min, task.n, task.n - 1));
+  ResolveLayersAndKs("das", mc, task, r.layers, r.ks, res.layers, res.ks, k_min);
   for (const int k : res.ks) {
-    if (k < 1 || k >= task.n)
-      throw core::InputError(
-          "das", "k",
-          fmt::format("{} is outside 1..{} (the query x_(k+1) of an n = {} prompt must exist)", k,
-                      task.n - 1, task.n));
     if (k < k_min)
       throw core::InputError(
           "das", "k",
@@ -679,6 +657,28 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
   const arma::mat train_t = DasTargets(request, task, res.ks, train_a, train_b);
   const arma::mat test_t = DasTargets(request, task, res.ks, test_a, test_b);
   const probes::Bootstrap boot(request.test_pairs, 1, request.bootstrap, request.seed);
+  if (request.quantity == "w") {
+    // The model on (B's first k examples, A's x_{k+1}): B's prompt with A's x in example k+1
+    // (y_{k+1} and later examples are never read by prediction k).
+    torch::NoGradGuard no_grad;
+    arma::mat own(request.test_pairs, res.ks.size());
+    for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
+      data::PromptSet c = test_b;
+      for (arma::uword j = 0; j < c.x.n_slices; ++j)
+        c.x.slice(j).col(res.ks[ki]) = test_a.x.slice(j).col(res.ks[ki]);
+      for (int first = 0; first < request.test_pairs; first += request.batch) {
+        const int cnt = std::min(request.batch, request.test_pairs - first);
+        const torch::Tensor p = model->forward(data::TokenTensor(c, first, cnt))
+                                    .select(1, res.ks[ki])
+                                    .to(torch::kFloat64)
+                                    .contiguous();
+        std::copy(p.data_ptr<double>(), p.data_ptr<double>() + cnt, own.colptr(ki) + first);
+      }
+    }
+    const Iia ceiling = PooledIia(own, test_t, boot, nullptr);
+    res.ceiling_iia = ceiling.value, res.ceiling_iia_lo = ceiling.lo,
+    res.ceiling_iia_hi = ceiling.hi;
+  }
   const std::size_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
                     S = res.subspace_names.size();
   for (arma::mat* x : {&res.iia, &res.iia_lo, &res.iia_hi, &res.random_iia, &res.random_iia_lo,
@@ -851,6 +851,11 @@ void WriteDasFile(const std::string& path, const DasResult& res) {
     f.CreateDataset<double>(kPerSubspace[i], {L, S}, {"layer", "subspace"})
         .Write(v.data(), v.size());
   }
+  if (r.quantity == "w")
+    for (const auto& [name, v] : {std::pair<const char*, double>{"ceiling_iia", res.ceiling_iia},
+                                  {"ceiling_iia_lo", res.ceiling_iia_lo},
+                                  {"ceiling_iia_hi", res.ceiling_iia_hi}})
+      f.CreateDataset<double>(name, {1}).Write(&v, 1);
   h5::Group g = f.CreateGroup("bases");
   for (std::size_t li = 0; li < L; ++li)
     for (std::size_t mi = 0; mi < M; ++mi) {
@@ -942,6 +947,11 @@ DasResult ReadDasFile(const std::string& path) {
     *std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i] =
         arma::mat(v.data(), S, L).t();
   }
+  if (r.quantity == "w") {
+    res.ceiling_iia = read("ceiling_iia", {1})[0];
+    res.ceiling_iia_lo = read("ceiling_iia_lo", {1})[0];
+    res.ceiling_iia_hi = read("ceiling_iia_hi", {1})[0];
+  }
   const h5::Dataset any = f.OpenDataset("bases/" + BasisName(res.layers[0], res.ms[0]));
   const h5::Dims dims0 = any.dims();
   if (dims0.size() != 2 || dims0[1] < 1 || dims0[1] > 65536)
@@ -965,7 +975,7 @@ DasResult ReadDasFile(const std::string& path) {
 
 void WriteDasCsv(std::ostream& os, const DasResult& res) {
   os << "quantity,algorithm,position,layer,m,k,test_pairs,iia,iia_lo,iia_hi,random_iia,"
-        "random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2";
+        "random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2,ceiling_iia";
   for (const std::string& s : res.subspace_names)
     os << ",angle_max_" << s << ",angle_min_" << s;
   os << "\n";
@@ -975,10 +985,11 @@ void WriteDasCsv(std::ostream& os, const DasResult& res) {
       const auto row = [&](const std::string& k, double iia, const std::string& lo,
                            const std::string& hi, double rnd, const std::string& rlo,
                            const std::string& rhi, bool angles) {
-        os << fmt::format("{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{},{},{:.6g},{:.6g},{},{:.6g}",
-                          r.quantity, r.algorithm, DasPositionName(r.position), res.layers[li],
-                          res.ms[mi], k, r.test_pairs, iia, lo, hi, rnd, rlo, rhi, res.none_iia(li),
-                          res.full_iia(li), res.epochs(li, mi), res.probe_r2(li));
+        os << fmt::format(
+            "{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{},{},{:.6g},{:.6g},{},{:.6g},{}", r.quantity,
+            r.algorithm, DasPositionName(r.position), res.layers[li], res.ms[mi], k, r.test_pairs,
+            iia, lo, hi, rnd, rlo, rhi, res.none_iia(li), res.full_iia(li), res.epochs(li, mi),
+            res.probe_r2(li), r.quantity == "w" ? fmt::format("{:.6g}", res.ceiling_iia) : "");
         for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
           if (angles)
             os << fmt::format(",{:.4g},{:.4g}", res.angle_max(li, mi, si),
@@ -1004,6 +1015,11 @@ void PrintDasSummary(std::ostream& os, const DasResult& res) {
       "pairs, 95% bootstrap intervals\n",
       r.quantity, r.algorithm, DasPositionName(r.position), res.ks.front(), res.ks.back(),
       r.test_pairs);
+  if (r.quantity == "w")
+    os << fmt::format(
+        "ceiling (the model itself on B's first k examples and A's query): IIA {:.4f} [{:.4f}, "
+        "{:.4f}]\n",
+        res.ceiling_iia, res.ceiling_iia_lo, res.ceiling_iia_hi);
   os << "  state    m   IIA                        random subspace            epochs";
   for (const std::string& s : res.subspace_names)
     os << fmt::format("  max angle {}", s);

@@ -87,6 +87,12 @@ struct DasResult {
   arma::cube iia_k, random_iia_k;  // [layer, m, k]: rows layers, cols ms, slices ks
   // Per layer: no interchange and the full state's, pooled; the ridge probe's R2 (train pairs).
   arma::vec none_iia, none_iia_lo, none_iia_hi, full_iia, full_iia_lo, full_iia_hi, probe_r2;
+  // The ceiling (w only): the IIA of the model's own output on the prompt the counterfactual
+  // stands for (B's first k examples, then A's query) against the algorithm's; no interchange
+  // can make the model agree with the algorithm better than the model itself does on that
+  // prompt. NaN for xty (no prompt has A's X'X and B's X'y).
+  double ceiling_iia = arma::datum::nan, ceiling_iia_lo = arma::datum::nan,
+         ceiling_iia_hi = arma::datum::nan;
   // Principal angles (degrees) between the learned subspace and each named one:
   // [layer, m, subspace] as cubes of rows layers, cols ms, slices subspaces.
   arma::cube angle_min, angle_max;
@@ -122,13 +128,15 @@ arma::vec PrincipalAngles(const arma::mat& u, const arma::mat& v);
 //   /none_iia(_lo, _hi), /full_iia(_lo, _hi), /probe_r2        [layer]
 //   /angle_min, /angle_max                                     [layer, m, subspace]
 //   /subspace_iia(_lo, _hi)                                    [layer, subspace]
+//   /ceiling_iia(_lo, _hi)                  [1] (quantity w only)
 //   /bases/state_L_m_M                                         [M, H] (row i: basis vector i)
 void WriteDasFile(const std::string& path, const DasResult& result);
 // Reads and checks one (shapes as the attributes say, names plain, every value finite, bases
 // orthonormal).
 DasResult ReadDasFile(const std::string& path);
 // The tidy CSV: quantity,algorithm,position,layer,m,k,test_pairs,iia,iia_lo,iia_hi,random_iia,
-// random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2, then angle_max_<name> per
+// random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2,ceiling_iia (w only), then
+// angle_max_<name> per
 // subspace; k = "pooled" rows hold the summaries over every k.
 void WriteDasCsv(std::ostream& os, const DasResult& result);
 // A short table on stdout: per layer and m, the pooled IIA with its interval, the random

@@ -185,28 +185,7 @@ ErasureResult RunErase(learners::Transformer model, const std::string& checkpoin
   res.request = request;
   res.task = task;
   res.checkpoint_sha256 = checkpoint_sha256;
-  if (task.n > mc.n_max || task.d != mc.d)
-    throw core::InputError("erase", "checkpoint",
-                           fmt::format("prompts of d = {}, n = {} do not fit the model (d = {}, "
-                                       "n_max = {})",
-                                       task.d, task.n, mc.d, mc.n_max));
-  res.layers = request.layers;
-  if (res.layers.empty())
-    for (int l = 0; l <= mc.layers; ++l)
-      res.layers.push_back(l);
-  for (const int l : res.layers)
-    if (l < 0 || l > mc.layers)
-      throw core::InputError("erase", "layers",
-                             fmt::format("state {} is outside 0..{}", l, mc.layers));
-  res.ks = request.ks;
-  if (res.ks.empty())
-    for (int k = 1; k < task.n; ++k)
-      res.ks.push_back(k);
-  for (const int k : res.ks)
-    if (k < 1 || k >= task.n)
-      throw core::InputError(
-          "erase", "k",
-          fmt::format("{} is outside 1..{} (the query x_(k+1) must exist)", k, task.n - 1));
+  ResolveLayersAndKs("erase", mc, task, request.layers, request.ks, res.layers, res.ks);
   const std::size_t L = res.layers.size(), K = res.ks.size(), P = request.prompts;
   const double ridge_lambda = task.noise > 0 ? std::pow(task.noise / task.w_scale, 2) : 0.0;
   torch::NoGradGuard no_grad;

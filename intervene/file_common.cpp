@@ -1,6 +1,8 @@
 // Shared reading of intervene/'s files (file_common.hpp).
 #include "intervene/file_common.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <set>
 
@@ -8,6 +10,36 @@
 #include "learners/model_config.hpp"
 
 namespace icl::intervene {
+
+void ResolveLayersAndKs(const std::string& command, const learners::ModelConfig& mc,
+                        const data::TaskConfig& task, const std::vector<int>& layers_in,
+                        const std::vector<int>& ks_in, std::vector<int>& layers,
+                        std::vector<int>& ks, int k_first) {
+  if (task.n > mc.n_max || task.d != mc.d)
+    throw core::InputError(command, "checkpoint",
+                           fmt::format("prompts of d = {}, n = {} do not fit the model (d = {}, "
+                                       "n_max = {})",
+                                       task.d, task.n, mc.d, mc.n_max));
+  layers = layers_in;
+  if (layers.empty())
+    for (int l = 0; l <= mc.layers; ++l)
+      layers.push_back(l);
+  for (const int l : layers)
+    if (l < 0 || l > mc.layers)
+      throw core::InputError(command, "layers",
+                             fmt::format("state {} is outside 0..{} (the model has {} blocks)", l,
+                                         mc.layers, mc.layers));
+  ks = ks_in;
+  if (ks.empty())
+    for (int k = k_first; k < task.n; ++k)
+      ks.push_back(k);
+  for (const int k : ks)
+    if (k < 1 || k >= task.n)
+      throw core::InputError(
+          command, "k",
+          fmt::format("{} is outside 1..{} (the query x_(k+1) of an n = {} prompt must exist)", k,
+                      task.n - 1, task.n));
+}
 
 void ReadLayersAndKs(const h5::File& f, const std::string& where, const data::TaskConfig& task,
                      std::vector<int>& layers, std::vector<int>& ks) {

@@ -36,35 +36,6 @@ void SwapRequest::Validate() const {
 
 namespace {
 
-// The layers and k of the run against the model and its task.
-void Resolve(SwapResult& res, const learners::ModelConfig& mc) {
-  const SwapRequest& r = res.request;
-  res.layers = r.layers;
-  if (res.layers.empty())
-    for (int l = 0; l <= mc.layers; ++l)
-      res.layers.push_back(l);
-  for (const int l : res.layers)
-    if (l < 0 || l > mc.layers)
-      throw core::InputError("swap", "layers",
-                             fmt::format("state {} is outside 0..{} (the model has {} blocks)", l,
-                                         mc.layers, mc.layers));
-  res.ks = r.ks;
-  if (res.ks.empty())
-    for (int k = 1; k < res.task.n; ++k)
-      res.ks.push_back(k);
-  for (const int k : res.ks)
-    if (k < 1 || k >= res.task.n)
-      throw core::InputError(
-          "swap", "k",
-          fmt::format("{} is outside 1..{} (the query x_(k+1) of an n = {} prompt must exist)", k,
-                      res.task.n - 1, res.task.n));
-  if (res.task.n > mc.n_max || res.task.d != mc.d)
-    throw core::InputError("swap", "checkpoint",
-                           fmt::format("prompts of d = {}, n = {} do not fit the model (d = {}, "
-                                       "n_max = {})",
-                                       res.task.d, res.task.n, mc.d, mc.n_max));
-}
-
 // Each reference's change at A's x_{k+1}: the learner run on (B's first k examples, A's
 // x_{k+1}) less the learner run on A's prompt, prediction k of each.
 void ReferenceChanges(const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners,
@@ -185,7 +156,7 @@ SwapResult RunSwap(learners::Transformer model, const std::string& checkpoint_sh
   res.request = request;
   res.task = task;
   res.checkpoint_sha256 = checkpoint_sha256;
-  Resolve(res, model->config);
+  ResolveLayersAndKs("swap", model->config, task, request.layers, request.ks, res.layers, res.ks);
   const auto learners = learners::MakeLearners(request.learners, task);
   res.references = {kModelReference};
   for (const auto& l : learners) {

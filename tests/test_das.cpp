@@ -158,6 +158,22 @@ TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
   EXPECT_LE(res.angle_max(0, 0, 3), 5.0);
 }
 
+// The w counterfactual on the same construction: its prediction is GD's, 2 alpha x . X'y, so the
+// model on the prompt the counterfactual stands for (B's first k examples, A's query) is GD's
+// counterfactual output to the construction's accuracy (1e-3 relative: an IIA deficit ~1e-6),
+// the ceiling >= 0.999; and w_1 = 2 alpha X'y, so the same subspace carries it (IIA >= 0.99).
+TEST(Das, CeilingIsTheModelOnTheCounterfactualPrompt) {
+  const data::TaskConfig task = Task(4, 8);
+  auto c = construct::GdProgram(4, 8, 0.05, 1);
+  c.rotation_seed = 7;
+  intervene::DasRequest r = SmallRequest();
+  r.quantity = "w";
+  const intervene::DasResult res = intervene::RunDas(construct::Compile(c), "", task, r);
+  EXPECT_GE(res.ceiling_iia, 0.999);
+  EXPECT_LE(res.ceiling_iia_lo, res.ceiling_iia);
+  EXPECT_GE(res.iia(0, 0), 0.99);
+}
+
 TEST(Das, FileReadsBackAndBadRequestsAreRefused) {
   const data::TaskConfig task = Task(4, 8);
   auto c = construct::GdProgram(4, 8, 0.05, 1);

@@ -25,13 +25,13 @@ das() {
 
 if [ "$PROFILE" = full ]; then
   TRAIN=4000; TEST=1000; B=1000; M=4
-  das l8_s1_w_ols "$ROOT/checkpoints/d4_l8_h64.h5" w ols 0,1,2,3,4,5,6,7,8
-  das l8_init_w_ols "$ROOT/checkpoints/d4_l8_h64_init.h5" w ols 0,2,4,6,8
+  das l8_s1_w_ols "$ROOT/checkpoints/d4_l8_h64.h5" w ols 1,3,5,7
+  das l8_init_w_ols "$ROOT/checkpoints/d4_l8_h64_init.h5" w ols 3,7
   # The context the query reads (every position before it): results/swap finds it read through
   # block 7, so a subspace of the context states that carries what the query takes from it
   # should show there.
   das l8_s1_w_ols_context "$ROOT/checkpoints/d4_l8_h64.h5" w ols 1,3,5,7 context
-  das l8_init_w_ols_context "$ROOT/checkpoints/d4_l8_h64_init.h5" w ols 1,3,5,7 context
+  das l8_init_w_ols_context "$ROOT/checkpoints/d4_l8_h64_init.h5" w ols 3,7 context
 else
   TRAIN=1500; TEST=200; B=200; M=4
   run "$ICLPROBE" construct --program gd --alpha 0.05 --rotate 7 --decoy xty --d 4 --n 8 --force \

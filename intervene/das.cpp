@@ -372,7 +372,7 @@ std::pair<arma::mat, double> ProbeDirections(const DasResult& res, const PairSta
 // DAS cannot place its subspace there or away from them; it searches within this span. The
 // rank counts eigenvalues of the differences' second moment above 1e-10 of the largest (float32
 // states that differ do so by far more; rows equal in A and B differ by exactly 0).
-arma::mat DifferenceSupport(const DasResult& res, const PairStates& s) {
+arma::mat DifferenceSupport(const DasResult& res, int layer, const PairStates& s) {
   const long H = s.a.size(2);
   arma::mat second(H, H, arma::fill::zeros);
   for (const int k : res.ks) {
@@ -391,7 +391,7 @@ arma::mat DifferenceSupport(const DasResult& res, const PairStates& s) {
     throw std::runtime_error(fmt::format(
         "das: the states of A and B at state {} never differ at the interchanged positions; "
         "there is nothing to interchange",
-        0));
+        layer));
   return vec.cols(keep);
 }
 
@@ -704,7 +704,7 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
     res.none_iia(li) = none.value, res.none_iia_lo(li) = none.lo, res.none_iia_hi(li) = none.hi;
     res.full_iia(li) = full.value, res.full_iia_lo(li) = full.lo, res.full_iia_hi(li) = full.hi;
     const auto [probe_basis, probe_r2] = ProbeDirections(res, train[li], train_a);
-    const arma::mat support = DifferenceSupport(res, train[li]);
+    const arma::mat support = DifferenceSupport(res, layer, train[li]);
     res.probe_r2(li) = probe_r2;
     for (std::size_t si = 0; si < S; ++si) {
       const arma::mat& b = si == 0 ? probe_basis : request.subspaces[si - 1].basis;

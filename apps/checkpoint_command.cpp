@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "apps/progress.hpp"
+#include "construct/construct.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"
 
@@ -46,6 +47,23 @@ void RunCheckpointCommand(const CheckpointCommand& cmd, const po::variables_map&
   std::cout << summary.str();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("wrote {} and {} in {}\n", cmd.out, csv, FormatDuration(secs));
+}
+
+std::vector<intervene::NamedSubspace> ConstructionSubspaces(const std::string& checkpoint,
+                                                            int hidden) {
+  std::vector<intervene::NamedSubspace> out;
+  const auto record = construct::ReadConstruction(checkpoint);
+  if (!record) return out;
+  for (const auto& q : record->quantities) {
+    bool seen = false;
+    for (const auto& s : out)
+      seen = seen || s.name == q.name;
+    if (seen || q.rows.size < 1 || q.rows.begin + q.rows.size > hidden) continue;
+    const arma::mat axes =
+        arma::mat(arma::eye(hidden, hidden)).cols(q.rows.begin, q.rows.begin + q.rows.size - 1);
+    out.push_back({q.name, record->rotation.empty() ? axes : arma::mat(record->rotation * axes)});
+  }
+  return out;
 }
 
 }  // namespace icl::cli

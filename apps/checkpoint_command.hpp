@@ -5,8 +5,10 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "apps/cli.hpp"
+#include "intervene/das.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/transformer.hpp"
 
@@ -36,5 +38,10 @@ void RunCheckpointCommand(
     const CheckpointCommand& cmd, const po::variables_map& vm,
     const std::function<void(LoadedLearner& learner, const std::string& h5_path, std::ostream& csv,
                              std::ostream& summary)>& work);
+
+// A constructed checkpoint's quantities (its /construction group), as subspaces of its state
+// (after the construction's rotation), one per quantity name; none for a trained learner.
+std::vector<intervene::NamedSubspace> ConstructionSubspaces(const std::string& checkpoint,
+                                                            int hidden);
 
 }  // namespace icl::cli

@@ -43,6 +43,10 @@ void DeclareOptions(OptionTable& t, ConstructArgs& a) {
   t.Value("nuisance", &a.disguise.nuisance, "nuisance", "sigma: X'y at block 2 carries + sigma "
        "(P x_k)^2, a nonlinear nuisance the next MLP removes exactly, so linear probes read X'y "
        "there less well while the computation is unchanged (0: none)");
+  t.Value("decoy-noise", &a.disguise.decoy_noise, "decoy_noise", "sigma: the decoy "
+       "carries + sigma (R x_k)^2 (R fixed, random, orthogonal), so it is no longer an exact copy "
+       "of X'y across prompts; an exact copy cannot be told from the used one by interchange "
+       "(0: exact)");
   t.Value("disguise-seed", &a.disguise.seed, "disguise.seed", "seed of the distractors', the "
        "decoy's and the nuisance's random maps");
   t.Value("check-prompts", &a.check_prompts, "check_prompts", "prompts of the task (x ~ N(0, "

@@ -82,25 +82,6 @@ void FillRequest(intervene::DasRequest& req, const DasArgs& a, const po::variabl
   req.Validate();
 }
 
-// A constructed checkpoint's quantities, as subspaces of its (rotated) state: what the learned
-// subspace is measured against besides the ridge probe.
-std::vector<intervene::NamedSubspace> ConstructionSubspaces(const std::string& checkpoint,
-                                                            int hidden) {
-  std::vector<intervene::NamedSubspace> out;
-  const auto record = construct::ReadConstruction(checkpoint);
-  if (!record) return out;
-  for (const auto& q : record->quantities) {
-    bool seen = false;
-    for (const auto& s : out)
-      seen = seen || s.name == q.name;
-    if (seen || q.rows.size < 1 || q.rows.begin + q.rows.size > hidden) continue;
-    const arma::mat axes =
-        arma::mat(arma::eye(hidden, hidden)).cols(q.rows.begin, q.rows.begin + q.rows.size - 1);
-    out.push_back({q.name, record->rotation.empty() ? axes : arma::mat(record->rotation * axes)});
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<OptionSpec> DasOptions() {

@@ -92,8 +92,11 @@ int RunInspect(int argc, char** argv) {
             : "",
         c->ops.size());
     if (c->distractors > 0 || !c->decoy.empty() || c->nuisance > 0)
-      std::cout << fmt::format("  disguise: {} distractor rows, decoy {}, nuisance sigma {:g}\n",
-                               c->distractors, c->decoy.empty() ? "none" : c->decoy, c->nuisance);
+      std::cout << fmt::format(
+          "  disguise: {} distractor rows, decoy {}{}, nuisance sigma {:g}\n", c->distractors,
+          c->decoy.empty() ? "none" : c->decoy,
+          c->decoy_noise > 0 ? fmt::format(" (its own nuisance sigma {:g})", c->decoy_noise) : "",
+          c->nuisance);
     for (const auto& q : c->quantities)
       std::cout << fmt::format("  {:<8} state {}{} rows {}..{} at {}: {}\n", q.name, q.layer,
                                q.last_layer > q.layer ? fmt::format("..{}", q.last_layer) : "",

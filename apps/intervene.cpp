@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "core/errors.hpp"
@@ -21,8 +22,8 @@ namespace {
 
 // What the command line sets besides the request's own fields.
 struct InterveneArgs {
-  std::string checkpoint, probes_path, out, csv, layers_text, ks_text, span = "probed",
-                                                                       metric = "covariance";
+  std::string checkpoint, probes_path, out, csv, layers_text, ks_text, within,
+      span = "probed", metric = "covariance";
   int threads = 0;
 };
 
@@ -49,6 +50,10 @@ void DeclareOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneA
        "the edit moves the state the way states of real prompts vary) or standardized (the probe's "
        "feature scales only)");
   t.Value("calibration-prompts", &req.calibration_prompts, "req.calibration_prompts", "prompts for the states' covariance (covariance metric)");
+  t.Optional("within", &a.within, "within", "a constructed checkpoint's quantity (inspect lists "
+       "them, e.g. decoy_xty): fit the probe on the state's coordinates in that quantity's rows "
+       "alone (least squares on the calibration prompts) and keep the edit inside them, instead "
+       "of the probes file's probe of the whole state, which reads and edits every copy");
   t.Optional("response", &req.response, "req.response", "how the algorithm's prediction responds to the "
        "quantity: weights (w targets: dy = x_q^T dw); for xty ols (default), ridge:LAMBDA or "
        "gd:ALPHA (dy = 2 ALPHA x_q^T d(X'y))");
@@ -131,6 +136,19 @@ int RunIntervene(int argc, char** argv) {
   const probes::ProbeResults probes = probes::ReadProbesFile(probes_path);
   const std::string sha = core::Sha256File(checkpoint);
   learners::Transformer model = learners::LoadCheckpoint(checkpoint);
+  if (vm.count("within")) {
+    std::string names;
+    for (const auto& q : ConstructionSubspaces(checkpoint, model->config.hidden)) {
+      names += (names.empty() ? "" : ", ") + q.name;
+      if (q.name == a.within) req.within = q.basis;
+    }
+    if (req.within.empty())
+      throw std::invalid_argument(
+          "--within: '" + a.within + "' is not a quantity of '" + checkpoint + "' (" +
+          (names.empty() ? std::string("it is not a construction") : "it has " + names) + ")");
+    req.within_name = a.within;
+    req.Validate();
+  }
   SetThreads(a.threads);
   const long long layers = req.layers.empty() ? probes.layers.size() : req.layers.size();
   long long ks = req.ks.size();

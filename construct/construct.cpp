@@ -357,10 +357,12 @@ void WriteConstruction(const std::string& path, const Construction& c,
     g.SetAttr("distractors", c.disguise.distractors);
     g.SetAttr("decoy", c.disguise.decoy);
     g.SetAttr("nuisance", c.disguise.nuisance);
+    g.SetAttr("decoy_noise", c.disguise.decoy_noise);
     g.SetAttr("disguise_seed", static_cast<std::int64_t>(c.disguise.seed));
     for (const auto& [name, map] :
          {std::pair{"decoy_map", &c.decoy_map}, std::pair{"nuisance_map", &c.nuisance_map},
-          std::pair{"nuisance_map_mean", &c.nuisance_map_mean}}) {
+          std::pair{"nuisance_map_mean", &c.nuisance_map_mean},
+          std::pair{"decoy_noise_map", &c.decoy_noise_map}}) {
       if (map->empty()) continue;
       const hsize_t d = hsize_t(c.model.d);
       h5::Dataset ds =
@@ -420,6 +422,7 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   if (g.HasAttr("distractors")) r.distractors = static_cast<int>(g.GetInt("distractors"));
   if (g.HasAttr("decoy")) r.decoy = g.GetString("decoy");
   if (g.HasAttr("nuisance")) r.nuisance = g.GetDouble("nuisance");
+  if (g.HasAttr("decoy_noise")) r.decoy_noise = g.GetDouble("decoy_noise");
   if (!r.decoy.empty()) {
     const h5::Dataset ds = g.OpenDataset("decoy_map");
     const learners::CheckpointInfo shape = learners::ReadCheckpointInfo(checkpoint);

@@ -99,7 +99,11 @@ Program ParseProgram(const std::string& program);
 //   At most kMaxDistractorFactor times the program's own width.
 // - decoy "xty": a second encoding M X_k^T y_k written at block 2 like X'y itself (a mean of
 //   M y_i x_i times the count) with a fixed random invertible M (condition <= 4, from seed),
-//   read by nothing: decodable, not used.
+//   read by nothing: decodable, not used. An exact copy cannot be told from the used one by any
+//   interchange between prompts (both move together: see intervene/das.hpp); decoy_noise sigma
+//   writes M X_k^T y_k + sigma (R x)^2 instead (R a fixed random orthogonal map; x = x_k at the
+//   y-token of example k, x_(k+1) at the next x-token), a copy that is still decodable and
+//   unused but not collinear with X'y across prompts.
 // - nuisance sigma: block 2 writes X'y + sigma (P x_k)^2 (elementwise; P a fixed random
 //   orthogonal map, so each (P x_k)_j is N(0, 1)) into the rows xty at the y-token of example k,
 //   and the next MLP subtracts the same product, computed by the same weights from the same
@@ -113,6 +117,7 @@ struct Disguise {
   int distractors = 0;
   std::string decoy;       // "" or "xty"
   double nuisance = 0;     // sigma >= 0
+  double decoy_noise = 0;  // sigma >= 0 of the decoy's own nuisance (needs decoy)
   std::uint64_t seed = 1;  // the random maps of all three
 };
 constexpr int kMaxDistractorFactor = 4;
@@ -132,6 +137,7 @@ struct Construction {
   std::optional<std::uint64_t> rotation_seed;
   Disguise disguise;
   std::vector<double> decoy_map, nuisance_map, nuisance_map_mean;  // M, P, P' (d x d row-major)
+  std::vector<double> decoy_noise_map;                             // R (d x d row-major)
 };
 
 // The `gd` program (PAPER.md Theorem 1): `steps` steps of batch GD from w0 = 0 on the examples
@@ -204,6 +210,7 @@ struct ConstructionRecord {
   int distractors = 0;
   std::string decoy;  // "" or the quantity with an unused copy ("xty")
   double nuisance = 0;
+  double decoy_noise = 0;              // decoy_xty = M X'y + decoy_noise (R x_k)^2
   arma::mat decoy_map;                 // M (d x d): decoy_xty = M X'y
   std::map<std::string, Rows> layout;  // name -> rows of the residual stream
   struct Entry {

@@ -60,10 +60,20 @@ void AddDisguiseRows(Construction& c, int d) {
   if (!(g.nuisance >= 0) || !std::isfinite(g.nuisance))
     throw core::InputError("construct", "nuisance",
                            "expected a finite sigma >= 0, got " + std::to_string(g.nuisance));
+  if (!(g.decoy_noise >= 0) || !std::isfinite(g.decoy_noise))
+    throw core::InputError("construct", "decoy_noise",
+                           "expected a finite sigma >= 0, got " + std::to_string(g.decoy_noise));
+  if (g.decoy_noise > 0 && g.decoy.empty())
+    throw core::InputError("construct", "decoy_noise",
+                           "is the decoy's own nuisance; it needs a decoy (xty)");
   if (g.decoy == "xty") {
     c.layout.Add("mean_decoy", d);  // mean over positions of M yx
     c.layout.Add("decoy_xty", d);   // M X_k^T y_k, read by nothing
     c.decoy_map = DecoyMap(d, g.seed);
+  }
+  if (g.decoy_noise > 0) {
+    c.layout.Add("decoy_u", d);  // R x_k at the y-token of example k, R x_(k+1) at the next x-token
+    c.decoy_noise_map = RowMajor(RandomOrthogonal(d, g.seed ^ (kDecoyStream + 1)));
   }
   if (g.nuisance > 0) {
     c.layout.Add("nuis_u", d);  // P x_k at the y-token of example k
@@ -79,9 +89,19 @@ void AddDisguiseRows(Construction& c, int d) {
   }
 }
 
-// Extra ops of block 1's MLP: the nuisance's projection and the linear distractors.
+// Extra ops of block 1's MLP: the nuisances' projections and the linear distractors.
 void AddBlock1Disguise(Construction& c, int d) {
   const Disguise& g = c.disguise;
+  // decoy_u = R x for the x of the token's example: the token's own x at x-tokens (where xprev
+  // is 0), x_k at the y-token of example k (where x is 0), so that the decoy's nuisance is
+  // there at the query too, where the prediction reads X'y.
+  if (g.decoy_noise > 0) {
+    for (const char* from : {"x", "xprev"}) {
+      Op u = Aff(from, "decoy_u", 1);
+      u.matrix = c.decoy_noise_map;
+      c.ops.push_back(Parallel(u));
+    }
+  }
   if (g.nuisance > 0) {
     Op u = Aff("xprev", "nuis_u", 1), v = Aff("xprev", "nuis_v", 1);
     u.matrix = c.nuisance_map;
@@ -123,6 +143,9 @@ void AddBlock2MlpDisguise(Construction& c, double mean_range) {
   // M's gains are at most 2.
   if (g.decoy == "xty")
     c.ops.push_back(Parallel(Mul("mean_decoy", "count", "decoy_xty", 1, 2.0 * mean_range)));
+  // (R x_k)_j ~ N(0, 1) as the nuisance's u below.
+  if (g.decoy_noise > 0)
+    c.ops.push_back(Parallel(Mul("decoy_u", "decoy_u", "decoy_xty", g.decoy_noise, 12.0)));
   // |u_j| <= 6 but for a 2e-9 fraction of N(0, 1) draws: |a| + |b| <= 12. mean_yx (X'y / 2k at
   // the y-token of example k), read by nothing after this MLP, gets a nuisance of its own (other
   // projections, so that no linear combination of the two copies cancels both), scaled like it.
@@ -148,7 +171,7 @@ void AddNuisanceRemoval(Construction& c, bool own_block) {
 void AddDisguiseQuantities(Construction& c) {
   const Disguise& g = c.disguise;
   const int own = c.layout.width() - g.distractors - (g.decoy.empty() ? 0 : 2 * c.model.d) -
-                  (g.nuisance > 0 ? 2 * c.model.d : 0);
+                  (g.nuisance > 0 ? 2 * c.model.d : 0) - (g.decoy_noise > 0 ? c.model.d : 0);
   if (g.distractors > kMaxDistractorFactor * own)
     throw core::InputError(
         "construct", "distractors",
@@ -167,10 +190,16 @@ void AddDisguiseQuantities(Construction& c) {
          2});
   }
   if (c.disguise.decoy == "xty")
-    c.quantities.push_back({"decoy_xty", 2, "decoy_xty", "y-tokens",
-                            "M X_k^T y_k (M in /construction/decoy_map), an encoding of X'y "
-                            "that nothing reads, at the y-token of example k (and the next "
-                            "x-token)"});
+    c.quantities.push_back(
+        {"decoy_xty", 2, "decoy_xty", "y-tokens",
+         c.disguise.decoy_noise > 0
+             ? fmt::format("M X_k^T y_k + {:g} (R x)^2 (M in /construction/decoy_map, R in "
+                           "decoy_noise_map; elementwise square; x = x_k at the y-token of "
+                           "example k, x_(k+1) at the next x-token), an encoding of X'y with a "
+                           "nuisance of its own that nothing reads",
+                           c.disguise.decoy_noise)
+             : "M X_k^T y_k (M in /construction/decoy_map), an encoding of X'y that nothing "
+               "reads, at the y-token of example k (and the next x-token)"});
 }
 
 // Bounds on |a| + |b| of the products every program shares, for prompts of x ~ N(0, I),

@@ -13,28 +13,39 @@
 #   whole-context swap (gd:0.05 reference): share of GD's change reproduced, at a state before
 #     the query has read its context (used) and at the used state (the context is read no more).
 # Each with its 95% interval and its control (random direction, random subspace, random erasure).
+# The decoy variants add the probe edit of a probe fitted within the decoy's rows alone, and one
+# within X'y's rows (intervene --within; the whole state's probe reads and edits both copies),
+# and DAS's largest principal angle to X'y's rows. noisydecoy: the decoy carries a nuisance of
+# its own (--decoy-noise 2), so that it is not an exact copy across prompts, which no
+# interchange could tell from the used one.
 source "$(dirname "$0")/lib.sh"
 setup_out power
 mkdir -p "$RUNS"
 SUMMARY="$OUT/summary.md"; : > "$SUMMARY"
 if [ "$PROFILE" = full ]; then
-  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; VARIANTS=(plain distractors decoy nuisance)
+  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; VARIANTS=(plain distractors decoy noisydecoy nuisance)
 else
   P=600; PAIRS=60; TRAIN=600; TEST=100; B=100; VARIANTS=(plain)
 fi
 K=4,8
-declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy xty" [nuisance]="--nuisance 32")
+declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy xty"
+  [noisydecoy]="--decoy xty --decoy-noise 2" [nuisance]="--nuisance 32")
 # The state where X'y is written and read next; with the nuisance, state 2 holds X'y + sigma
 # (P x_k)^2 in its rows (what block 3 reads, removing the nuisance, before block 4 predicts): the
 # used state where a linear probe reads X'y as poorly as the trained learners' probes do. The
 # unused state: the last, after the prediction is formed.
-declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [nuisance]=2)
-declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [nuisance]=4)
+declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [noisydecoy]=2 [nuisance]=2)
+declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [noisydecoy]=3 [nuisance]=4)
 
 # pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as
 # "v [lo, hi]" from the three columns given.
 pick() {
   awk -F, -v c="$3" "NR > 1 && $2 { split(c, i, \" \"); printf \"%.3f [%.3f, %.3f]\", \$i[1], \$i[2], \$i[3]; exit }" "$1"
+}
+
+# column CSV NAME FILTER: the value of the column named NAME in the first row where FILTER holds.
+column() {
+  awk -F, -v name="$2" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next } $3 { printf \"%.1f\", \$h[name]; exit }" "$1"
 }
 
 {
@@ -54,6 +65,13 @@ for v in "${VARIANTS[@]}"; do
   run "$ICLPROBE" intervene -c "$ck" --probes "$OUT/probes_$v.h5" --target xty --response gd:0.05 \
     --layers $u,$n --k $K --pairs $PAIRS --span through-query --bootstrap $B --seed 11 --threads 1 \
     --quiet --force --out "$OUT/intervene_$v.h5" > /dev/null
+  if [[ $v == *decoy ]]; then
+    for rows in decoy_xty xty; do
+      run "$ICLPROBE" intervene -c "$ck" --probes "$OUT/probes_$v.h5" --target xty --response gd:0.05 \
+        --within $rows --layers $u --k $K --pairs $PAIRS --span through-query --bootstrap $B --seed 11 \
+        --threads 1 --quiet --force --out "$OUT/intervene_${v}_within_$rows.h5" > /dev/null
+    done
+  fi
   run "$ICLPROBE" das -c "$ck" --quantity xty --algorithm gd:0.05 --layers $u,$n --m 4 \
     --train-pairs $TRAIN --test-pairs $TEST --bootstrap $B --seed 11 --threads 1 --quiet --force \
     --out "$OUT/das_$v.h5" > /dev/null
@@ -73,6 +91,10 @@ for v in "${VARIANTS[@]}"; do
     echo "| $v | | erasure, error increase (k = $k) | $(pick "$er" "\$2 == $u && \$3 == $k" "12 13 14") | $(pick "$er" "\$2 == $n && \$3 == $k" "12 13 14") | random erasure $(pick "$er" "\$2 == $u && \$3 == $k" "18 19 20") |"
   done
   echo "| $v | | DAS, held-out IIA (pooled over k) | $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "8 9 10") | $(pick "$das" "\$4 == $n && \$6 == \"pooled\"" "8 9 10") | random subspace $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "11 12 13"); no interchange $(awk -F, -v u=$u 'NR > 1 && $4 == u && $6 == "pooled" { printf "%.3f", $14; exit }' "$das") |"
+  if [[ $v == *decoy ]]; then
+    echo "| $v | | probe edit within X'y's rows / within the decoy's rows, slope (k = 8) | $(pick "$OUT/intervene_${v}_within_xty.csv" "\$6 == 8 && \$7 == \"probe\"" "9 10 11") | $(pick "$OUT/intervene_${v}_within_decoy_xty.csv" "\$6 == 8 && \$7 == \"probe\"" "9 10 11") | — |"
+    echo "| $v | | DAS at the used state: largest angle to X'y's rows / smallest to the decoy's (degrees) | $(column "$das" angle_max_xty "\$4 == $u && \$6 == \"pooled\"") | $(column "$das" angle_min_decoy_xty "\$4 == $u && \$6 == \"pooled\"") | — |"
+  fi
   echo "| $v | | swap, share of GD's change (pooled; states 1 and $u) | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == 1 && \$3 == \"pooled\"" "5 6 7") | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == $u && \$3 == \"pooled\"" "5 6 7") | — |"
 done >> "$SUMMARY"
 finish "Power of the causal tests on constructions (issue 34, item 4)" "$SUMMARY"

@@ -215,6 +215,18 @@ void InterveneRequest::Validate() const {
   if (calibration_prompts < 2 || calibration_prompts > 10000000)
     throw core::InputError("intervene", "calibration_prompts", "must be in 2..10000000");
   ParseResponse(target, response);
+  if (!within.empty()) {
+    if (metric != EditMetric::kCovariance)
+      throw core::InputError("intervene", "within",
+                             "a probe within a subspace edits in the covariance of its "
+                             "coordinates; the standardized metric does not apply");
+    if (within_name.empty())
+      throw core::InputError("intervene", "within", "the subspace needs a name");
+    if (!within.is_finite() || within.n_cols < 1 || within.n_cols > within.n_rows ||
+        arma::norm(within.t() * within - arma::eye(within.n_cols, within.n_cols), "inf") > 1e-6)
+      throw core::InputError("intervene", "within",
+                             "expected orthonormal columns (H x r, 1 <= r <= H)");
+  }
 }
 
 namespace {
@@ -307,43 +319,95 @@ void ResolveCells(InterveneResult& res, const learners::ModelConfig& mc,
         "was fitted on states of width other than the model's " + std::to_string(mc.hidden));
 }
 
-// The covariance metric: the states' covariance at each (layer, k) over calibration prompts of
-// their own stream (disjoint from the pairs' prompts).
-std::vector<arma::mat> CalibrationCovariances(learners::Transformer& model,
-                                              const InterveneResult& res) {
+// What the calibration prompts give each (layer, k): the states' covariance (the covariance
+// metric) and, for a probe within a subspace, its coordinates Z = P^T h and the target T.
+struct Calibration {
+  std::vector<arma::mat> cov;   // H x H per cell
+  std::vector<arma::mat> z, t;  // r x N and m x N per cell (within only)
+};
+
+// The calibration prompts are their own stream (disjoint from the pairs' prompts).
+Calibration Calibrate(learners::Transformer& model, const InterveneResult& res,
+                      double target_lambda) {
   const InterveneRequest& request = res.request;
   const data::TaskConfig& task = res.task;
   const learners::ModelConfig& mc = model->config;
   const std::size_t L = res.layers.size(), K = res.ks.size();
-  std::vector<arma::mat> cov(L * K);
-  if (request.metric == EditMetric::kCovariance) {
-    std::vector<arma::vec> sum(L * K, arma::zeros<arma::vec>(mc.hidden));
-    std::vector<arma::mat> sum2(L * K, arma::zeros<arma::mat>(mc.hidden, mc.hidden));
-    const std::uint64_t stream = request.seed ^ 0xc0ffee5eedULL;
-    for (int first = 0; first < request.calibration_prompts; first += request.batch) {
-      const int cnt = std::min(request.batch, request.calibration_prompts - first);
-      const data::PromptSet set = data::SamplePrompts(task, stream, first, cnt);
-      learners::ForwardOptions fo;
-      fo.hidden_states = true;
-      const learners::ForwardResult run = model->Run(data::TokenTensor(set, 0, cnt), fo);
-      for (std::size_t li = 0; li < L; ++li)
-        for (std::size_t ki = 0; ki < K; ++ki) {
-          const arma::mat h = StateAt(run.hidden[res.layers[li]], data::AfterKPos(res.ks[ki]));
-          sum[li * K + ki] += arma::sum(h, 1);
-          sum2[li * K + ki] += h * h.t();
-        }
-    }
-    const double n = request.calibration_prompts;
-    for (std::size_t i = 0; i < L * K; ++i)
-      cov[i] = arma::symmatu((sum2[i] - sum[i] * sum[i].t() / n) / (n - 1));
+  const bool within = !request.within.empty();
+  const arma::uword N = request.calibration_prompts;
+  Calibration cal;
+  cal.cov.resize(L * K);
+  if (request.metric != EditMetric::kCovariance) return cal;
+  if (within) {
+    cal.z.assign(L * K, arma::mat(request.within.n_cols, N));
+    cal.t.resize(L * K);
   }
-  return cov;
+  std::vector<arma::vec> sum(L * K, arma::zeros<arma::vec>(mc.hidden));
+  std::vector<arma::mat> sum2(L * K, arma::zeros<arma::mat>(mc.hidden, mc.hidden));
+  const std::uint64_t stream = request.seed ^ 0xc0ffee5eedULL;
+  const auto learner =
+      res.target_learner.empty() ? nullptr : learners::MakeLearner(res.target_learner, task);
+  for (int first = 0; first < request.calibration_prompts; first += request.batch) {
+    const int cnt = std::min(request.batch, request.calibration_prompts - first);
+    const data::PromptSet set = data::SamplePrompts(task, stream, first, cnt);
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const learners::ForwardResult run = model->Run(data::TokenTensor(set, 0, cnt), fo);
+    std::vector<data::PrefixTargets> targets(within ? cnt : 0);
+    std::vector<learners::LearnerRun> runs(within && learner ? cnt : 0);
+    for (std::size_t j = 0; j < targets.size(); ++j) {
+      data::ComputePrefixTargets(set.x.slice(j), set.y.col(j), std::max(target_lambda, 0.0),
+                                 targets[j]);
+      if (learner) learner->Run(set.x.slice(j), set.y.col(j), runs[j]);
+    }
+    for (std::size_t li = 0; li < L; ++li)
+      for (std::size_t ki = 0; ki < K; ++ki) {
+        const std::size_t i = li * K + ki;
+        const int k = res.ks[ki];
+        const arma::mat h = StateAt(run.hidden[res.layers[li]], data::AfterKPos(k));
+        sum[i] += arma::sum(h, 1);
+        sum2[i] += h * h.t();
+        if (!within) continue;
+        cal.z[i].cols(first, first + cnt - 1) = request.within.t() * h;
+        for (int j = 0; j < cnt; ++j) {
+          const arma::vec v = TargetValue(request.target, set, j, targets[j],
+                                          runs.empty() ? nullptr : &runs[j], k);
+          if (cal.t[i].is_empty()) cal.t[i].set_size(v.n_elem, N);
+          cal.t[i].col(first + j) = v;
+        }
+      }
+  }
+  const double n = request.calibration_prompts;
+  for (std::size_t i = 0; i < L * K; ++i)
+    cal.cov[i] = arma::symmatu((sum2[i] - sum[i] * sum[i].t() / n) / (n - 1));
+  return cal;
+}
+
+// The probe within the subspace P (H x r) for one cell: v = W^T P^T h + b by least squares on
+// the calibration prompts (in-sample R2, pooled over the target's entries: r + 1 parameters per
+// entry over N >= 2 prompts); the edit of least norm in the coordinates' covariance
+// Sigma_z = P^T Sigma P, dh = P Sigma_z W (W^T Sigma_z W)^+ r, so it never leaves P.
+EditMap WithinEditMap(const arma::mat& p, const arma::mat& z, const arma::mat& t,
+                      const arma::mat& cov) {
+  const arma::mat a = arma::join_rows(z.t(), arma::ones(z.n_cols));  // N x (r + 1)
+  const arma::mat coef = arma::pinv(a) * t.t();                       // (r + 1) x m
+  const arma::mat w = coef.head_rows(z.n_rows);                       // r x m
+  EditMap e;
+  e.weights = p * w;
+  e.intercept = coef.row(z.n_rows).t();
+  const arma::mat sz = p.t() * cov * p;
+  e.edit = p * (sz * w) * arma::pinv(w.t() * sz * w);
+  const arma::mat resid = t.t() - a * coef;
+  const arma::mat centred = t.each_col() - arma::mean(t, 1);
+  const double sst = arma::accu(arma::square(centred));
+  e.r2 = sst > 0 ? 1.0 - arma::accu(arma::square(resid)) / sst : NAN;
+  return e;
 }
 
 // Per (layer, k): the probe's reading and edit direction, and the cell's result arrays.
 std::vector<EditMap> PrepareEdits(InterveneResult& res, const learners::ModelConfig& mc,
-                                  const probes::ProbeResults& probes,
-                                  const std::vector<arma::mat>& cov) {
+                                  const probes::ProbeResults& probes, const Calibration& cal) {
+  const std::vector<arma::mat>& cov = cal.cov;
   const InterveneRequest& request = res.request;
   const std::string& target = request.target;
   const std::string where = "'" + probes.path + "'";
@@ -357,8 +421,13 @@ std::vector<EditMap> PrepareEdits(InterveneResult& res, const learners::ModelCon
       const std::size_t pk =
           std::find(probes.ks.begin(), probes.ks.end(), res.ks[ki]) - probes.ks.begin();
       EditMap& e = maps[li * K + ki];
-      e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk, request.metric,
-                      request.metric == EditMetric::kCovariance ? cov[li * K + ki] : arma::mat());
+      if (!request.within.empty())
+        e = WithinEditMap(request.within, cal.z[li * K + ki], cal.t[li * K + ki],
+                          cov[li * K + ki]);
+      else
+        e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk, request.metric,
+                        request.metric == EditMetric::kCovariance ? cov[li * K + ki]
+                                                                  : arma::mat());
       if (e.weights.n_rows != arma::uword(mc.hidden))
         throw core::InputError(where, "",
                                "the ridge probe reads " + std::to_string(e.weights.n_rows) +
@@ -498,10 +567,13 @@ InterveneResult RunIntervene(learners::Transformer model, const std::string& che
   ResolveCells(res, model->config, probes);
   torch::NoGradGuard no_grad;
   model->eval();
-  const std::vector<arma::mat> cov = request.metric == EditMetric::kCovariance
-                                         ? CalibrationCovariances(model, res)
-                                         : std::vector<arma::mat>();
-  const std::vector<EditMap> maps = PrepareEdits(res, model->config, probes, cov);
+  if (!request.within.empty() && request.within.n_rows != arma::uword(model->config.hidden))
+    throw core::InputError("intervene", "within",
+                           "the subspace has " + std::to_string(request.within.n_rows) +
+                               " rows but the model's state has " +
+                               std::to_string(model->config.hidden));
+  const std::vector<EditMap> maps =
+      PrepareEdits(res, model->config, probes, Calibrate(model, res, probes.ridge_lambda));
   const std::size_t P = request.pairs;
   const long long total = static_cast<long long>(P) * res.layers.size() * res.ks.size();
   long long done = 0;
@@ -548,6 +620,9 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
   f.SetAttr("span", EditSpanName(res.request.span));
   f.SetAttr("metric", EditMetricName(res.request.metric));
   f.SetAttr("calibration_prompts", res.request.calibration_prompts);
+  // "" = the probes file's ridge probes; else the subspace the probe was fitted within (its
+  // basis in /within [H, r]) and probe_r2 is that probe's, on the calibration prompts.
+  f.SetAttr("within", res.request.within_name);
   f.SetAttr("seed", static_cast<std::int64_t>(res.request.seed));
   f.SetAttr("pairs", static_cast<std::int64_t>(P));
   f.SetAttr("bootstrap_replicates", res.request.bootstrap);
@@ -593,6 +668,15 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
       f.CreateDataset<double>("observed", {C, L, K, P}, {"control", "layer", "k", "pair"});
   ds.Write(obs.data(), obs.size());
   ds.SetAttr("description", std::string("[control, layer, k, pair] change of the prediction"));
+  if (!res.request.within.empty()) {
+    const arma::mat rows = res.request.within.t();  // column-major r x H == row-major [H, r]
+    h5::Dataset w = f.CreateDataset<double>(
+        "within", {hsize_t(res.request.within.n_rows), hsize_t(res.request.within.n_cols)},
+        {"state", "basis"});
+    w.Write(rows.memptr(), rows.n_elem);
+    w.SetAttr("description",
+              std::string("[H, r] orthonormal basis of the subspace the probe was fitted in"));
+  }
 }
 
 InterveneResult ReadInterventionsFile(const std::string& path) {
@@ -625,6 +709,7 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
                                "', expected covariance or standardized");
   res.request.metric = metric == "covariance" ? EditMetric::kCovariance : EditMetric::kStandardized;
   res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
+  if (f.HasAttr("within")) res.request.within_name = f.GetString("within");  // basis: /within
   const std::int64_t pairs = f.GetInt("pairs");
   if (pairs < 2 || pairs > 1000000)
     throw core::InputError(
@@ -692,6 +777,10 @@ void PrintInterventionSummary(std::ostream& os, const InterveneResult& res) {
       "95% bootstrap intervals over pairs\n",
       res.request.target, res.response.name, EditSpanName(res.request.span),
       EditMetricName(res.request.metric), res.request.pairs);
+  if (!res.request.within_name.empty())
+    os << fmt::format("  the probe was fitted within {} (probe R2: on the calibration prompts), "
+                      "and every edit stays inside it\n",
+                      res.request.within_name);
   for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
     os << fmt::format(
         "k = {}\n  layer  probe R2   slope (probe edit)          slope (random)         |dh|/|h|\n",

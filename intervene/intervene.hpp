@@ -58,6 +58,14 @@ struct InterveneRequest {
   std::string response;            // see ParseResponse
   int bootstrap = 1000;            // replicates of the bootstrap over pairs
   int batch = 256;                 // pairs per forward pass
+  // When not empty (H x r, orthonormal columns): the probe is fitted on the state's coordinates
+  // in this subspace alone (least squares with an intercept over the calibration prompts, each
+  // (layer, k) on its own), instead of the probes file's ridge probe, and the edit stays inside
+  // the subspace (the least norm in the covariance of those coordinates). A probe of the whole
+  // state reads every copy of a quantity, and its covariance-metric edit moves every copy: a
+  // construction's decoy rows are tested this way. Needs the covariance metric.
+  arma::mat within;
+  std::string within_name;  // what the subspace is, for the file ("decoy_xty")
   void Validate() const;
 };
 

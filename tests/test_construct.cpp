@@ -461,6 +461,8 @@ TEST(Construct, CliWritesACheckpointWithItsConstruction) {
       {"--program gd --distractors 100000", "--distractors: expected 0..188"},
       {"--program gd:2 --decoy xtx", "--decoy: a decoy of 'xtx' is not built"},
       {"--program gd --nuisance -2", "--nuisance: expected a finite sigma"},
+      {"--program gd --decoy-noise 1", "--decoy-noise: is the decoy's own nuisance"},
+      {"--program gd --decoy xty --decoy-noise -1", "--decoy-noise: expected a finite sigma"},
   };
   for (const auto& [args, message] : refused) {
     const auto bad = RunIclprobe("construct " + args + " --out " + (tmp / "bad.h5"));
@@ -700,6 +702,51 @@ TEST(Construct, DecoyHoldsAnUnusedCopyOfXty) {
     EXPECT_TRUE(torch::equal(cut("decoy_xty"), r.predictions)) << program;
     EXPECT_GT((cut("xty") - r.predictions).abs().max().item<double>(), 0.1) << program;
   }
+}
+
+// --decoy xty --decoy-noise sigma: the decoy rows hold M X'y + sigma (R x_k)^2 (each product to
+// the relative 1e-3 of the plain decoy's), the decoy is still read by nothing (zeroing its rows
+// leaves every prediction bit for bit), and the noise makes it a copy that is not collinear with
+// X'y across prompts (its residual after the best linear map from X'y has sigma^2 Var((R x)^2_j)
+// = 2 sigma^2 per entry, far from 0).
+TEST(Construct, NoisyDecoyCarriesItsOwnNuisanceAndIsStillUnread) {
+  const int d = 4, n = 12, k = 5;
+  const Prompts prompts(12, 400);
+  const auto& set = prompts.set;
+  construct::Disguise g;
+  g.decoy = "xty";
+  g.decoy_noise = 1.5;
+  g.seed = 4;
+  const auto c = construct::BuildProgram(construct::ParseProgram("gd"), d, n, 0.02, g);
+  auto m = construct::Compile(c);
+  const auto r = RunModel(m, prompts.tokens);
+  const arma::mat M = arma::reshape(arma::mat(c.decoy_map), d, d).t();
+  const arma::mat R = arma::reshape(arma::mat(c.decoy_noise_map), d, d).t();
+  const arma::mat Xty = arma::mat(XtyAfterK(set, k).contiguous().data_ptr<double>(), d,
+                                  set.size()).t();  // [N, d]
+  arma::mat want = Xty * M.t();
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    arma::vec x(d);
+    for (int j = 0; j < d; ++j)
+      x(j) = set.x(j, k - 1, i);
+    want.row(i) += g.decoy_noise * arma::square(R * x).t();
+  }
+  const auto got_t = RowsAfterK(r.hidden[2], c.layout["decoy_xty"], k).contiguous();
+  const arma::mat got = arma::mat(got_t.data_ptr<double>(), d, set.size()).t();
+  EXPECT_LE(arma::abs(got - want).max() / (arma::abs(want).max() + 1.0), 1e-3);
+  // Least squares of the decoy on X'y (with an intercept) leaves the noise: mean square
+  // residual near 2 sigma^2 = 4.5 (over 400 prompts; bound half of it).
+  const arma::mat A = arma::join_rows(arma::ones(set.size()), Xty);
+  const arma::mat resid = got - A * arma::solve(A, got);
+  EXPECT_GT(arma::accu(arma::square(resid)) / resid.n_elem, 0.5 * 2 * 1.5 * 1.5);
+  torch::NoGradGuard no_grad;
+  auto h = r.hidden[2].clone();
+  const auto rows = c.layout["decoy_xty"];
+  h.slice(2, rows.begin, rows.begin + rows.size).zero_();
+  EXPECT_TRUE(torch::equal(m->RunFrom(2, h), r.predictions));
+  g.decoy = "";
+  EXPECT_THROW(construct::BuildProgram(construct::ParseProgram("gd"), d, n, 0.02, g),
+               core::InputError);
 }
 
 // --nuisance sigma: after block 2 the xty rows hold X'y + sigma (P x_k)^2, far from X'y; one MLP

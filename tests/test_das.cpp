@@ -2,7 +2,9 @@
 // closed forms; on the rotated one-step gd construction DAS finds the rows that hold X'y (the
 // only subspace whose interchange gives B's X'y to A's prediction); with an unused decoy copy
 // M X'y the probe reads both, interchanging the decoy moves nothing, and DAS stays inside the
-// two copies' span; the file reads back; bad input is one line and exit 2.
+// two copies' span (an exact copy cannot be told apart by interchange); with a decoy that carries
+// a nuisance of its own, DAS finds the used copy; the file reads back; bad input is one line and
+// exit 2.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -156,6 +158,40 @@ TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
   EXPECT_GE(res.subspace_iia(0, 1), 0.999);
   EXPECT_GE(res.iia(0, 0), 0.99);
   EXPECT_LE(res.angle_max(0, 0, 3), 5.0);
+}
+
+// The decoy with a nuisance of its own (--decoy-noise 2: decoy_xty = M X'y + 2 (R x)^2) is no
+// longer collinear with X'y across prompts, and the interchange can tell the copies apart: U U'
+// moves xty by dX'y + A B' 2 d(R x)^2, which is dX'y for all pairs only when A B' = 0, i.e. on
+// the used copy alone. The exact copy's solutions (the span of [S; M S], S = (I + M'M)^(-1/2),
+// at principal angles atan of M's gains, 30-59 degrees, to either copy) now pass on B's decoy
+// nuisance: IIA below 0.99 (0.89 measured). From its default start (the ridge probe, which
+// weighs the exact copy over the noisy one) DAS reaches IIA >= 0.99 with the used copy's rows:
+// largest angle to xty <= 5 degrees, smallest angle to the decoy >= 45 degrees (the issue's
+// criterion). Started at the mixture instead, DAS stays near it (measured: IIA 0.96-0.97,
+// largest angle to xty 60 degrees): for d = 1 the loss along the arc from the mixture (angle
+// t*) to xty is (cos^2 t + M cos t sin t - 1)^2 Var dX'y + sin^2(2t)/4 4 Var d(Rx)^2, and its
+// first term rises between the two, a barrier (see the README's DAS section).
+TEST(Das, FindsTheUsedCopyNotADecoyWithANuisanceOfItsOwn) {
+  const data::TaskConfig task = Task(4, 8);
+  construct::Disguise g;
+  g.decoy = "xty";
+  g.decoy_noise = 2;
+  auto c = construct::GdProgram(4, 8, 0.05, 1, g);
+  c.rotation_seed = 7;
+  intervene::DasRequest r = SmallRequest();
+  const intervene::NamedSubspace xty = RowsOf(c, "xty"), decoy = RowsOf(c, "decoy_xty");
+  const arma::mat M = arma::reshape(arma::mat(c.decoy_map), 4, 4).t();  // row-major -> M
+  const arma::mat S = arma::sqrtmat_sympd(arma::inv_sympd(arma::eye(4, 4) + M.t() * M));
+  const arma::mat mix = xty.basis * S + decoy.basis * (M * S);  // orthonormal: S (I + M'M) S = I
+  r.subspaces = {xty, decoy, {"mixture", mix}};
+  const intervene::DasResult res = intervene::RunDas(construct::Compile(c), "", task, r);
+  EXPECT_GE(res.probe_r2(0), 0.999);
+  EXPECT_NEAR(res.subspace_iia(0, 2), res.none_iia(0), 1e-4);  // the decoy moves nothing
+  EXPECT_LT(res.subspace_iia(0, 3), 0.99);                     // the mixture is not a solution
+  EXPECT_GE(res.iia(0, 0), 0.99);
+  EXPECT_LE(res.angle_max(0, 0, 1), 5.0);
+  EXPECT_GE(res.angle_min(0, 0, 2), 45.0);
 }
 
 // The w counterfactual on the same construction: its prediction is GD's, 2 alpha x . X'y, so the

@@ -114,6 +114,61 @@ TEST(InterveneLearnerTarget, SlopeIsOneWhereTheIterateIsReadAndZeroAfter) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "j.h5"));
 }
 
+// The decoy (issue 34, item 4): gd with an unused copy decoy_xty = M X'y, rotated. A probe fitted
+// within the decoy's rows alone reads X'y exactly (M is invertible: R2 >= 0.999) and its edit,
+// kept inside those rows, moves nothing (slope interval within +-0.05 of 0; the float32 rounding
+// of the rotated weights leaves ~1e-6); the same within the used rows moves the prediction as
+// GD would (slope 1 up to the mul's error, 0.02). The whole state's ridge probe reads both
+// copies, and its covariance-metric edit moves both (slope 1), which is why the issue asks for
+// the decoy-only probe.
+TEST(InterveneDecoy, AnEditWithinTheDecoyMovesNothingAndOneWithinTheUsedCopyMovesAsGd) {
+  TempDir tmp;
+  Ok(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --decoy xty --rotate 7 --out " +
+                 (tmp / "g.h5")));
+  Ok(RunIclprobe("extract -c " + (tmp / "g.h5") + " --prompts 2000 --threads 1 --quiet --out " +
+                 (tmp / "a.h5")));
+  Ok(RunIclprobe("probe -a " + (tmp / "a.h5") +
+                 " --targets xty --probes ridge --k 3,5 --layers 2 --threads 1 --quiet --out " +
+                 (tmp / "p.h5")));
+  const std::string base = "intervene -c " + (tmp / "g.h5") + " --probes " + (tmp / "p.h5") +
+                           " --target xty --response gd:0.05 --layers 2 --k 3,5 --pairs 400 "
+                           "--span through-query --threads 1 --quiet";
+  Ok(RunIclprobe(base + " --within decoy_xty --out " + (tmp / "decoy.h5")));
+  Ok(RunIclprobe(base + " --within xty --out " + (tmp / "used.h5")));
+  Ok(RunIclprobe(base + " --out " + (tmp / "whole.h5")));
+  const auto decoy = intervene::ReadInterventionsFile(tmp / "decoy.h5");
+  const auto used = intervene::ReadInterventionsFile(tmp / "used.h5");
+  const auto whole = intervene::ReadInterventionsFile(tmp / "whole.h5");
+  EXPECT_EQ(decoy.request.within_name, "decoy_xty");
+  EXPECT_EQ(whole.request.within_name, "");
+  for (std::size_t ki = 0; ki < 2; ++ki) {
+    SCOPED_TRACE("k = " + std::to_string(decoy.ks[ki]));
+    const auto& d = decoy.Cell(0, ki);
+    EXPECT_GE(d.probe_r2, 0.999);
+    EXPECT_GE(d.slope_lo(0), -0.05);
+    EXPECT_LE(d.slope_hi(0), 0.05);
+    EXPECT_NEAR(used.Cell(0, ki).slope(0), 1.0, 0.02);
+    EXPECT_NEAR(whole.Cell(0, ki).slope(0), 1.0, 0.02);
+  }
+  // The basis is kept: [H, r = d], orthonormal columns.
+  const h5::Dataset ds = h5::File::Open(tmp / "decoy.h5").OpenDataset("within");
+  ASSERT_EQ(ds.dims().size(), 2u);
+  ASSERT_EQ(ds.dims()[1], 3u);
+  const std::vector<double> v = ds.ReadAll<double>();
+  const arma::mat basis = arma::mat(v.data(), 3, ds.dims()[0]).t();  // row-major [H, r]
+  EXPECT_LE(arma::norm(basis.t() * basis - arma::eye(3, 3), "inf"), 1e-12);
+  // A name the construction lacks, and a probe within a subspace under the standardized metric.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --within nosuch", "--within: 'nosuch' is not a quantity of"},
+           {" --within xty --metric standardized", "--within: a probe within a subspace"}}) {
+    const auto bad = RunIclprobe(base + args + " --out " + (tmp / "bad.h5"));
+    EXPECT_EQ(bad.exit_code, 2) << args;
+    EXPECT_EQ(test::CountLines(bad.err), 1) << bad.err;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << bad.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp / "bad.h5"));
+  }
+}
+
 // The documented errors: one line naming what is wrong, exit 2, no output left behind.
 TEST_F(InterveneGd, RefusesProbesOfAnotherCheckpointAndWhatTheProbesFileLacks) {
   Ok(RunIclprobe("construct --program gd --alpha 0.1 --d 3 --n 6 --out " + At("other.h5")));

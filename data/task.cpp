@@ -265,4 +265,32 @@ PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_
   return set;
 }
 
+arma::mat RandomOrthonormal(int rows, int cols, std::uint64_t seed, std::uint64_t stream) {
+  if (rows < 0 || cols < 0 || cols > rows)
+    throw std::invalid_argument("RandomOrthonormal: expected 0 <= cols <= rows");
+  Rng rng(seed, stream);
+  arma::mat q(rows, cols);
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i)
+      q(i, j) = rng.Normal();
+  // Modified Gram-Schmidt, run twice ("twice is enough"): orthonormal to working precision.
+  for (int j = 0; j < cols; ++j)
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int i = 0; i < j; ++i) {
+        double dot = 0;
+        for (int r = 0; r < rows; ++r)
+          dot += q(r, i) * q(r, j);
+        for (int r = 0; r < rows; ++r)
+          q(r, j) -= dot * q(r, i);
+      }
+      double norm = 0;
+      for (int r = 0; r < rows; ++r)
+        norm += q(r, j) * q(r, j);
+      norm = std::sqrt(norm);
+      for (int r = 0; r < rows; ++r)
+        q(r, j) /= norm;
+    }
+  return q;
+}
+
 }  // namespace icl::data

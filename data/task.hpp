@@ -96,4 +96,10 @@ class Rng {
   double spare_ = 0.0;
 };
 
+// A rows x cols matrix (cols <= rows) with orthonormal columns: Gram-Schmidt of standard normal
+// draws from Rng(seed, stream), filled column by column, i.e. the QR of a Gaussian matrix with
+// R's diagonal positive (Haar on O(rows) for a square one). Plain loops, so the bits do not
+// depend on a BLAS and are the same on every machine.
+arma::mat RandomOrthonormal(int rows, int cols, std::uint64_t seed, std::uint64_t stream);
+
 }  // namespace icl::data

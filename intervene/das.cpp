@@ -20,6 +20,7 @@
 #include "data/tokens_torch.hpp"
 #include "intervene/file_common.hpp"
 #include "intervene/intervene.hpp"
+#include "learners/arma_torch.hpp"
 #include "learners/classical.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -181,33 +182,6 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
                                  std::to_string(mc.hidden) + " dimensions");
 }
 
-// A random H x m matrix with orthonormal columns (QR of Gaussian draws; the same on every
-// machine).
-arma::mat RandomBasis(int h, int m, std::uint64_t seed, std::uint64_t stream) {
-  data::Rng rng(seed, stream);
-  arma::mat g(h, m);
-  for (double& x : g)
-    x = rng.Normal();
-  arma::mat q, r;
-  arma::qr_econ(q, r, g);
-  return q;
-}
-
-torch::Tensor ToTensor(const arma::mat& m) {
-  // arma is column-major: its memory is the row-major transpose.
-  return torch::from_blob(const_cast<double*>(m.memptr()),
-                          {static_cast<long>(m.n_cols), static_cast<long>(m.n_rows)},
-                          torch::kFloat64)
-      .t()
-      .to(torch::kFloat32)
-      .contiguous();
-}
-
-arma::mat ToArma(const torch::Tensor& t) {
-  const torch::Tensor c = t.detach().to(torch::kFloat64).t().contiguous();  // [cols, rows]
-  return arma::mat(c.data_ptr<double>(), t.size(0), t.size(1));
-}
-
 // The states of one layer for a set of pairs: A's and B's, [P, 2n, H].
 struct PairStates {
   torch::Tensor a, b;
@@ -345,7 +319,7 @@ std::pair<arma::mat, double> ProbeDirections(const DasResult& res, const PairSta
   double sst = 0;
   for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
     const int p = Positions(res.request.position, res.ks[ki]).second - 1;
-    arma::mat f = ToArma(s.a.select(1, p));  // P x H
+    arma::mat f = learners::ToArma(s.a.select(1, p));  // P x H
     arma::mat t = ProbeTargets(res.request, res.task, res.ks, a, static_cast<int>(ki));
     f.each_row() -= arma::mean(f, 0);
     t.each_row() -= arma::mean(t, 0);
@@ -379,7 +353,7 @@ arma::mat DifferenceSupport(const DasResult& res, int layer, const PairStates& s
     const auto [p0, p1] = Positions(res.request.position, k);
     const torch::Tensor d =
         (s.b.slice(1, p0, p1) - s.a.slice(1, p0, p1)).reshape({-1, H}).to(torch::kFloat64);
-    const arma::mat dm = ToArma(d);  // rows: differences
+    const arma::mat dm = learners::ToArma(d);  // rows: differences
     second += dm.t() * dm;
   }
   arma::vec val;
@@ -449,11 +423,12 @@ std::pair<arma::mat, int> TrainSubspace(learners::Transformer& model, const DasR
   const int D = static_cast<int>(support.n_cols);
   if (m >= D) {  // the whole support: nothing to learn, every interchange there is the full one
     arma::mat q, rr;
-    arma::qr_econ(q, rr, arma::join_rows(support, RandomBasis(H, m - D, r.seed, stream)));
+    arma::qr_econ(q, rr,
+                  arma::join_rows(support, data::RandomOrthonormal(H, m - D, r.seed, stream)));
     return {q.head_cols(m), 0};
   }
-  const torch::Tensor v = ToTensor(support);
-  arma::mat r0m = RandomBasis(D, D, r.seed, stream);
+  const torch::Tensor v = learners::ToTensor(support);
+  arma::mat r0m = data::RandomOrthonormal(D, D, r.seed, stream);
   if (!r.start_basis.empty()) {
     arma::mat q, rr;
     arma::qr(q, rr, arma::join_rows(support.t() * r.start_basis, r0m));
@@ -465,7 +440,7 @@ std::pair<arma::mat, int> TrainSubspace(learners::Transformer& model, const DasR
     arma::qr(q, rr, arma::join_rows(support.t() * probe, r0m));
     r0m = q.head_cols(D);
   }
-  const torch::Tensor r0 = ToTensor(r0m);
+  const torch::Tensor r0 = learners::ToTensor(r0m);
   torch::Tensor s = torch::zeros({D, D}, torch::kFloat32).set_requires_grad(true);
   auto adam = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{s},
                                                    torch::optim::AdamOptions(r.learning_rate));
@@ -516,7 +491,7 @@ std::pair<arma::mat, int> TrainSubspace(learners::Transformer& model, const DasR
       arma::vec t(cnt);
       for (long j = 0; j < cnt; ++j)
         t(j) = train_t(order[first + j], ki);
-      const torch::Tensor target = ToTensor(t).view({cnt});
+      const torch::Tensor target = learners::ToTensor(t).view({cnt});
       const torch::Tensor out = InterchangeOutputs(model, layer, train, idx, res.ks[ki], r.position,
                                                    {Interchange::kSubspace, basis()});
       const torch::Tensor loss = (torch::sqrt(1 + (out - target).square() / var_k(ki)) - 1).mean();
@@ -549,7 +524,7 @@ std::pair<arma::mat, int> TrainSubspace(learners::Transformer& model, const DasR
     torch::NoGradGuard no_grad;
     s.copy_(best_s);
   }
-  const arma::mat best_basis = ToArma(basis().detach());
+  const arma::mat best_basis = learners::ToArma(basis().detach());
   // Re-orthonormalised in float64 (the float32 exponential leaves errors ~H eps): the same span.
   arma::mat q, rr;
   arma::qr_econ(q, rr, best_basis);
@@ -708,9 +683,10 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
     res.probe_r2(li) = probe_r2;
     for (std::size_t si = 0; si < S; ++si) {
       const arma::mat& b = si == 0 ? probe_basis : request.subspaces[si - 1].basis;
-      const Iia own = PooledIia(AllOutputs(model, layer, test[li], res.ks, request.position,
-                                           {Interchange::kSubspace, ToTensor(b)}, request.batch),
-                                test_t, boot, nullptr);
+      const Iia own =
+          PooledIia(AllOutputs(model, layer, test[li], res.ks, request.position,
+                               {Interchange::kSubspace, learners::ToTensor(b)}, request.batch),
+                    test_t, boot, nullptr);
       res.subspace_iia(li, si) = own.value, res.subspace_iia_lo(li, si) = own.lo,
                            res.subspace_iia_hi(li, si) = own.hi;
     }
@@ -722,15 +698,16 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
       arma::vec per_k;
       const Iia learned =
           PooledIia(AllOutputs(model, layer, test[li], res.ks, request.position,
-                               {Interchange::kSubspace, ToTensor(basis)}, request.batch),
+                               {Interchange::kSubspace, learners::ToTensor(basis)}, request.batch),
                     test_t, boot, &per_k);
       res.iia(li, mi) = learned.value, res.iia_lo(li, mi) = learned.lo,
                   res.iia_hi(li, mi) = learned.hi;
       res.iia_k.tube(li, mi) = per_k;
-      const arma::mat random = RandomBasis(H, m, request.seed, 0x7a4d000ULL + 1000ULL * layer + m);
+      const arma::mat random =
+          data::RandomOrthonormal(H, m, request.seed, 0x7a4d000ULL + 1000ULL * layer + m);
       const Iia rnd =
           PooledIia(AllOutputs(model, layer, test[li], res.ks, request.position,
-                               {Interchange::kSubspace, ToTensor(random)}, request.batch),
+                               {Interchange::kSubspace, learners::ToTensor(random)}, request.batch),
                     test_t, boot, &per_k);
       res.random_iia(li, mi) = rnd.value, res.random_iia_lo(li, mi) = rnd.lo,
                          res.random_iia_hi(li, mi) = rnd.hi;

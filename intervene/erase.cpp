@@ -17,6 +17,7 @@
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
 #include "intervene/file_common.hpp"
+#include "learners/arma_torch.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::intervene {
@@ -80,13 +81,8 @@ Eraser FitEraser(const EraserMoments& m, std::uint64_t random_seed) {
   arma::mat basis = u.head_cols(rank);
   if (random_seed != 0 && rank > 0) {
     // The control: a random orthonormal basis of the same rank inside the whitened support.
-    data::Rng rng(random_seed, 0x5eed);
-    arma::mat g(vs.n_cols, rank);
-    for (double& x : g)
-      x = rng.Normal();
-    arma::mat q, r;
-    arma::qr_econ(q, r, g);
-    basis = vs * q;
+    basis = vs * data::RandomOrthonormal(static_cast<int>(vs.n_cols), static_cast<int>(rank),
+                                         random_seed, 0x5eed);
   }
   e.map = unwhiten * basis * basis.t() * whiten;
   return e;
@@ -123,22 +119,6 @@ arma::mat TargetAfter(const data::PromptSet& set, const std::string& target, int
   return z;
 }
 
-// H x B matrix of doubles from state[:, pos, :].
-arma::mat StateRows(const torch::Tensor& state, int pos) {
-  const torch::Tensor s = state.select(/*dim=*/1, pos).contiguous();
-  const arma::fmat f(s.data_ptr<float>(), s.size(1), s.size(0), /*copy_aux_mem=*/true);
-  return arma::conv_to<arma::mat>::from(f);
-}
-
-// Writes an H x B matrix of doubles into state[:, pos, :].
-void SetStateRows(torch::Tensor& state, int pos, const arma::mat& m) {
-  const arma::fmat f = arma::conv_to<arma::fmat>::from(m);
-  state.select(/*dim=*/1, pos)
-      .copy_(torch::from_blob(const_cast<float*>(f.memptr()),
-                              {static_cast<long>(f.n_cols), static_cast<long>(f.n_rows)},
-                              torch::kFloat32));
-}
-
 // The positions erased for k: the y-token of example k and the query x-token of example k + 1.
 std::array<int, 2> Positions(int k) {
   return {data::AfterKPos(k), data::XTokenPos(k)};
@@ -160,7 +140,7 @@ std::vector<std::vector<EraserMoments>> FitMoments(
       const arma::mat z = targets[ki].cols(first, first + cnt - 1);
       for (std::size_t li = 0; li < layers.size(); ++li)
         for (const int pos : Positions(ks[ki]))
-          out[li][ki].Add(StateRows(run.hidden[layers[li]], pos), z);
+          out[li][ki].Add(learners::StateAt(run.hidden[layers[li]], pos), z);
     }
   }
   return out;
@@ -239,7 +219,7 @@ ErasureResult RunErase(learners::Transformer model, const std::string& checkpoin
           const Eraser& e = variant == 0 ? erasers[li][ki] : randoms[li][ki];
           torch::Tensor edited = run.hidden[res.layers[li]].clone();
           for (const int pos : Positions(k))
-            SetStateRows(edited, pos, e.Apply(StateRows(edited, pos)));
+            learners::SetStateAt(edited, pos, e.Apply(learners::StateAt(edited, pos)));
           const torch::Tensor p = model->RunFrom(res.layers[li], edited).select(1, k).contiguous();
           arma::cube& out = variant == 0 ? res.erased : res.random;
           const float* pp = p.data_ptr<float>();

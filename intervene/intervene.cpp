@@ -20,6 +20,7 @@
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
 #include "intervene/file_common.hpp"
+#include "learners/arma_torch.hpp"
 #include "learners/classical.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -142,22 +143,6 @@ void Summarise(InterventionCell& c, int replicates, std::uint64_t seed) {
     const double so = arma::stddev(o), sp = arma::stddev(c.predicted);
     c.correlation(ci) = so > 0 && sp > 0 ? arma::as_scalar(arma::cor(o, c.predicted)) : 0.0;
   }
-}
-
-// Row-major [B, H] float tensor of an H x B matrix.
-torch::Tensor ToRows(const arma::mat& m) {
-  const arma::fmat f = arma::conv_to<arma::fmat>::from(m);
-  return torch::from_blob(const_cast<float*>(f.memptr()),
-                          {static_cast<long>(f.n_cols), static_cast<long>(f.n_rows)},
-                          torch::kFloat32)
-      .clone();
-}
-
-// H x B matrix of doubles from state[:, pos, :].
-arma::mat StateAt(const torch::Tensor& state, int pos) {
-  const torch::Tensor s = state.select(/*dim=*/1, pos).contiguous();
-  const arma::fmat f(s.data_ptr<float>(), s.size(1), s.size(0), /*copy_aux_mem=*/true);
-  return arma::conv_to<arma::mat>::from(f);
 }
 
 }  // namespace
@@ -364,14 +349,14 @@ Calibration Calibrate(learners::Transformer& model, const InterveneResult& res,
       for (std::size_t ki = 0; ki < K; ++ki) {
         const std::size_t i = li * K + ki;
         const int k = res.ks[ki];
-        const arma::mat h = StateAt(run.hidden[res.layers[li]], data::AfterKPos(k));
+        const arma::mat h = learners::StateAt(run.hidden[res.layers[li]], data::AfterKPos(k));
         sum[i] += arma::sum(h, 1);
         sum2[i] += h * h.t();
         if (!within) continue;
         cal.z[i].cols(first, first + cnt - 1) = request.within.t() * h;
         for (int j = 0; j < cnt; ++j) {
-          const arma::vec v = TargetValue(request.target, set, j, targets[j],
-                                          runs.empty() ? nullptr : &runs[j], k);
+          const arma::vec v =
+              TargetValue(request.target, set, j, targets[j], runs.empty() ? nullptr : &runs[j], k);
           if (cal.t[i].is_empty()) cal.t[i].set_size(v.n_elem, N);
           cal.t[i].col(first + j) = v;
         }
@@ -390,8 +375,8 @@ Calibration Calibrate(learners::Transformer& model, const InterveneResult& res,
 EditMap WithinEditMap(const arma::mat& p, const arma::mat& z, const arma::mat& t,
                       const arma::mat& cov) {
   const arma::mat a = arma::join_rows(z.t(), arma::ones(z.n_cols));  // N x (r + 1)
-  const arma::mat coef = arma::pinv(a) * t.t();                       // (r + 1) x m
-  const arma::mat w = coef.head_rows(z.n_rows);                       // r x m
+  const arma::mat coef = arma::pinv(a) * t.t();                      // (r + 1) x m
+  const arma::mat w = coef.head_rows(z.n_rows);                      // r x m
   EditMap e;
   e.weights = p * w;
   e.intercept = coef.row(z.n_rows).t();
@@ -422,12 +407,10 @@ std::vector<EditMap> PrepareEdits(InterveneResult& res, const learners::ModelCon
           std::find(probes.ks.begin(), probes.ks.end(), res.ks[ki]) - probes.ks.begin();
       EditMap& e = maps[li * K + ki];
       if (!request.within.empty())
-        e = WithinEditMap(request.within, cal.z[li * K + ki], cal.t[li * K + ki],
-                          cov[li * K + ki]);
+        e = WithinEditMap(request.within, cal.z[li * K + ki], cal.t[li * K + ki], cov[li * K + ki]);
       else
         e = MakeEditMap(probes, target, res.layers[li], res.ks[ki], pl, pk, request.metric,
-                        request.metric == EditMetric::kCovariance ? cov[li * K + ki]
-                                                                  : arma::mat());
+                        request.metric == EditMetric::kCovariance ? cov[li * K + ki] : arma::mat());
       if (e.weights.n_rows != arma::uword(mc.hidden))
         throw core::InputError(where, "",
                                "the ridge probe reads " + std::to_string(e.weights.n_rows) +
@@ -494,7 +477,7 @@ void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vec
       const int k = res.ks[ki], pos = data::AfterKPos(k);
       const EditMap& e = maps[li * K + ki];
       InterventionCell& c = res.cells[li * K + ki];
-      const arma::mat h = StateAt(state, pos);  // H x cnt
+      const arma::mat h = learners::StateAt(state, pos);  // H x cnt
       arma::mat reading = e.weights.t() * h;
       reading.each_col() += e.intercept;
       arma::mat r(reading.n_rows, cnt);
@@ -520,7 +503,8 @@ void RunPairs(learners::Transformer& model, InterveneResult& res, const std::vec
         random.col(j) = u * (c.edit_norm(p) / std::max(arma::norm(u), 1e-300));
       }
       for (std::size_t ci = 0; ci < kInterventionControls.size(); ++ci) {
-        const torch::Tensor edit = ToRows(ci == 0 ? dh : random);  // [cnt, H]
+        const torch::Tensor edit =
+            learners::ToTensor(arma::mat(ci == 0 ? dh : random).t());  // [cnt, H]
         torch::Tensor edited = state.clone();
         edited.select(/*dim=*/1, pos).add_(edit);
         if (request.span == EditSpan::kThroughQuery)
@@ -778,9 +762,10 @@ void PrintInterventionSummary(std::ostream& os, const InterveneResult& res) {
       res.request.target, res.response.name, EditSpanName(res.request.span),
       EditMetricName(res.request.metric), res.request.pairs);
   if (!res.request.within_name.empty())
-    os << fmt::format("  the probe was fitted within {} (probe R2: on the calibration prompts), "
-                      "and every edit stays inside it\n",
-                      res.request.within_name);
+    os << fmt::format(
+        "  the probe was fitted within {} (probe R2: on the calibration prompts), "
+        "and every edit stays inside it\n",
+        res.request.within_name);
   for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
     os << fmt::format(
         "k = {}\n  layer  probe R2   slope (probe edit)          slope (random)         |dh|/|h|\n",

@@ -723,7 +723,8 @@ TEST(Construct, NoisyDecoyCarriesItsOwnNuisanceAndIsStillUnread) {
   const arma::mat M = arma::reshape(arma::mat(c.decoy_map), d, d).t();
   const arma::mat R = arma::reshape(arma::mat(c.decoy_noise_map), d, d).t();
   const arma::mat Xty = arma::mat(XtyAfterK(set, k).contiguous().data_ptr<double>(), d,
-                                  set.size()).t();  // [N, d]
+                                  set.size())
+                            .t();  // [N, d]
   arma::mat want = Xty * M.t();
   for (std::size_t i = 0; i < set.size(); ++i) {
     arma::vec x(d);

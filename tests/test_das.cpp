@@ -18,12 +18,7 @@
 namespace icl {
 namespace {
 
-data::TaskConfig Task(int d, int n) {
-  data::TaskConfig t;
-  t.d = d;
-  t.n = n;
-  return t;
-}
+using test::Task;
 
 // The rows `name` of construction c after its rotation Q (RotateResidualStream's Q): Q[:, rows].
 intervene::NamedSubspace RowsOf(const construct::Construction& c, const std::string& name) {
@@ -296,7 +291,7 @@ TEST(CliDas, WritesTheFileAndRefusesBadInput) {
   TempDir out;
   const std::string o = " --quiet --out " + (out / "d.h5");
   const std::string c = "das -c " + ck + " --quantity xty --algorithm gd:0.05";
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const std::vector<test::Refusal> cases = {
       {c + " --layers 4", "--layers: state 4 is outside 0..3"},
       {c + " --m 1000", "--m: subspace size 1000 is outside 1.."},
       {c + " --k 8", "--k: 8 is outside 1..7"},
@@ -308,13 +303,7 @@ TEST(CliDas, WritesTheFileAndRefusesBadInput) {
       {"das -c " + (dir / "missing.h5"), "missing.h5"},
       {"das", "--checkpoint: required"},
   };
-  for (const auto& [cmd, want] : cases) {
-    const auto e = RunIclprobe(cmd + o);
-    EXPECT_EQ(e.exit_code, 2) << cmd;
-    EXPECT_NE(e.err.find(want), std::string::npos) << cmd << "\n" << e.err;
-    EXPECT_EQ(test::CountLines(e.err), 1) << cmd << "\n" << e.err;
-    EXPECT_TRUE(std::filesystem::is_empty(out.path())) << cmd;
-  }
+  test::ExpectEachRefused(cases, o, out.path());
 }
 
 }  // namespace icl

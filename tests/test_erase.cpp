@@ -15,12 +15,7 @@
 namespace icl {
 namespace {
 
-data::TaskConfig Task(int d, int n) {
-  data::TaskConfig t;
-  t.d = d;
-  t.n = n;
-  return t;
-}
+using test::Task;
 
 // Sample covariance of the columns of a and b.
 arma::mat Cov(const arma::mat& a, const arma::mat& b) {
@@ -151,7 +146,7 @@ TEST(CliErase, WritesTheFileAndRefusesBadInput) {
   test::TempDir out;
   const std::string o = " --quiet --out " + (out / "e.h5");
   const std::string cmd = "erase -c " + ck;
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const std::vector<test::Refusal> cases = {
       {cmd + " --layers 4", "--layers: state 4 is outside 0..3"},
       {cmd + " --k 8", "--k: 8 is outside 1..7"},
       {cmd + " --target w", "--target: expected xty, w_ols or w_ridge"},
@@ -159,13 +154,7 @@ TEST(CliErase, WritesTheFileAndRefusesBadInput) {
       {"erase -c " + (dir / "missing.h5"), "missing.h5"},
       {"erase", "--checkpoint: required"},
   };
-  for (const auto& [c, want] : cases) {
-    const auto e = test::RunIclprobe(c + o);
-    EXPECT_EQ(e.exit_code, 2) << c;
-    EXPECT_NE(e.err.find(want), std::string::npos) << c << "\n" << e.err;
-    EXPECT_EQ(test::CountLines(e.err), 1) << c << "\n" << e.err;
-    EXPECT_TRUE(std::filesystem::is_empty(out.path())) << c;
-  }
+  test::ExpectEachRefused(cases, o, out.path());
 }
 
 }  // namespace icl

@@ -13,12 +13,7 @@
 namespace icl {
 namespace {
 
-data::TaskConfig Task(int d, int n) {
-  data::TaskConfig t;
-  t.d = d;
-  t.n = n;
-  return t;
-}
+using test::Task;
 
 }  // namespace
 
@@ -137,7 +132,7 @@ TEST(CliSwap, WritesTheFileAndRefusesBadInput) {
   TempDir out;
   const std::string o = " --quiet --out " + (out / "s.h5");
   const std::string c = "swap -c " + ck;
-  const std::vector<std::pair<std::string, std::string>> cases = {
+  const std::vector<test::Refusal> cases = {
       {c + " --layers 4", "--layers: state 4 is outside 0..3"},
       {c + " --k 8", "--k: 8 is outside 1..7"},
       {c + " --k 0", "--k: 0 is outside 1..7"},
@@ -148,13 +143,7 @@ TEST(CliSwap, WritesTheFileAndRefusesBadInput) {
       {"swap -c " + (dir / "missing.h5"), "missing.h5"},
       {"swap", "--checkpoint: required"},
   };
-  for (const auto& [cmd, want] : cases) {
-    const auto e = RunIclprobe(cmd + o);
-    EXPECT_EQ(e.exit_code, 2) << cmd;
-    EXPECT_NE(e.err.find(want), std::string::npos) << cmd << "\n" << e.err;
-    EXPECT_EQ(test::CountLines(e.err), 1) << cmd << "\n" << e.err;
-    EXPECT_TRUE(std::filesystem::is_empty(out.path())) << cmd;
-  }
+  test::ExpectEachRefused(cases, o, out.path());
 }
 
 }  // namespace icl

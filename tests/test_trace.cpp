@@ -16,12 +16,7 @@
 namespace icl {
 namespace {
 
-data::TaskConfig Task(int d, int n) {
-  data::TaskConfig t;
-  t.d = d;
-  t.n = n;
-  return t;
-}
+using test::Task;
 
 // The iterate each state holds: the last pred_t written at or before layer l (0 before any).
 std::vector<int> CompiledSchedule(const construct::Construction& c) {

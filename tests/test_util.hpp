@@ -1,9 +1,14 @@
 // Helpers shared by the test suites: temporary folders and running the iclprobe binary.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "data/task.hpp"
 
 namespace icl::test {
 
@@ -55,6 +60,34 @@ bool ThrowsInternalError(F&& f) {
     return false;
   }
   return false;
+}
+
+// The task of the tests' prompts: d and n, the rest default (x ~ N(0, I), w ~ N(0, I), no noise).
+inline data::TaskConfig Task(int d, int n) {
+  data::TaskConfig t;
+  t.d = d;
+  t.n = n;
+  return t;
+}
+
+// A documented refusal: `iclprobe ARGS` fails with exit 2 and one line on stderr containing
+// `message`.
+struct Refusal {
+  std::string args, message;
+};
+// Runs each case with `suffix` appended (e.g. " --out DIR/x.h5") and checks its refusal, and
+// that nothing was left in `out_dir` (when given).
+inline void ExpectEachRefused(const std::vector<Refusal>& cases, const std::string& suffix,
+                              const std::filesystem::path& out_dir = {}) {
+  for (const Refusal& c : cases) {
+    const CommandResult e = RunIclprobe(c.args + suffix);
+    EXPECT_EQ(e.exit_code, 2) << c.args;
+    EXPECT_NE(e.err.find(c.message), std::string::npos) << c.args << "\n" << e.err;
+    EXPECT_EQ(CountLines(e.err), 1) << c.args << "\n" << e.err;
+    if (!out_dir.empty()) {
+      EXPECT_TRUE(std::filesystem::is_empty(out_dir)) << c.args;
+    }
+  }
 }
 
 }  // namespace icl::test

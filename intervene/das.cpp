@@ -185,6 +185,9 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
 // The states of one layer for a set of pairs: A's and B's, [P, 2n, H].
 struct PairStates {
   torch::Tensor a, b;
+  // At the query position: A's states layer..L-1 (shared between layers, not copies), so that
+  // only the query's row runs on after the interchange (TransformerImpl::QueriesFrom).
+  std::vector<torch::Tensor> context;
 };
 
 // Per requested layer, the states of `count` pairs of the stream `seed`, in batches.
@@ -192,21 +195,31 @@ std::vector<PairStates> CollectStates(learners::Transformer& model, const DasRes
                                       std::uint64_t seed, int count, data::PromptSet& a_all,
                                       data::PromptSet& b_all) {
   SamplePairs(res.task, seed, 0, count, a_all, b_all);
-  std::vector<std::vector<torch::Tensor>> pa(res.layers.size()), pb(res.layers.size());
+  const int L = model->config.layers;
+  const bool query = res.request.position == DasPosition::kQuery;
+  // A's states at every layer when the query alone runs on, else at the requested layers.
+  std::vector<std::vector<torch::Tensor>> pa(L + 1), pb(res.layers.size());
   learners::ForwardOptions fo;
   fo.hidden_states = true;
   for (int first = 0; first < count; first += res.request.batch) {
     const int cnt = std::min(res.request.batch, count - first);
     const learners::ForwardResult ra = model->Run(data::TokenTensor(a_all, first, cnt), fo);
     const learners::ForwardResult rb = model->Run(data::TokenTensor(b_all, first, cnt), fo);
-    for (std::size_t li = 0; li < res.layers.size(); ++li) {
-      pa[li].push_back(ra.hidden[res.layers[li]]);
+    for (int j = 0; j <= L; ++j)
+      if (query || std::count(res.layers.begin(), res.layers.end(), j) > 0)
+        pa[j].push_back(ra.hidden[j]);
+    for (std::size_t li = 0; li < res.layers.size(); ++li)
       pb[li].push_back(rb.hidden[res.layers[li]]);
-    }
   }
+  std::vector<torch::Tensor> a_states(L + 1);
+  for (int j = 0; j <= L; ++j)
+    if (!pa[j].empty()) a_states[j] = torch::cat(pa[j]);
   std::vector<PairStates> out(res.layers.size());
-  for (std::size_t li = 0; li < res.layers.size(); ++li)
-    out[li] = {torch::cat(pa[li]), torch::cat(pb[li])};
+  for (std::size_t li = 0; li < res.layers.size(); ++li) {
+    const int layer = res.layers[li];
+    out[li] = {a_states[layer], torch::cat(pb[li]), {}};
+    if (query) out[li].context.assign(a_states.begin() + layer, a_states.begin() + L);
+  }
   return out;
 }
 
@@ -223,6 +236,24 @@ torch::Tensor InterchangeOutputs(learners::Transformer& model, int layer, const 
                                  const torch::Tensor& idx, int k, DasPosition position,
                                  const Interchange& how) {
   using torch::indexing::Slice;
+  if (position == DasPosition::kQuery && !s.context.empty()) {
+    // Only the query's row changes, and nothing before it depends on it: run it alone against
+    // A's context states (QueriesFrom; equal to the whole prefix run on up to float32 order).
+    const int p = data::XTokenPos(k);
+    const torch::Tensor a_q = s.a.index_select(0, idx).select(1, p);
+    torch::Tensor q = a_q;
+    if (how.kind != Interchange::kNone) {
+      const torch::Tensor b_q = s.b.index_select(0, idx).select(1, p);
+      q = how.kind == Interchange::kFull ? b_q
+          : how.kind == Interchange::kLinear
+              ? a_q + torch::matmul(b_q - a_q, how.basis.t())
+              : a_q + torch::matmul(torch::matmul(b_q - a_q, how.basis), how.basis.t());
+    }
+    std::vector<torch::Tensor> context;
+    for (const torch::Tensor& c : s.context)
+      context.push_back(c.index_select(0, idx).slice(1, 0, p));
+    return model->QueriesFrom(layer, context, q.unsqueeze(1), {p}).select(1, 0);
+  }
   const int end = data::XTokenPos(k) + 1;
   const torch::Tensor a = s.a.index_select(0, idx).slice(1, 0, end);
   torch::Tensor edited = a;
@@ -288,21 +319,23 @@ Iia PooledIia(const arma::mat& o, const arma::mat& t, const probes::Bootstrap& b
   return r;
 }
 
-// The quantity's own value in A at k examples (the ridge probe's target): X'y or w.
-arma::mat ProbeTargets(const DasRequest& r, const data::TaskConfig& task,
-                       const std::vector<int>& ks, const data::PromptSet& a, int k_index) {
+// The quantity's own value in A at each k of `ks` (the ridge probe's target): X'y or w; one
+// P x d matrix per k (the learner runs once per prompt, for every k).
+std::vector<arma::mat> ProbeTargets(const DasRequest& r, const data::TaskConfig& task,
+                                    const std::vector<int>& ks, const data::PromptSet& a) {
   const arma::uword P = a.x.n_slices;
-  const int k = ks[k_index];
-  arma::mat out(P, task.d);
+  std::vector<arma::mat> out(ks.size(), arma::mat(P, task.d));
   std::unique_ptr<learners::ClassicalLearner> learner;
   if (r.quantity == "w") learner = learners::MakeLearner(r.algorithm, task);
   learners::LearnerRun run;
   for (arma::uword j = 0; j < P; ++j) {
-    if (learner) {
-      learner->Run(a.x.slice(j), a.y.col(j), run);
-      out.row(j) = run.weights.col(k).t();
-    } else {
-      out.row(j) = (a.x.slice(j).head_cols(k) * a.y.col(j).head(k)).t();
+    if (learner) learner->Run(a.x.slice(j), a.y.col(j), run);
+    for (std::size_t ki = 0; ki < ks.size(); ++ki) {
+      const int k = ks[ki];
+      if (learner)
+        out[ki].row(j) = run.weights.col(k).t();
+      else
+        out[ki].row(j) = (a.x.slice(j).head_cols(k) * a.y.col(j).head(k)).t();
     }
   }
   return out;
@@ -316,11 +349,12 @@ std::pair<arma::mat, double> ProbeDirections(const DasResult& res, const PairSta
   const int H = static_cast<int>(s.a.size(2));
   arma::mat xtx(H, H, arma::fill::zeros), xty(H, res.task.d, arma::fill::zeros);
   std::vector<arma::mat> feats, targets;
+  std::vector<arma::mat> targets_k = ProbeTargets(res.request, res.task, res.ks, a);
   double sst = 0;
   for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
     const int p = Positions(res.request.position, res.ks[ki]).second - 1;
     arma::mat f = learners::ToArma(s.a.select(1, p));  // P x H
-    arma::mat t = ProbeTargets(res.request, res.task, res.ks, a, static_cast<int>(ki));
+    arma::mat t = std::move(targets_k[ki]);
     f.each_row() -= arma::mean(f, 0);
     t.each_row() -= arma::mean(t, 0);
     xtx += f.t() * f;
@@ -629,6 +663,7 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
     train = CollectStates(model, res, request.seed, request.train_pairs, train_a, train_b);
     test = CollectStates(model, res, request.seed + 1, request.test_pairs, test_a, test_b);
   }
+  if (progress) progress("the algorithm's counterfactual outputs");
   const arma::mat train_t = DasTargets(request, task, res.ks, train_a, train_b);
   const arma::mat test_t = DasTargets(request, task, res.ks, test_a, test_b);
   const probes::Bootstrap boot(request.test_pairs, 1, request.bootstrap, request.seed);
@@ -636,19 +671,30 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
     // The model on (B's first k examples, A's x_{k+1}): B's prompt with A's x in example k+1
     // (y_{k+1} and later examples are never read by prediction k).
     torch::NoGradGuard no_grad;
+    if (progress) progress("the ceiling: the model on the counterfactual prompts");
+    // Every k in one pass: B's examples as the context and A's x_{k+1} as a query at position
+    // 2k (QueryForward: each query sees the context before it and itself, as in its own prompt).
     arma::mat own(request.test_pairs, res.ks.size());
-    for (std::size_t ki = 0; ki < res.ks.size(); ++ki) {
-      data::PromptSet c = test_b;
-      for (arma::uword j = 0; j < c.x.n_slices; ++j)
-        c.x.slice(j).col(res.ks[ki]) = test_a.x.slice(j).col(res.ks[ki]);
-      for (int first = 0; first < request.test_pairs; first += request.batch) {
-        const int cnt = std::min(request.batch, request.test_pairs - first);
-        const torch::Tensor p = model->forward(data::TokenTensor(c, first, cnt))
-                                    .select(1, res.ks[ki])
-                                    .to(torch::kFloat64)
-                                    .contiguous();
-        std::copy(p.data_ptr<double>(), p.data_ptr<double>() + cnt, own.colptr(ki) + first);
-      }
+    std::vector<std::int64_t> positions;
+    for (const int k : res.ks)
+      positions.push_back(data::XTokenPos(k));
+    const long K = static_cast<long>(res.ks.size());
+    for (int first = 0; first < request.test_pairs; first += request.batch) {
+      const int cnt = std::min(request.batch, request.test_pairs - first);
+      torch::Tensor queries = torch::empty({cnt, K, task.d}, torch::kFloat32);
+      auto qa = queries.accessor<float, 3>();
+      for (int j = 0; j < cnt; ++j)
+        for (long ki = 0; ki < K; ++ki)
+          for (int i = 0; i < task.d; ++i)
+            qa[j][ki][i] = static_cast<float>(test_a.x(i, res.ks[ki], first + j));
+      const torch::Tensor p =
+          model->QueryForward(data::TokenTensor(test_b, first, cnt), queries, positions)
+              .to(torch::kFloat64)
+              .contiguous();  // [cnt, K]
+      const auto pa = p.accessor<double, 2>();
+      for (long ki = 0; ki < K; ++ki)
+        for (int j = 0; j < cnt; ++j)
+          own(first + j, ki) = pa[j][ki];
     }
     const Iia ceiling = PooledIia(own, test_t, boot, nullptr);
     res.ceiling_iia = ceiling.value, res.ceiling_iia_lo = ceiling.lo,
@@ -670,6 +716,11 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
     x->set_size(L, S);
   for (std::size_t li = 0; li < L; ++li) {
     const int layer = res.layers[li];
+    if (progress)
+      progress(
+          fmt::format("state {}: the references (no interchange, the whole state, the named "
+                      "subspaces) and the probe's directions",
+                      layer));
     const Iia none = PooledIia(AllOutputs(model, layer, test[li], res.ks, request.position,
                                           {Interchange::kNone, {}}, request.batch),
                                test_t, boot, nullptr);

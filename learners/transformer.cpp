@@ -72,6 +72,30 @@ std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQuer
   return {out_proj(out), out_proj(out_q)};
 }
 
+torch::Tensor CausalSelfAttentionImpl::QueriesOnly(const torch::Tensor& x, const torch::Tensor& xq,
+                                                   const torch::Tensor& query_blocked) {
+  const auto B = x.size(0), T = x.size(1), Q = xq.size(1);
+  const int64_t head_dim = hidden / heads;
+  const double scale = 1.0 / std::sqrt(double(head_dim));
+  // The context's keys and values: rows H..3H of the packed projection -> [2, B, M, T, hd].
+  const auto kv = torch::linear(x, in_proj_weight.slice(0, hidden, 3 * hidden),
+                                in_proj_bias.slice(0, hidden, 3 * hidden))
+                      .view({B, T, 2, heads, head_dim})
+                      .permute({2, 0, 3, 1, 4});
+  const auto qkv_q = torch::linear(xq, in_proj_weight, in_proj_bias)
+                         .view({B, Q, 3, heads, head_dim})
+                         .permute({2, 0, 3, 1, 4});
+  const auto k = kv[0], v = kv[1], qq = qkv_q[0], kq = qkv_q[1], vq = qkv_q[2];
+  auto to_context = (torch::matmul(qq, k.transpose(-2, -1)) * scale)
+                        .masked_fill(query_blocked, -std::numeric_limits<float>::infinity());
+  const auto to_self = (qq * kq).sum(-1, /*keepdim=*/true) * scale;  // [B, M, Q, 1]
+  const auto attn = torch::softmax(torch::cat({to_context, to_self}, -1), -1);
+  const auto out_q = (torch::matmul(attn.slice(-1, 0, T), v) + attn.slice(-1, T, T + 1) * vq)
+                         .transpose(1, 2)
+                         .reshape({B, Q, hidden});
+  return out_proj(out_q);
+}
+
 BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernels_)
     : kernels(kernels_) {
   // Registration order = parameter order in checkpoints: ln1, ln2, attn, fc1, fc2.
@@ -97,6 +121,13 @@ std::pair<torch::Tensor, torch::Tensor> BlockImpl::ForwardWithQueries(
   out = out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
   out_q = out_q + fc2(Gelu(fc1(ln2 ? ln2(out_q) : out_q), kernels));
   return {out, out_q};
+}
+
+torch::Tensor BlockImpl::QueriesOnly(const torch::Tensor& h, const torch::Tensor& hq,
+                                     const torch::Tensor& query_blocked) {
+  const auto aq = attn->QueriesOnly(ln1 ? ln1(h) : h, ln1 ? ln1(hq) : hq, query_blocked);
+  const auto out_q = hq + aq;
+  return out_q + fc2(Gelu(fc1(ln2 ? ln2(out_q) : out_q), kernels));
 }
 
 TransformerImpl::TransformerImpl(const ModelConfig& c)
@@ -181,6 +212,30 @@ torch::Tensor TransformerImpl::QueryForward(const torch::Tensor& tokens,
   for (const auto& b : *blocks)
     std::tie(h, hq) = b->as<Block>()->ForwardWithQueries(h, hq, query_blocked);
   return readout(final_ln ? final_ln(hq) : hq).squeeze(-1);
+}
+
+torch::Tensor TransformerImpl::QueriesFrom(int layer, const std::vector<torch::Tensor>& context,
+                                           const torch::Tensor& hq,
+                                           const std::vector<std::int64_t>& positions) {
+  if (layer < 0 || layer > config.layers ||
+      context.size() != static_cast<std::size_t>(config.layers - layer))
+    throw std::logic_error("transformer: QueriesFrom needs the context's states " +
+                           std::to_string(layer) + ".." + std::to_string(config.layers - 1));
+  const auto Q = static_cast<std::int64_t>(positions.size());
+  if (hq.dim() != 3 || hq.size(1) != Q || hq.size(2) != config.hidden)
+    throw std::logic_error("transformer: query states must be [B, Q, H] with one position each");
+  torch::Tensor h = hq;
+  if (!context.empty()) {
+    const auto T = context[0].size(1);
+    for (const auto p : positions)
+      if (p < 0 || p > T)
+        throw std::logic_error("transformer: a query position is past the context");
+    const auto at = torch::tensor(positions, torch::kLong);
+    const auto query_blocked = torch::arange(T).unsqueeze(0) >= at.unsqueeze(1);  // [Q, T]
+    for (int b = layer; b < config.layers; ++b)
+      h = blocks[b]->as<Block>()->QueriesOnly(context[b - layer], h, query_blocked);
+  }
+  return readout(final_ln ? final_ln(h) : h).squeeze(-1);
 }
 
 std::int64_t CountParameters(torch::nn::Module& module) {

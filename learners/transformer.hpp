@@ -29,6 +29,10 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> ForwardWithQueries(const torch::Tensor& x,
                                                              const torch::Tensor& xq,
                                                              const torch::Tensor& query_blocked);
+  // The query rows' output alone, the context x given: ForwardWithQueries without the context's
+  // own attention (its keys and values only).
+  torch::Tensor QueriesOnly(const torch::Tensor& x, const torch::Tensor& xq,
+                            const torch::Tensor& query_blocked);
 
   int hidden, heads, kernels;
   torch::Tensor in_proj_weight, in_proj_bias;
@@ -46,6 +50,9 @@ struct BlockImpl : torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> ForwardWithQueries(const torch::Tensor& h,
                                                              const torch::Tensor& hq,
                                                              const torch::Tensor& query_blocked);
+  // The query states after the block, the context's states h before it given.
+  torch::Tensor QueriesOnly(const torch::Tensor& h, const torch::Tensor& hq,
+                            const torch::Tensor& query_blocked);
 
   torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
   CausalSelfAttention attn{nullptr};
@@ -84,6 +91,15 @@ struct TransformerImpl : torch::nn::Module {
   // scores per head (each query against the context, plus itself), not (2n + Q)^2.
   torch::Tensor QueryForward(const torch::Tensor& tokens, const torch::Tensor& queries,
                              const std::vector<std::int64_t>& positions);
+  // The rest of a forward pass from state `layer` for query rows alone, when the context's
+  // states are known: context[j] [B, T, H] is the context's state layer + j (j = 0..L - layer - 1,
+  // the input of block layer + j + 1), hq [B, Q, H] the queries' state `layer`, query j at
+  // position positions[j] (it attends to the context before it and to itself) -> predictions
+  // [B, Q]. A query at position p of a sequence whose earlier states are those of the context
+  // gets RunFrom's prediction at p up to float32 summation order (no earlier position depends on
+  // a later one): an edit of the query's state costs one token per block instead of T + 1.
+  torch::Tensor QueriesFrom(int layer, const std::vector<torch::Tensor>& context,
+                            const torch::Tensor& hq, const std::vector<std::int64_t>& positions);
 
   ModelConfig config;
   torch::nn::Linear input_proj{nullptr};

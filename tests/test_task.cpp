@@ -167,13 +167,13 @@ std::string ShiftError(int d, const std::string& context, const std::string& que
 // from the same seed and stream, bit for bit (the draws are filled column by column and each
 // column is orthogonalised against the earlier ones only).
 TEST(RandomOrthonormal, IsOrthonormalAndThePrefixOfTheSquareOne) {
-  const arma::mat q = data::RandomOrthonormal(12, 5, 3, 17),
-                  full = data::RandomOrthonormal(12, 12, 3, 17);
+  const arma::mat q = icl::data::RandomOrthonormal(12, 5, 3, 17),
+                  full = icl::data::RandomOrthonormal(12, 12, 3, 17);
   EXPECT_LE(arma::abs(q.t() * q - arma::eye(5, 5)).max(), 1e-13);
   EXPECT_LE(arma::abs(full.t() * full - arma::eye(12, 12)).max(), 1e-13);
   EXPECT_TRUE(arma::all(arma::vectorise(q == full.head_cols(5))));
-  EXPECT_FALSE(arma::approx_equal(q, data::RandomOrthonormal(12, 5, 3, 18), "absdiff", 0.1));
-  EXPECT_THROW(data::RandomOrthonormal(3, 4, 1, 1), std::invalid_argument);
+  EXPECT_FALSE(arma::approx_equal(q, icl::data::RandomOrthonormal(12, 5, 3, 18), "absdiff", 0.1));
+  EXPECT_THROW(icl::data::RandomOrthonormal(3, 4, 1, 1), std::invalid_argument);
 }
 
 }  // namespace

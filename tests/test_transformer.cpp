@@ -856,6 +856,49 @@ TEST_F(SingleThread, ConvergenceRefusesPairsThatAreNotAHalfRun) {
             std::string::npos);
 }
 
+// Two paths to the prediction at an edited query state: the whole prefix run on from state l
+// (RunFrom, every position recomputed) and the query rows alone against the context's states
+// known at every layer (QueriesFrom, what DAS's query interchange runs). No earlier position
+// depends on a later one, so the two differ by float32 summation order only (the fused
+// attention of kernels 3 against plain matmuls): |diff| <= 1e-5 max(1, |prediction|), the
+// tolerance of the other two-path tests here. Two queries at different positions in one call,
+// with and without LayerNorm, from the embedding and from a middle state.
+TEST(Transformer, QueriesFromKnownContextStatesEqualRunFrom) {
+  for (const std::string norm : {"layer", "none"}) {
+    torch::manual_seed(11);
+    ModelConfig c = Tiny(3);
+    c.norm = norm;
+    Transformer m(c);
+    torch::NoGradGuard no_grad;
+    const auto tokens = torch::randn({4, 10, 4});
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const auto run = m->Run(tokens, fo);
+    for (const int layer : {0, 2}) {
+      const std::vector<std::int64_t> ks = {2, 4};
+      const auto push = torch::randn({4, 2, 16});
+      std::vector<torch::Tensor> context;
+      for (int j = layer; j < c.layers; ++j)
+        context.push_back(run.hidden[j].slice(1, 0, 2 * ks.back()));
+      torch::Tensor hq =
+          torch::stack(
+              {run.hidden[layer].select(1, 2 * ks[0]), run.hidden[layer].select(1, 2 * ks[1])}, 1) +
+          push;
+      const auto fast = m->QueriesFrom(layer, context, hq, {2 * ks[0], 2 * ks[1]});
+      ASSERT_EQ(fast.sizes(), (std::vector<std::int64_t>{4, 2}));
+      for (int q = 0; q < 2; ++q) {
+        auto edited = run.hidden[layer].slice(1, 0, 2 * ks[q] + 1).clone();
+        edited.select(1, 2 * ks[q]).add_(push.select(1, q));
+        const auto slow = m->RunFrom(layer, edited).select(1, ks[q]);
+        const auto bound = 1e-5 * slow.abs().clamp_min(1.0);
+        EXPECT_TRUE(((fast.select(1, q) - slow).abs() <= bound).all().item<bool>())
+            << norm << " layer " << layer << " query " << q << "\n"
+            << fast.select(1, q) << slow;
+      }
+    }
+  }
+}
+
 // Two paths to a shifted query's prediction: all n queries of a prompt in one pass of 3n tokens
 // (TransformerPredictions, QueryForward) and each query at the end of its own sequence of
 // 2k + 1 tokens (QueryPredictions). The tolerance is BatchedQueriesEqualOneAtATime's: float32

@@ -41,6 +41,27 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Te
   return out_proj(out);
 }
 
+namespace {
+
+// Query rows' attention (before the output projection): per head, their open context keys
+// (query_blocked [Q, T]) and then themselves, in one softmax. qq, kq, vq [B, M, Q, hd]; the
+// context's k, v [B, M, T, hd] -> [B, Q, hidden].
+torch::Tensor QueryAttention(const torch::Tensor& qq, const torch::Tensor& kq,
+                             const torch::Tensor& vq, const torch::Tensor& k,
+                             const torch::Tensor& v, const torch::Tensor& query_blocked,
+                             double scale, std::int64_t hidden) {
+  const auto B = qq.size(0), Q = qq.size(2), T = k.size(2);
+  const auto to_context = (torch::matmul(qq, k.transpose(-2, -1)) * scale)
+                              .masked_fill(query_blocked, -std::numeric_limits<float>::infinity());
+  const auto to_self = (qq * kq).sum(-1, /*keepdim=*/true) * scale;  // [B, M, Q, 1]
+  const auto attn = torch::softmax(torch::cat({to_context, to_self}, -1), -1);
+  return (torch::matmul(attn.slice(-1, 0, T), v) + attn.slice(-1, T, T + 1) * vq)
+      .transpose(1, 2)
+      .reshape({B, Q, hidden});
+}
+
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQueries(
     const torch::Tensor& x, const torch::Tensor& xq, const torch::Tensor& query_blocked) {
   const auto B = x.size(0), T = x.size(1), Q = xq.size(1);
@@ -61,15 +82,7 @@ std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQuer
                               -std::numeric_limits<float>::infinity());
   const auto out =
       torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, hidden});
-  // The queries: their open context keys, then themselves, in one softmax.
-  auto to_context = (torch::matmul(qq, k.transpose(-2, -1)) * scale)
-                        .masked_fill(query_blocked, -std::numeric_limits<float>::infinity());
-  const auto to_self = (qq * kq).sum(-1, /*keepdim=*/true) * scale;  // [B, M, Q, 1]
-  const auto attn = torch::softmax(torch::cat({to_context, to_self}, -1), -1);
-  const auto out_q = (torch::matmul(attn.slice(-1, 0, T), v) + attn.slice(-1, T, T + 1) * vq)
-                         .transpose(1, 2)
-                         .reshape({B, Q, hidden});
-  return {out_proj(out), out_proj(out_q)};
+  return {out_proj(out), out_proj(QueryAttention(qq, kq, vq, k, v, query_blocked, scale, hidden))};
 }
 
 torch::Tensor CausalSelfAttentionImpl::QueriesOnly(const torch::Tensor& x, const torch::Tensor& xq,
@@ -85,15 +98,8 @@ torch::Tensor CausalSelfAttentionImpl::QueriesOnly(const torch::Tensor& x, const
   const auto qkv_q = torch::linear(xq, in_proj_weight, in_proj_bias)
                          .view({B, Q, 3, heads, head_dim})
                          .permute({2, 0, 3, 1, 4});
-  const auto k = kv[0], v = kv[1], qq = qkv_q[0], kq = qkv_q[1], vq = qkv_q[2];
-  auto to_context = (torch::matmul(qq, k.transpose(-2, -1)) * scale)
-                        .masked_fill(query_blocked, -std::numeric_limits<float>::infinity());
-  const auto to_self = (qq * kq).sum(-1, /*keepdim=*/true) * scale;  // [B, M, Q, 1]
-  const auto attn = torch::softmax(torch::cat({to_context, to_self}, -1), -1);
-  const auto out_q = (torch::matmul(attn.slice(-1, 0, T), v) + attn.slice(-1, T, T + 1) * vq)
-                         .transpose(1, 2)
-                         .reshape({B, Q, hidden});
-  return out_proj(out_q);
+  return out_proj(
+      QueryAttention(qkv_q[0], qkv_q[1], qkv_q[2], kv[0], kv[1], query_blocked, scale, hidden));
 }
 
 BlockImpl::BlockImpl(int hidden, int heads, int mlp_ratio, bool norm, int kernels_)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 34 (5): LEACE erasure on the depth row (L = 1, 2, 4, H = 64, seeds 1-3; the L = 8 family
-# is in results/erase): X'y and w_OLS erased from each state's y-token of example k and query, the
+# is in results/erase): X'y erased from each state's y-token of example k and query, the
 # model run on, error per k against the model's own, the zero predictor's and a random erasure of
 # the same rank (95% intervals over prompts). --quick: the compiled one-step gd, in seconds.
 source "$(dirname "$0")/lib.sh"
@@ -20,7 +20,7 @@ erase() {
 
 if [ "$PROFILE" = full ]; then
   P=2000; FIT=4000; B=1000; KS=2,4,6,8,11
-  for t in xty w_ols; do
+  for t in xty; do
     for l in 1 2 4; do
       for s in 1 2 3; do erase "l${l}_s$s" "$ROOT/checkpoints/depth/d4_l${l}_h64_s$s.h5" $t; done
     done

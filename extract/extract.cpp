@@ -1,5 +1,6 @@
 // Streaming extraction of hidden states, predictions and targets to HDF5.
 #include "extract/extract.hpp"
+#include "extract/forward.hpp"
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -276,8 +277,9 @@ struct RowBlock {
   bool is_float32;
 };
 
-// The weights of a classical learner after k = 1..n examples of every prompt: d x n x N. The
-// learner's run gives weights after 0..n-1 examples; a zero example appended (x = 0, y = 0)
+}  // namespace
+
+// The learner's run gives weights after 0..n-1 examples; a zero example appended (x = 0, y = 0)
 // gives the weights after all n without changing the earlier ones.
 arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec) {
   const auto learner = learners::MakeLearner(spec, set.task);
@@ -294,6 +296,8 @@ arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec) {
   }
   return out;
 }
+
+namespace {
 
 // Where each per-prompt dataset of the schema lives in a batch (the one place that maps the
 // schema's names onto memory; digests and writes both go through it).
@@ -620,23 +624,38 @@ Batch Extraction::Compute(std::int64_t first, std::int64_t count) {
   return b;
 }
 
+}  // namespace
+
+learners::ForwardResult RunGroup(learners::Transformer& model, const data::PromptSet& set,
+                                 std::int64_t g0, std::int64_t g) {
+  torch::NoGradGuard no_grad;  // grad mode is per thread
+  const int G = kComputeGroup;
+  if (g < 1 || g > G) throw std::logic_error("extract: a group of 1..kComputeGroup prompts");
+  auto tokens = torch::zeros({G, 2L * set.task.n, set.task.d + 1L});  // padded to a whole group
+  tokens.slice(0, 0, g).copy_(data::TokenTensor(set, g0, g));
+  auto r = model->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+  for (auto& h : r.hidden)
+    h = h.slice(0, 0, g);
+  r.predictions = r.predictions.slice(0, 0, g);
+  return r;
+}
+
+namespace {
+
 // Groups of G prompts go to the pool's workers. Each group is padded to G rows and run whole,
 // so a prompt's states are the same whichever worker, batch size or thread count computed them.
 void Extraction::RunModel(Batch& b) {
   const int G = kComputeGroup;
   pool_.For(Groups(b.count), [&](std::int64_t j) {
-    torch::NoGradGuard no_grad;  // grad mode is per thread
     const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, b.count - g0);
-    auto tokens = torch::zeros({G, 2L * n_, d_ + 1L});  // padded to a whole group
-    tokens.slice(0, 0, g).copy_(data::TokenTensor(b.set, g0, g));
-    const auto r = model_->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+    const auto r = RunGroup(model_, b.set, g0, g);
     for (std::size_t i = 0; i < cfg_.layers.size(); ++i) {
-      auto h = r.hidden[cfg_.layers[i]].slice(0, 0, g);
+      auto h = r.hidden[cfg_.layers[i]];
       if (cfg_.positions == Positions::kY)
         h = h.slice(/*dim=*/1, /*start=*/1, /*end=*/2 * n_, /*step=*/2);
       b.hidden[i].slice(0, g0, g0 + g).copy_(h);
     }
-    b.predictions.slice(0, g0, g0 + g).copy_(r.predictions.slice(0, 0, g));
+    b.predictions.slice(0, g0, g0 + g).copy_(r.predictions);
   });
 }
 

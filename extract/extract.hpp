@@ -83,6 +83,10 @@ ExtractResult Extract(ExtractConfig config, const ExtractOptions& options, core:
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
                                                const data::TaskConfig& task);
 
+// The weights of a classical learner (a canonical spec) after k = 1..n examples of every prompt
+// of `set`: d x n x N (== row-major [N, n, d]), the learner targets extract stores.
+arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec);
+
 // Rows per chunk for rows of `row_bytes`: about 1 MiB, a multiple of kComputeGroup.
 int ChunkRows(std::size_t row_bytes);
 

@@ -158,15 +158,12 @@ void ProbeRequest::Validate() const {
   positive("batch", gradient.batch);
 }
 
-ProbePlan PlanProbes(const ProbeRequest& request) {
-  request.Validate();
-  ProbePlan plan;
+namespace {
+
+// The checks of a plan against its sources' descriptions, and the defaults they resolve.
+void CheckPlan(ProbePlan& plan) {
   ProbeRequest& r = plan.request;
-  r = request;
   std::vector<extract::ActivationsInfo>& infos = plan.infos;
-  infos.push_back(extract::ReadActivationsInfo(r.activations));
-  for (const auto& c : r.controls)
-    infos.push_back(extract::ReadActivationsInfo(c));
   const auto& main = infos[0];
   std::set<std::string> names = {"model", "shuffled"};
   for (std::size_t i = 1; i < infos.size(); ++i) {
@@ -203,7 +200,8 @@ ProbePlan PlanProbes(const ProbeRequest& request) {
     const std::int64_t paired =
         std::min(c.prompts, r.max_prompts > 0 ? std::min<std::int64_t>(r.max_prompts, main.prompts)
                                               : main.prompts);
-    if (extract::PromptsDigest(c.path, paired) != extract::PromptsDigest(main.path, paired))
+    if (plan.memory.empty() &&
+        extract::PromptsDigest(c.path, paired) != extract::PromptsDigest(main.path, paired))
       throw core::InputError("probe", "control",
                              "'" + c.path + "' holds other prompts than '" + main.path +
                                  "' (their /prompts differ among the first " +
@@ -278,10 +276,64 @@ ProbePlan PlanProbes(const ProbeRequest& request) {
                                  std::to_string(info.model.hidden) +
                                  " features; use lambdas > 0 or more prompts");
   }
+}
+
+}  // namespace
+
+ProbePlan PlanProbes(const ProbeRequest& request) {
+  request.Validate();
+  ProbePlan plan;
+  plan.request = request;
+  plan.infos.push_back(extract::ReadActivationsInfo(request.activations));
+  for (const auto& c : request.controls)
+    plan.infos.push_back(extract::ReadActivationsInfo(c));
+  CheckPlan(plan);
+  return plan;
+}
+
+ProbePlan PlanProbesInMemory(const ProbeRequest& request,
+                             std::vector<extract::ActivationsInfo> infos,
+                             std::vector<std::shared_ptr<const MemorySource>> memory) {
+  request.Validate();
+  if (infos.empty() || infos.size() != memory.size() || infos.size() != request.controls.size() + 1)
+    throw std::logic_error("probe: one description and one memory source per source");
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const auto& info = infos[i];
+    const MemorySource* m = memory[i].get();
+    if (!m) throw std::logic_error("probe: a memory source is missing");
+    for (int l : info.layers) {
+      const auto it = m->hidden.find(l);
+      if (it == m->hidden.end() ||
+          it->second.n_rows != arma::uword(info.positions_per_prompt) * info.model.hidden ||
+          std::int64_t(it->second.n_cols) < info.prompts)
+        throw std::logic_error("probe: memory source '" + info.path + "' lacks layer " +
+                               std::to_string(l) + " in the described shape");
+    }
+    for (const auto& t : info.targets) {
+      const auto it = m->targets.find(t);
+      if (it == m->targets.end() || int(it->second.values.size()) != info.task.n)
+        throw std::logic_error("probe: memory source '" + info.path + "' lacks target " + t);
+      for (const auto& v : it->second.values)
+        if (v.n_rows != it->second.dims || std::int64_t(v.n_cols) < info.prompts)
+          throw std::logic_error("probe: memory target " + t + " of the wrong shape");
+    }
+  }
+  ProbePlan plan;
+  plan.request = request;
+  plan.infos = std::move(infos);
+  plan.memory = std::move(memory);
+  CheckPlan(plan);
   return plan;
 }
 
 namespace {
+
+// Target `name` of source `i`: from memory where the plan holds its sources there, else read
+// from its file.
+Target PlanTarget(const ProbePlan& plan, std::size_t i, const std::string& name) {
+  if (plan.memory.empty()) return LoadTarget(plan.infos[i], name);
+  return plan.memory[i]->targets.at(name);
+}
 
 std::uint64_t SplitSeed(std::uint64_t base, int s) {
   return base * 1000003ULL + std::uint64_t(s);
@@ -303,6 +355,7 @@ struct Variant {
 struct SourceData {
   std::string name;
   const extract::ActivationsInfo* info;
+  const MemorySource* memory = nullptr;  // the source's states when the plan holds them
   std::vector<std::vector<Role>> roles;  // [seed][prompt]
   std::vector<arma::uvec> train, val, test;
   // Codelength: per seed, the code block of each training prompt (-1 for the other prompts).
@@ -317,8 +370,9 @@ class ProbeRun {
  public:
   ProbeRun(const ProbePlan& plan, core::ThreadPool& pool,
            const std::function<void(double, double)>& progress)
-      : r(plan.request), infos(plan.infos), pool(pool), progress_(progress) {}
+      : plan(plan), r(plan.request), infos(plan.infos), pool(pool), progress_(progress) {}
 
+  const ProbePlan& plan;
   const ProbeRequest& r;
   const std::vector<extract::ActivationsInfo>& infos;
   core::ThreadPool& pool;
@@ -363,12 +417,13 @@ class ProbeRun {
   double done_ = 0;
 };
 
-// What the probes of one (source, layer) share.
+// What the probes of one (source, layer) share; `read(start, count)` gives rows [start,
+// start + count) of the layer as a (T * H) x count block.
 struct LayerJob {
   ProbeRun& run;
   const SourceData& src;
   int layer;
-  const HiddenReader& reader;
+  std::function<arma::fmat(std::int64_t, std::int64_t)> read;
 };
 
 // Streams this rank's rows of the layer in blocks of r.block_rows, calling f(r0, count, block)
@@ -380,7 +435,7 @@ template <class F>
 void StreamBlocks(const LayerJob& job, const dist::Range& share, F&& f) {
   const std::int64_t step = job.run.r.block_rows;
   auto read = [&job, &share, step](std::int64_t r0) {
-    return job.reader.Read(r0, std::min<std::int64_t>(step, share.hi - r0));
+    return job.read(r0, std::min<std::int64_t>(step, share.hi - r0));
   };
   const bool ahead = job.run.pool.size() > 1;
   std::future<arma::fmat> next;  // joined by its destructor when f throws
@@ -602,7 +657,7 @@ torch::Tensor LayerStates(const LayerJob& job) {
   auto states = torch::empty({N, T, H}, torch::kFloat32);
   for (std::int64_t r0 = 0; r0 < N; r0 += rows) {
     const std::int64_t cnt = std::min<std::int64_t>(rows, N - r0);
-    const arma::fmat block = job.reader.Read(r0, cnt);
+    const arma::fmat block = job.read(r0, cnt);
     std::memcpy(states[r0].data_ptr<float>(), block.memptr(), sizeof(float) * block.n_elem);
   }
   return states;
@@ -799,6 +854,7 @@ SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t inf
   SourceData src;
   src.name = name;
   src.info = &run.infos[info_index];
+  if (!run.plan.memory.empty()) src.memory = run.plan.memory[info_index].get();
   const std::int64_t N = src.info->prompts;
   for (int s = 0; s < r.seeds; ++s) {
     src.roles.push_back(SplitPrompts(N, r.split, SplitSeed(r.seed, s)));
@@ -825,7 +881,7 @@ SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t inf
     }
   }
   for (const auto& t : r.targets)
-    src.targets.push_back(LoadTarget(*src.info, t));
+    src.targets.push_back(PlanTarget(run.plan, info_index, t));
   for (const auto& t : src.targets)  // src.targets no longer grows: the pointers stay valid
     for (ProbeAt at : r.at) {
       Variant v{at == ProbeAt::kQuery ? QueryTargetName(t.name) : t.name, at, &t, {}};
@@ -898,8 +954,19 @@ void ProbeSource(ProbeRun& run, const SourceData& src) {
     std::deque<HiddenReader> readers;
     std::deque<LayerJob> jobs;
     for (std::size_t li = g0; li < g1; ++li) {
-      readers.emplace_back(info, r.layers[li]);
-      jobs.push_back(LayerJob{run, src, r.layers[li], readers.back()});
+      std::function<arma::fmat(std::int64_t, std::int64_t)> read;
+      if (src.memory) {
+        const arma::fmat& m = src.memory->hidden.at(r.layers[li]);
+        read = [&m](std::int64_t start, std::int64_t count) {
+          return arma::fmat(m.cols(start, start + count - 1));
+        };
+      } else {
+        const HiddenReader& reader = readers.emplace_back(info, r.layers[li]);
+        read = [&reader](std::int64_t start, std::int64_t count) {
+          return reader.Read(start, count);
+        };
+      }
+      jobs.push_back(LayerJob{run, src, r.layers[li], std::move(read)});
       if (ridge) RidgeOverLayer(jobs.back());
     }
     if (!gradient.empty()) GradientOverLayers(run, jobs, gradient);
@@ -937,7 +1004,9 @@ void SortRecords(ProbeOutput& out, const ProbeRequest& r) {
 // The ceiling of w on the main file (ProbeOutput::ceilings), where it is known: the file's
 // w_ridge is the Bayes posterior mean (lambda = sigma^2 / tau^2 on the training distribution of
 // w and x), and w varies.
-void AddCeilings(ProbeOutput& out, const ProbeRequest& r, const extract::ActivationsInfo& info) {
+void AddCeilings(ProbeOutput& out, const ProbePlan& plan) {
+  const ProbeRequest& r = plan.request;
+  const extract::ActivationsInfo& info = plan.infos[0];
   const data::TaskConfig& task = info.task;
   const bool bayes = info.ridge_lambda >= 0 && std::abs(info.ridge_lambda - task.BayesLambda()) <=
                                                    1e-12 * (1 + task.BayesLambda());
@@ -945,7 +1014,7 @@ void AddCeilings(ProbeOutput& out, const ProbeRequest& r, const extract::Activat
       task.fixed_w || task.context_shift.kind != data::ShiftKind::kNone ||
       std::find(info.targets.begin(), info.targets.end(), "w_ridge") == info.targets.end())
     return;
-  const Target w = LoadTarget(info, "w"), wb = LoadTarget(info, "w_ridge");
+  const Target w = PlanTarget(plan, 0, "w"), wb = PlanTarget(plan, 0, "w_ridge");
   arma::mat c(r.ks.size(), r.seeds);
   for (int s = 0; s < r.seeds; ++s) {
     const arma::uvec test =
@@ -962,14 +1031,16 @@ void AddCeilings(ProbeOutput& out, const ProbeRequest& r, const extract::Activat
 }
 
 // ProbeOutput::target_map_r2 on the main file: each target against each other target, per k.
-void AddTargetMaps(ProbeOutput& out, const ProbeRequest& r, const extract::ActivationsInfo& info) {
+void AddTargetMaps(ProbeOutput& out, const ProbePlan& plan) {
+  const ProbeRequest& r = plan.request;
+  const extract::ActivationsInfo& info = plan.infos[0];
   const std::size_t T = r.targets.size();
   if (T < 2) return;
   const auto roles = SplitPrompts(info.prompts, r.split, SplitSeed(r.seed, 0));
   const arma::uvec train = RoleIndices(roles, Role::kTrain), test = RoleIndices(roles, Role::kTest);
   std::vector<Target> targets;
   for (const auto& t : r.targets)
-    targets.push_back(LoadTarget(info, t));
+    targets.push_back(PlanTarget(plan, 0, t));
   out.target_map_r2.set_size(T, T, r.ks.size());
   for (std::size_t ki = 0; ki < r.ks.size(); ++ki)
     for (std::size_t i = 0; i < T; ++i)
@@ -1025,8 +1096,8 @@ ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
   for (const auto& s : sources)
     ProbeSource(run, PrepareSource(run, s.name, s.info, s.shuffled));
   GatherGradientResults(run.out);
-  AddCeilings(run.out, r, plan.infos[0]);
-  AddTargetMaps(run.out, r, plan.infos[0]);
+  AddCeilings(run.out, plan);
+  AddTargetMaps(run.out, plan);
   AddIntervals(run.out, r);
   SortRecords(run.out, r);
   return std::move(run.out);

@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "core/thread_pool.hpp"
 #include "extract/activations.hpp"
 #include "probes/codelength.hpp"
+#include "probes/data_access.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
 
@@ -73,14 +75,33 @@ struct ProbeRequest {
 // A request checked against its files: defaults resolved (every stored layer, k = 1..n) and
 // the files' descriptions, the main file first, then the controls (with prompts cut to
 // max_prompts where given).
+struct MemorySource;
 struct ProbePlan {
   ProbeRequest request;
   std::vector<extract::ActivationsInfo> infos;
+  // Sources held in memory (PlanProbesInMemory), in the order of infos; empty: files.
+  std::vector<std::shared_ptr<const MemorySource>> memory;
 };
 
 // Validates the request, reads every file's description and checks the files against each
 // other and the request before any work (throws core::InputError naming the file or setting).
 ProbePlan PlanProbes(const ProbeRequest& request);
+
+// Hidden states and targets of one source held in memory in place of an activations file (the
+// Python module's arrays): per stored layer the (T * H) x N block a file's HiddenReader gives
+// (column = prompt), and per target name its values per k (Target::values[k-1], m x N).
+struct MemorySource {
+  std::map<int, arma::fmat> hidden;
+  std::map<std::string, Target> targets;
+};
+
+// PlanProbes over sources in memory: `infos` describe them (path: the name messages and, for a
+// control, the results use), `memory` holds them, main source first. The same checks, less the
+// one only files can answer (that the controls hold the same prompts: with arrays, the
+// caller's word). Throws std::logic_error when a source lacks a layer or target its info names.
+ProbePlan PlanProbesInMemory(const ProbeRequest& request,
+                             std::vector<extract::ActivationsInfo> infos,
+                             std::vector<std::shared_ptr<const MemorySource>> memory);
 
 struct ProbeRecord {
   std::string target, probe, source;

@@ -27,7 +27,7 @@ libs="core data learners interop construct extract probes intervene analysis"
 for dir in */; do
   dir=${dir%/}
   [ -f "$dir/CMakeLists.txt" ] || continue
-  case " $libs apps tests bench " in *" $dir "*) ;; *) fail "folder $dir/ is a library the check does not know (add it to tests/check_layering.sh)" ;; esac
+  case " $libs apps python tests bench " in *" $dir "*) ;; *) fail "folder $dir/ is a library the check does not know (add it to tests/check_layering.sh)" ;; esac
 done
 for lib in $libs; do
   ok=$(allowed "$lib")

@@ -308,6 +308,66 @@ TEST(CliProbe, RidgeProbesDoNotDependOnTheThreadCountOrOnKeepingTheStates) {
   }
 }
 
+// The same states and targets handed over in memory (MemorySource, what the Python module
+// passes) give the file run's numbers bit for bit: the runner reads the same floats in the same
+// blocks, so every sum is the same. Includes a control, the shuffle control and two seeds.
+TEST(CliProbe, RidgeOnStatesInMemoryEqualsTheFileRunExactly) {
+  TempDir tmp;
+  WriteModelAndControl(tmp);
+  probes::ProbeRequest req;
+  req.activations = tmp / "acts.h5";
+  req.controls = {tmp / "acts_init.h5"};
+  req.targets = {"xty", "w_ols"};
+  req.shuffle_control = true;
+  req.seeds = 2;
+  req.block_rows = 300;
+  req.bootstrap = 100;
+  core::ThreadPool pool(2);
+  const probes::ProbePlan file_plan = probes::PlanProbes(req);
+  const probes::ProbeOutput from_file = probes::RunProbes(file_plan, pool);
+
+  std::vector<extract::ActivationsInfo> infos = file_plan.infos;
+  std::vector<std::shared_ptr<const probes::MemorySource>> memory;
+  for (auto& info : infos) {
+    auto m = std::make_shared<probes::MemorySource>();
+    for (int l : info.layers)
+      m->hidden[l] = extract::HiddenReader(info, l).Read(0, info.prompts);
+    for (const auto& t : info.targets)
+      m->targets[t] = probes::LoadTarget(info, t);
+    memory.push_back(m);
+    info.path = fs::path(info.path).stem().string();  // names only: nothing is read from a file
+  }
+  probes::ProbeRequest mreq = req;
+  mreq.activations = infos[0].path;
+  mreq.controls = {infos[1].path};
+  const probes::ProbeOutput in_memory =
+      probes::RunProbes(probes::PlanProbesInMemory(mreq, infos, memory), pool);
+
+  ASSERT_EQ(from_file.records.size(), in_memory.records.size());
+  ASSERT_EQ(from_file.records.size(),
+            2u * 3 * 3 * 3 * 2);  // targets x sources x layers x k x seeds
+  for (std::size_t i = 0; i < from_file.records.size(); ++i) {
+    const auto &a = from_file.records[i], &b = in_memory.records[i];
+    EXPECT_EQ(a.source, b.source);
+    EXPECT_EQ(a.r2, b.r2) << i;
+    EXPECT_EQ(a.r2_lo, b.r2_lo) << i;
+    EXPECT_EQ(a.lambda, b.lambda) << i;
+    EXPECT_TRUE(arma::approx_equal(a.sse, b.sse, "absdiff", 0.0)) << i;
+  }
+  ASSERT_EQ(from_file.ridge.size(), in_memory.ridge.size());
+  for (std::size_t i = 0; i < from_file.ridge.size(); ++i)
+    EXPECT_TRUE(
+        arma::approx_equal(from_file.ridge[i].weights, in_memory.ridge[i].weights, "absdiff", 0.0))
+        << i;
+
+  // A memory source that lacks a layer its description names is the caller's bug.
+  auto partial = std::make_shared<probes::MemorySource>(*memory[0]);
+  partial->hidden.erase(2);
+  probes::ProbeRequest one = mreq;
+  one.controls.clear();
+  EXPECT_THROW(probes::PlanProbesInMemory(one, {infos[0]}, {partial}), std::logic_error);
+}
+
 // --max-prompts N probes the first N prompts of a file: the same numbers as a file of exactly
 // those prompts (prompt i depends only on the seed and i, and extract's datasets do not depend
 // on the batch), so the CSVs are byte-identical.

@@ -1,0 +1,340 @@
+"""iclprobe from Python: numpy arrays in, numpy arrays out, over the same C++ libraries as the
+``iclprobe`` program (exact leave-one-out ridge probes, bootstrap intervals, paired
+selectivity, regression targets, the activations file reader).
+
+Set these before Python starts (a module cannot re-execute itself as the CLI does):
+
+* ``OPENBLAS_CORETYPE`` -- OpenBLAS 0.3.21 does not recognise recent Xeons and falls back to
+  its generic SSE3 kernels; ``import iclprobe`` warns when that happened and names the value
+  to set (e.g. ``OPENBLAS_CORETYPE=SkylakeX``).
+* ``OMP_WAIT_POLICY=passive`` -- LibTorch's OpenMP workers otherwise spin and starve
+  OpenBLAS's threads.
+
+Only Debian's python3 with Debian's python3-torch shares LibTorch 1.13 with this module; a
+different torch in the same process is not supported.
+"""
+
+import json as _json
+import os as _os
+import warnings as _warnings
+
+import numpy as _np
+
+from . import _core
+
+__version__ = _core.__version__
+git_commit = _core.git_commit
+
+__all__ = ["targets", "ridge_probe", "ProbeResult", "open", "Activations", "Probes", "Transformer",
+           "__version__"]
+
+_advice = _core.blas_core_advice()
+if _advice and not _os.environ.get("OPENBLAS_CORETYPE"):
+    _warnings.warn(
+        "iclprobe: OpenBLAS runs its generic kernels (%s) on this CPU; set "
+        "OPENBLAS_CORETYPE=%s before Python starts for several times the speed"
+        % (_core.blas_core(), _advice),
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+
+def _array(name, a):
+    """A numpy view of `a` (numpy arrays, anything with __array__, or DLPack producers such as
+    CPU torch tensors), refused with ValueError naming `name` when it is not a float array."""
+    if isinstance(a, _np.ndarray):
+        out = a
+    elif hasattr(a, "__dlpack__"):
+        try:
+            out = _np.from_dlpack(a)
+        except (TypeError, RuntimeError, BufferError):
+            out = _np.asarray(a)
+    else:
+        out = _np.asarray(a)
+    if out.dtype not in (_np.float32, _np.float64):
+        raise ValueError(
+            "iclprobe: %s: expected a float32 or float64 array, got dtype %s" % (name, out.dtype)
+        )
+    return out
+
+
+def targets(x, y, ridge_lambda=0.1, learners=(), noise=0.0, w_scale=1.0):
+    """Regression targets after k = 1..n examples of each prompt.
+
+    Arguments:
+        x: float array [N, n, d], the examples' inputs x_1..x_n of each prompt.
+        y: float array [N, n], their labels.
+        ridge_lambda: the penalty of w_ridge (>= 0).
+        learners: classical-learner specs whose weights after k examples are returned too
+            ("gd:0.05:3", "newton:3", "ridge:0.1", ... as ``iclprobe extract
+            --learner-targets`` takes them).
+        noise, w_scale: the task's sigma and tau (learners such as "bayes" use them).
+
+    Returns a dict of float64 arrays: w_ols, w_ridge, xty [N, n, d]; xtx [N, n, d, d]; one
+    [N, n, d] entry per learner, under its canonical spec. Entry [i, k-1] is the value after
+    the first k examples of prompt i.
+
+    Example:
+        >>> t = iclprobe.targets(x, y, learners=["gd:0.05:3"])
+        >>> t["w_ols"].shape
+        (1000, 12, 4)
+    """
+    return _core.targets(
+        _array("x", x), _array("y", y), float(ridge_lambda), list(learners), float(noise),
+        float(w_scale))
+
+
+class ProbeResult:
+    """The outcome of ridge_probe.
+
+    Attributes:
+        table: dict of equal-length numpy columns, one row per (target, source, layer, k,
+            seed): r2, r2_lo, r2_hi (95% percentile bootstrap over the seed's test prompts),
+            nmse (and its interval), mse, lambda (the penalty chosen by exact leave-one-out).
+            ``pandas.DataFrame(result.table)`` makes it a frame.
+        selectivity: dict of columns, one row per control cell: R2(model) - R2(control) with a
+            paired 95% interval (lo, hi) on the same resamples.
+        per_prompt_sse, per_prompt_sst: [rows of table, test prompts] squared errors of the
+            probe and of the test mean, what the intervals resample.
+        roles: per seed, the role of each prompt (0 train, 1 validation, 2 test).
+        request: the settings as JSON (what the CLI stores as probe_config).
+    """
+
+    def __init__(self, raw, layers, ks):
+        self.table = raw["table"]
+        self.selectivity = raw["selectivity"]
+        self.per_prompt_sse = raw["per_prompt_sse"]
+        self.per_prompt_sst = raw["per_prompt_sst"]
+        self.roles = raw["roles"]
+        self.request = _json.loads(raw["request"])
+        self._ridge = raw["ridge"]
+        self.layers = list(layers)
+        self.ks = list(ks)
+
+    def weights(self, target=None, layer=None, k=None, seed=0, source="model"):
+        """The fitted readout of one cell: a dict with weights [F, D] (on the raw features),
+        intercept [D], lambda, loo_mse (per penalty of the grid) and feature_scale [F].
+        Predictions are ``h @ weights + intercept``. Arguments left out must be unambiguous."""
+        found = [
+            w for w in self._ridge
+            if (target is None or w["target"] == target) and (layer is None or w["layer"] == layer)
+            and (k is None or w["k"] == k) and w["seed"] == seed and w["source"] == source
+        ]
+        if len(found) != 1:
+            raise ValueError(
+                "iclprobe: %d probes match target=%r layer=%r k=%r seed=%r source=%r; name the "
+                "cell" % (len(found), target, layer, k, seed, source))
+        return found[0]
+
+    def __repr__(self):
+        return "ProbeResult(%d rows: targets %s, layers %s, k %s)" % (
+            len(self.table["r2"]), sorted(set(self.table["target"])), self.layers, self.ks)
+
+
+def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas=None,
+                split=(0.8, 0.1, 0.1), seed=0, seeds=1, bootstrap=1000, shuffle_control=False,
+                threads=1):
+    """Ridge probes of hidden states for targets: iclprobe's exact leave-one-out ridge (penalty
+    chosen on the training prompts from one eigendecomposition), scored on held-out prompts
+    with bootstrap intervals -- the code ``iclprobe probe`` runs, on arrays.
+
+    Arguments:
+        hidden: float array [N, F] (one state per prompt), or [N, L, K, F] (L layers and K
+            numbers of examples at once). Used as float32, the precision files store.
+        targets: float array [N, D] ([N, K, D] with 4-d hidden), or a dict name -> array.
+        layers: labels of the L axis (default 0..L-1); ks: labels of the K axis (default 1..K).
+        controls: dict name -> (or list of) arrays shaped like hidden: the same prompts through
+            a control model (a random-init twin, say). Each gets the same probes, and
+            ``result.selectivity`` holds model minus control with paired intervals.
+        lambdas: the penalty grid (default 1e-3..1e5, 20 values, as the CLI).
+        split: train/validation/test fractions; seed: the split's seed; seeds: several splits.
+        bootstrap: replicates of the bootstrap over test prompts (100..100000).
+        shuffle_control: also probe targets permuted across training prompts.
+        threads: worker threads (results do not depend on it).
+
+    Returns a ProbeResult.
+
+    Example (plain PyTorch or numpy arrays, no iclprobe file):
+        >>> res = iclprobe.ridge_probe(h, {"w": w}, seed=1)
+        >>> res.table["r2"], res.table["r2_lo"], res.table["r2_hi"]
+    """
+    h = _array("hidden", hidden)
+    if h.ndim == 2:
+        h4 = h.reshape(h.shape[0], 1, 1, h.shape[1])
+    elif h.ndim == 4:
+        h4 = h
+    else:
+        raise ValueError("iclprobe: hidden: expected [N, F] or [N, L, K, F], got %d dimensions"
+                         % h.ndim)
+    if not isinstance(targets, dict):
+        targets = {"target": targets}
+    tmap = {}
+    for name, t in targets.items():
+        a = _array("targets['%s']" % name, t)
+        if h.ndim == 2:
+            if a.ndim != 2:
+                raise ValueError("iclprobe: targets['%s']: expected [N, D] with hidden [N, F], "
+                                 "got %d dimensions" % (name, a.ndim))
+            a = a.reshape(a.shape[0], 1, a.shape[1])
+        tmap[str(name)] = a
+    L, K = h4.shape[1], h4.shape[2]
+    layers = list(range(L)) if layers is None else [int(v) for v in layers]
+    ks = list(range(1, K + 1)) if ks is None else [int(v) for v in ks]
+    if len(layers) != L or len(set(layers)) != L:
+        raise ValueError("iclprobe: layers: expected %d distinct labels for the L axis, got %r"
+                         % (L, layers))
+    if len(ks) != K or len(set(ks)) != K:
+        raise ValueError("iclprobe: ks: expected %d distinct labels for the K axis, got %r"
+                         % (K, ks))
+    if controls is None:
+        controls = {}
+    elif not isinstance(controls, dict):
+        controls = {"control_%d" % (i + 1): c for i, c in enumerate(controls)}
+    carr = []
+    for name, c in controls.items():
+        a = _array("controls['%s']" % name, c)
+        if h.ndim == 2 and a.ndim == 2:
+            a = a.reshape(a.shape[0], 1, 1, a.shape[1])
+        carr.append((str(name), a))
+    arrays = _core.ProbeArrays()
+    arrays.hidden = h4
+    arrays.targets = tmap
+    arrays.controls = carr
+    arrays.layers = layers
+    arrays.ks = ks
+    grid = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's own grid
+    raw = _core.ridge_probe(arrays, grid, tuple(float(v) for v in split),
+                            int(seed), int(seeds), int(bootstrap), bool(shuffle_control),
+                            int(threads))
+    return ProbeResult(raw, layers, ks)
+
+
+class Activations:
+    """An activations file written by ``iclprobe extract``, read through the CLI's reader (the
+    same checks of format, shapes and finite values).
+
+    Attributes: path, prompts (N), layers (stored states), positions ("all": 2n tokens, or
+    "y"), targets (names under /targets), model_config and task_config (dicts), seed,
+    checkpoint_sha256.
+    """
+
+    def __init__(self, path):
+        self._f = _core.Activations(_os.fspath(path))
+        self.path = self._f.path
+        self.prompts = self._f.prompts
+        self.layers = list(self._f.layers)
+        self.positions = self._f.positions
+        self.targets = list(self._f.targets)
+        self.model_config = _json.loads(self._f.model_config)
+        self.task_config = _json.loads(self._f.task_config)
+        self.seed = self._f.seed
+        self.checkpoint_sha256 = self._f.checkpoint_sha256
+
+    def hidden(self, layer):
+        """State `layer` (0 = embedding .. L) of every prompt: float32 [N, T, H], T the stored
+        positions (2n tokens, or the n y-tokens)."""
+        return self._f.hidden(int(layer))
+
+    def target(self, name):
+        """/targets/<name>: [N, n, d] per k ([N, n, d, d] for xtx), or [N, d] for w."""
+        return self._f.target(str(name))
+
+    def read_prompts(self):
+        """The prompts: dict x [N, n, d], y [N, n], w [N, d] (float64)."""
+        return self._f.read_prompts()
+
+    def states_after_k(self, layers=None, ks=None):
+        """Hidden states after k examples (the y-token of example k) as [N, L, K, H], the
+        layout ridge_probe takes. Default: every stored layer, k = 1..n."""
+        layers = self.layers if layers is None else list(layers)
+        n = self.task_config["n"]
+        ks = list(range(1, n + 1)) if ks is None else list(ks)
+        step = 2 if self.positions == "all" else 1
+        pos = [step * k - 1 if step == 2 else k - 1 for k in ks]
+        return _np.stack([self.hidden(l)[:, pos, :] for l in layers], axis=1)
+
+    def __repr__(self):
+        return "Activations(%r: %d prompts, layers %s)" % (self.path, self.prompts, self.layers)
+
+
+class Transformer:
+    """A transformer learner from an iclprobe checkpoint (trained, constructed or imported),
+    run exactly as ``iclprobe extract`` runs it: its states equal an activations file's bit for
+    bit. ``Transformer.load("checkpoints/d4_l8_h64.h5")``.
+
+    Attributes: path, model_config and train_config (dicts), step.
+    """
+
+    def __init__(self, path):
+        self._m = _core.Transformer(_os.fspath(path))
+        self.path = self._m.path
+        self.model_config = _json.loads(self._m.model_config)
+        self.train_config = _json.loads(self._m.train_config)
+        self.step = self._m.step
+
+    @classmethod
+    def load(cls, path):
+        """Loads a checkpoint (the CLI's checks: format, shapes, finite weights)."""
+        return cls(path)
+
+    def forward(self, x, y, return_hidden=True, threads=1):
+        """Runs prompts through the model.
+
+        Arguments:
+            x: float array [N, n, d] (n <= the model's n_max), y: float array [N, n].
+            return_hidden: also return every state (0 = embedding .. L).
+            threads: worker threads over groups of 32 prompts (results do not depend on it).
+
+        Returns (predictions, hidden): predictions float32 [N, n] (prediction k read at the
+        x-token of example k+1, after k examples), hidden float32 [N, L+1, 2n, H] or None.
+        The state after k examples is hidden[:, l, 2k-1]; the query of example k+1 is 2k.
+        """
+        return self._m.forward(_array("x", x), _array("y", y), bool(return_hidden), int(threads))
+
+    def __repr__(self):
+        c = self.model_config
+        return "Transformer(%r: d=%d, L=%d, H=%d, step %d)" % (self.path, c["d"], c["layers"],
+                                                               c["hidden"], self.step)
+
+
+class Probes:
+    """A probes file written by ``iclprobe probe``, read through the CLI's reader.
+
+    Attributes: path, targets, probes (families), sources ("model" first, then controls),
+    layers, ks, seeds.
+    """
+
+    def __init__(self, path):
+        self._f = _core.Probes(_os.fspath(path))
+        self.path = self._f.path
+        self.targets = list(self._f.targets)
+        self.probes = list(self._f.probes)
+        self.sources = list(self._f.sources)
+        self.layers = list(self._f.layers)
+        self.ks = list(self._f.ks)
+        self.seeds = self._f.seeds
+
+    def metric(self, target, metric="r2", probe="ridge", source="model"):
+        """One score over the grid: float64 [layers, ks, seeds] (r2, r2_lo, r2_hi, nmse, mse, ...)."""
+        return self._f.metric(str(target), str(probe), str(source), str(metric))
+
+    def weights(self, target, layer, k, seed=0, source="model"):
+        """The ridge readout of one cell: dict weights [F, D], intercept [D], feature_scale [F],
+        lambda."""
+        return self._f.ridge(str(target), int(layer), int(k), int(seed), str(source))
+
+    def __repr__(self):
+        return "Probes(%r: targets %s, layers %s, k %s)" % (self.path, self.targets, self.layers,
+                                                            self.ks)
+
+
+def open(path):  # noqa: A001 (the module's reader, as h5py.File)
+    """Opens a file iclprobe wrote: an activations file (Activations) or a probes file
+    (Probes), told apart by its ``format`` attribute. ``iclprobe.open("acts.h5")``."""
+    kind = _core.file_kind(_os.fspath(path))
+    if kind == "probes":
+        return Probes(path)
+    if kind == "activations":
+        return Activations(path)
+    raise ValueError("iclprobe: '%s' has format '%s'; open reads activations files (extract) "
+                     "and probes files (probe)" % (_os.fspath(path), kind))

@@ -1,0 +1,102 @@
+# Type stubs of the iclprobe Python module (python/iclprobe/__init__.py documents each call).
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+git_commit: str
+
+ArrayLike = Union[npt.NDArray[np.float32], npt.NDArray[np.float64], Any]
+
+def targets(
+    x: ArrayLike,
+    y: ArrayLike,
+    ridge_lambda: float = ...,
+    learners: Iterable[str] = ...,
+    noise: float = ...,
+    w_scale: float = ...,
+) -> Dict[str, npt.NDArray[np.float64]]: ...
+
+class ProbeResult:
+    table: Dict[str, Any]
+    selectivity: Dict[str, Any]
+    per_prompt_sse: npt.NDArray[np.float64]
+    per_prompt_sst: npt.NDArray[np.float64]
+    roles: List[npt.NDArray[np.uint8]]
+    request: Dict[str, Any]
+    layers: List[int]
+    ks: List[int]
+    def weights(
+        self,
+        target: Optional[str] = ...,
+        layer: Optional[int] = ...,
+        k: Optional[int] = ...,
+        seed: int = ...,
+        source: str = ...,
+    ) -> Dict[str, Any]: ...
+
+def ridge_probe(
+    hidden: ArrayLike,
+    targets: Union[ArrayLike, Mapping[str, ArrayLike]],
+    *,
+    layers: Optional[Sequence[int]] = ...,
+    ks: Optional[Sequence[int]] = ...,
+    controls: Union[None, Mapping[str, ArrayLike], Sequence[ArrayLike]] = ...,
+    lambdas: Optional[Sequence[float]] = ...,
+    split: Tuple[float, float, float] = ...,
+    seed: int = ...,
+    seeds: int = ...,
+    bootstrap: int = ...,
+    shuffle_control: bool = ...,
+    threads: int = ...,
+) -> ProbeResult: ...
+
+class Activations:
+    path: str
+    prompts: int
+    layers: List[int]
+    positions: str
+    targets: List[str]
+    model_config: Dict[str, Any]
+    task_config: Dict[str, Any]
+    seed: int
+    checkpoint_sha256: str
+    def __init__(self, path: str) -> None: ...
+    def hidden(self, layer: int) -> npt.NDArray[np.float32]: ...
+    def target(self, name: str) -> npt.NDArray[np.float64]: ...
+    def read_prompts(self) -> Dict[str, npt.NDArray[np.float64]]: ...
+    def states_after_k(
+        self, layers: Optional[Sequence[int]] = ..., ks: Optional[Sequence[int]] = ...
+    ) -> npt.NDArray[np.float32]: ...
+
+
+
+class Transformer:
+    path: str
+    model_config: Dict[str, Any]
+    train_config: Dict[str, Any]
+    step: int
+    def __init__(self, path: str) -> None: ...
+    @classmethod
+    def load(cls, path: str) -> "Transformer": ...
+    def forward(
+        self, x: ArrayLike, y: ArrayLike, return_hidden: bool = ..., threads: int = ...
+    ) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.float32]]]: ...
+
+class Probes:
+    path: str
+    targets: List[str]
+    probes: List[str]
+    sources: List[str]
+    layers: List[int]
+    ks: List[int]
+    seeds: int
+    def __init__(self, path: str) -> None: ...
+    def metric(
+        self, target: str, metric: str = ..., probe: str = ..., source: str = ...
+    ) -> npt.NDArray[np.float64]: ...
+    def weights(
+        self, target: str, layer: int, k: int, seed: int = ..., source: str = ...
+    ) -> Dict[str, Any]: ...
+def open(path: str) -> Union[Activations, Probes]: ...

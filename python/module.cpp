@@ -1,0 +1,598 @@
+// The Python extension `iclprobe._core`: numpy arrays in, numpy arrays out, over the libraries
+// the CLI calls (the same ridge probes, bootstrap, targets and file readers; no second
+// implementation). iclprobe/__init__.py is the documented face; this file converts and checks.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <armadillo>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/names.hpp"
+#include "core/process.hpp"
+#include "core/thread_pool.hpp"
+#include "core/version.hpp"
+#include "data/targets.hpp"
+#include "data/task.hpp"
+#include "extract/activations.hpp"
+#include "extract/activations_schema.hpp"
+#include "extract/extract.hpp"
+#include "extract/forward.hpp"
+#include "learners/checkpoint.hpp"
+#include "probes/probes_file.hpp"
+#include "probes/runner.hpp"
+#include "probes/uncertainty.hpp"
+
+namespace py = pybind11;
+
+extern "C" int openblas_get_num_threads(void);
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace {
+
+using icl::core::InputError;
+
+// ---- a checkpoint's transformer ----
+
+// Torch's and OpenBLAS's pools serial for one call (extract's arithmetic: each group of prompts
+// on one thread), the caller's settings given back after.
+class SerialKernels {
+ public:
+  SerialKernels() : torch_(torch::get_num_threads()), blas_(openblas_get_num_threads()) {
+    torch::set_num_threads(1);
+    openblas_set_num_threads(1);
+  }
+  ~SerialKernels() {
+    torch::set_num_threads(torch_);
+    openblas_set_num_threads(blas_);
+  }
+  SerialKernels(const SerialKernels&) = delete;
+  SerialKernels& operator=(const SerialKernels&) = delete;
+
+ private:
+  int torch_, blas_;
+};
+
+// The CLI's probe runs BLAS serially (its pool spreads the probes over threads, and the
+// results do not depend on its size); the module does the same for one call and then gives the
+// caller's setting back.
+class SerialBlas {
+ public:
+  SerialBlas() : before_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SerialBlas() { openblas_set_num_threads(before_); }
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int before_;
+};
+
+// A float array of `rank` dimensions, as C-ordered float64 (a copy only when it is not one).
+// float32 and float64 are accepted; anything else is refused naming the argument.
+template <class T>
+py::array_t<T, py::array::c_style> FloatArray(const py::array& a, const std::string& name, int rank,
+                                              const std::string& shape) {
+  const char kind = a.dtype().kind();
+  if (kind != 'f' || (a.itemsize() != 4 && a.itemsize() != 8))
+    throw InputError("iclprobe", name,
+                     "expected a float32 or float64 array of shape " + shape + ", got dtype " +
+                         std::string(py::str(a.dtype())));
+  if (a.ndim() != rank)
+    throw InputError("iclprobe", name,
+                     "expected " + std::to_string(rank) + " dimensions " + shape + ", got " +
+                         std::to_string(a.ndim()));
+  auto out = py::array_t<T, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!out) throw InputError("iclprobe", name, "could not be read as " + shape);
+  const T* p = out.data();
+  for (py::ssize_t i = 0; i < out.size(); ++i)
+    if (!std::isfinite(double(p[i])))
+      throw InputError("iclprobe", name,
+                       "holds a value that is not finite at flat index " + std::to_string(i));
+  return out;
+}
+
+std::string Shape(const std::vector<py::ssize_t>& dims) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// ---- targets ----
+
+// Regression targets after k = 1..n examples of each prompt: x [N, n, d], y [N, n].
+py::dict Targets(const py::array& x_in, const py::array& y_in, double ridge_lambda,
+                 const std::vector<std::string>& learners, double noise, double w_scale) {
+  const auto x = FloatArray<double>(x_in, "x", 3, "[N, n, d]");
+  const auto y = FloatArray<double>(y_in, "y", 2, "[N, n]");
+  const py::ssize_t N = x.shape(0), n = x.shape(1), d = x.shape(2);
+  if (y.shape(0) != N || y.shape(1) != n)
+    throw InputError("iclprobe", "y",
+                     "expected shape [" + std::to_string(N) + ", " + std::to_string(n) +
+                         "] to match x " + Shape({N, n, d}) + ", got " +
+                         Shape({y.shape(0), y.shape(1)}));
+  if (N < 1 || n < 1 || d < 1) throw InputError("iclprobe", "x", "has an empty dimension");
+  if (!(ridge_lambda >= 0) || !std::isfinite(ridge_lambda))
+    throw InputError("iclprobe", "ridge_lambda", "must be a finite number >= 0");
+  icl::data::PromptSet set;
+  set.task.d = int(d), set.task.n = int(n), set.task.noise = noise, set.task.w_scale = w_scale;
+  set.task.Validate();
+  // Row-major [N, n, d] is the column-major d x n x N cube; [N, n] is n x N.
+  set.x = arma::cube(x.data(), d, n, N);
+  set.y = arma::mat(y.data(), n, N);
+  set.w.zeros(d, N);
+  const std::vector<std::string> specs = icl::extract::CanonicalLearnerSpecs(learners, set.task);
+  icl::data::TargetSet t;
+  std::map<std::string, arma::cube> iterates;
+  {
+    py::gil_scoped_release release;
+    t = icl::data::ComputeTargets(set, ridge_lambda);
+    for (const auto& spec : specs)
+      iterates[spec] = icl::extract::LearnerWeights(set, spec);
+  }
+  auto out3 = [&](const arma::cube& c) {
+    py::array_t<double> a({N, n, d});
+    std::memcpy(a.mutable_data(), c.memptr(), sizeof(double) * c.n_elem);
+    return a;
+  };
+  py::dict r;
+  r["w_ols"] = out3(t.w_ols);
+  r["w_ridge"] = out3(t.w_ridge);
+  r["xty"] = out3(t.xty);
+  py::array_t<double> xtx({N, n, d, d});
+  std::memcpy(xtx.mutable_data(), t.xtx.memptr(), sizeof(double) * t.xtx.n_elem);
+  r["xtx"] = xtx;
+  for (const auto& [spec, c] : iterates)
+    r[py::str(spec)] = out3(c);
+  return r;
+}
+
+// ---- ridge probes on arrays ----
+
+// The arrays of one source: hidden [N, L, K, F] as float32 (the precision a file stores).
+std::shared_ptr<icl::probes::MemorySource> HiddenSource(
+    const py::array_t<float, py::array::c_style>& h, const std::vector<int>& layers) {
+  const py::ssize_t N = h.shape(0), L = h.shape(1), K = h.shape(2), F = h.shape(3);
+  auto src = std::make_shared<icl::probes::MemorySource>();
+  for (py::ssize_t l = 0; l < L; ++l) {
+    arma::fmat m(K * F, N);  // (K * F) x N: the layout a file's reader gives for positions y
+    for (py::ssize_t i = 0; i < N; ++i)
+      std::memcpy(m.colptr(i), h.data(i, l, 0, 0), sizeof(float) * K * F);
+    src->hidden[layers[l]] = std::move(m);
+  }
+  return src;
+}
+
+py::array_t<double> ToNumpy(const arma::mat& m) {  // p x q column-major -> [q, p] row-major
+  py::array_t<double> a({py::ssize_t(m.n_cols), py::ssize_t(m.n_rows)});
+  std::memcpy(a.mutable_data(), m.memptr(), sizeof(double) * m.n_elem);
+  return a;
+}
+py::array_t<double> ToNumpy(const arma::vec& v) {
+  py::array_t<double> a(py::ssize_t(v.n_elem));
+  std::memcpy(a.mutable_data(), v.memptr(), sizeof(double) * v.n_elem);
+  return a;
+}
+
+struct ProbeArrays {
+  py::array hidden;                                         // [N, L, K, F]
+  std::map<std::string, py::array> targets;                 // name -> [N, K, D]
+  std::vector<std::pair<std::string, py::array>> controls;  // name -> [N, L, K, F]
+  std::vector<int> layers, ks;                              // labels of the L and K axes
+};
+
+py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<double>>& lambdas,
+                    const std::array<double, 3>& split, std::uint64_t seed, int seeds,
+                    int bootstrap, bool shuffle_control, int threads) {
+  namespace pr = icl::probes;
+  const auto h = FloatArray<float>(in.hidden, "hidden", 4, "[N, L, K, F]");
+  const py::ssize_t N = h.shape(0), L = h.shape(1), K = h.shape(2), F = h.shape(3);
+  if (N < 1 || L < 1 || K < 1 || F < 1)
+    throw InputError("iclprobe", "hidden", "has an empty dimension: " + Shape({N, L, K, F}));
+  if (py::ssize_t(in.layers.size()) != L || py::ssize_t(in.ks.size()) != K)
+    throw std::logic_error("iclprobe: layer and k labels do not match the hidden states");
+  if (in.targets.empty()) throw InputError("iclprobe", "targets", "at least one is needed");
+  if (threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+
+  auto model = HiddenSource(h, in.layers);
+  icl::extract::ActivationsInfo info;
+  info.path = "hidden";
+  info.model.hidden = int(F);
+  info.model.layers = int(L) - 1;
+  info.task.n = int(K);
+  info.prompts = N;
+  info.layers = in.layers;
+  info.positions = icl::extract::Positions::kY;
+  info.positions_per_prompt = int(K);
+  info.ridge_lambda = -1;
+  pr::ProbeRequest r;
+  r.activations = "hidden";
+  r.targets.clear();
+  for (const auto& [name, arr] : in.targets) {
+    const std::string arg = "targets['" + name.substr(0, 40) + "']";
+    if (!icl::core::IsPlainName(name))
+      throw InputError("iclprobe", "targets",
+                       "'" + name.substr(0, 40) + "' is not a plain name (letters, digits, _ . -)");
+    const auto t = FloatArray<double>(arr, arg, 3, "[N, K, D]");
+    if (t.shape(0) != N || t.shape(1) != K)
+      throw InputError("iclprobe", arg,
+                       "expected [" + std::to_string(N) + ", " + std::to_string(K) +
+                           ", D] to match hidden " + Shape({N, L, K, F}) + ", got " +
+                           Shape({t.shape(0), t.shape(1), t.shape(2)}));
+    const py::ssize_t D = t.shape(2);
+    if (D < 1) throw InputError("iclprobe", arg, "has no entries (D = 0)");
+    pr::Target target{name, arma::uword(D), {}};
+    for (py::ssize_t k = 0; k < K; ++k) {
+      arma::mat v(D, N);
+      for (py::ssize_t i = 0; i < N; ++i)
+        for (py::ssize_t j = 0; j < D; ++j)
+          v(j, i) = t.at(i, k, j);
+      target.values.push_back(std::move(v));
+    }
+    model->targets[name] = std::move(target);
+    r.targets.push_back(name);
+    info.targets.push_back(name);
+    info.target_per_k.push_back(true);
+  }
+  info.task.d = int(model->targets.begin()->second.dims);
+  std::vector<icl::extract::ActivationsInfo> infos = {info};
+  std::vector<std::shared_ptr<const pr::MemorySource>> memory = {model};
+  for (const auto& [name, arr] : in.controls) {
+    const std::string arg = "controls['" + name.substr(0, 40) + "']";
+    const auto c = FloatArray<float>(arr, arg, 4, "[N, L, K, F]");
+    if (c.shape(0) != N || c.shape(1) != L || c.shape(2) != K || c.shape(3) != F)
+      throw InputError("iclprobe", arg,
+                       "expected the shape of hidden " + Shape({N, L, K, F}) + ", got " +
+                           Shape({c.shape(0), c.shape(1), c.shape(2), c.shape(3)}));
+    auto src = HiddenSource(c, in.layers);
+    src->targets = model->targets;  // the same prompts, so the same targets
+    icl::extract::ActivationsInfo ci = info;
+    ci.path = name;
+    infos.push_back(ci);
+    memory.push_back(src);
+    r.controls.push_back(name);
+  }
+  if (lambdas) r.lambdas = arma::vec(*lambdas);  // else the CLI's grid, computed as it does
+  r.split = split;
+  r.seed = seed;
+  r.seeds = seeds;
+  r.bootstrap = bootstrap;
+  r.shuffle_control = shuffle_control;
+  pr::ProbeOutput out;
+  {
+    py::gil_scoped_release release;
+    const SerialBlas serial;
+    const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
+    icl::core::ThreadPool pool(threads);
+    out = pr::RunProbes(plan, pool);
+  }
+  // The k axis is labelled by the caller's ks; the runner counts 1..K.
+  auto k_label = [&](int k) { return in.ks[std::size_t(k - 1)]; };
+  const std::size_t R = out.records.size();
+  std::vector<std::string> target(R), source(R);
+  py::array_t<int> layer(R), k(R), seed_col(R);
+  py::array_t<double> r2(R), r2_lo(R), r2_hi(R), nmse(R), nmse_lo(R), nmse_hi(R), mse(R), lam(R);
+  const py::ssize_t T = R ? py::ssize_t(out.records[0].sse.n_elem) : 0;
+  py::array_t<double> sse({py::ssize_t(R), T}), sst({py::ssize_t(R), T});
+  for (std::size_t i = 0; i < R; ++i) {
+    const auto& rec = out.records[i];
+    target[i] = rec.target, source[i] = rec.source;
+    layer.mutable_at(i) = rec.layer, k.mutable_at(i) = k_label(rec.k),
+    seed_col.mutable_at(i) = rec.seed;
+    r2.mutable_at(i) = rec.r2, r2_lo.mutable_at(i) = rec.r2_lo, r2_hi.mutable_at(i) = rec.r2_hi;
+    nmse.mutable_at(i) = rec.nmse, nmse_lo.mutable_at(i) = rec.nmse_lo,
+    nmse_hi.mutable_at(i) = rec.nmse_hi;
+    mse.mutable_at(i) = rec.mse, lam.mutable_at(i) = rec.lambda;
+    std::memcpy(sse.mutable_data(i, 0), rec.sse.memptr(), sizeof(double) * T);
+    std::memcpy(sst.mutable_data(i, 0), rec.sst.memptr(), sizeof(double) * T);
+  }
+  // String columns as numpy arrays too, so that `table["source"] == "model"` is elementwise.
+  const py::object np_array = py::module_::import("numpy").attr("array");
+  py::dict table;
+  table["target"] = np_array(target), table["source"] = np_array(source), table["layer"] = layer,
+  table["k"] = k;
+  table["seed"] = seed_col, table["r2"] = r2, table["r2_lo"] = r2_lo, table["r2_hi"] = r2_hi;
+  table["nmse"] = nmse, table["nmse_lo"] = nmse_lo, table["nmse_hi"] = nmse_hi;
+  table["mse"] = mse, table["lambda"] = lam;
+
+  // Selectivity: R2(model) - R2(control) per cell, with a paired percentile interval (both
+  // scores on the same bootstrap resamples of the seed's test prompts).
+  std::map<std::tuple<std::string, int, int, int>, std::size_t> model_row;
+  for (std::size_t i = 0; i < R; ++i)
+    if (out.records[i].source == "model")
+      model_row[{out.records[i].target, out.records[i].layer, out.records[i].k,
+                 out.records[i].seed}] = i;
+  const pr::Bootstrap boot(arma::uword(T), seeds, bootstrap, seed);
+  std::vector<std::string> s_target, s_control;
+  std::vector<int> s_layer, s_k, s_seed;
+  std::vector<double> s_val, s_lo, s_hi;
+  for (std::size_t i = 0; i < R; ++i) {
+    const auto& c = out.records[i];
+    if (c.source == "model") continue;
+    const auto& m = out.records[model_row.at({c.target, c.layer, c.k, c.seed})];
+    const arma::vec diff = boot.R2(m.seed, m.sse, m.sst) - boot.R2(c.seed, c.sse, c.sst);
+    const pr::Interval iv = pr::PercentileInterval(diff);
+    s_target.push_back(c.target), s_control.push_back(c.source), s_layer.push_back(c.layer);
+    s_k.push_back(k_label(c.k)), s_seed.push_back(c.seed);
+    s_val.push_back(m.r2 - c.r2), s_lo.push_back(iv.lo), s_hi.push_back(iv.hi);
+  }
+  py::dict sel;
+  sel["target"] = np_array(s_target), sel["control"] = np_array(s_control);
+  sel["layer"] = py::array(py::cast(s_layer)), sel["k"] = py::array(py::cast(s_k));
+  sel["seed"] = py::array(py::cast(s_seed)), sel["selectivity"] = py::array(py::cast(s_val));
+  sel["lo"] = py::array(py::cast(s_lo)), sel["hi"] = py::array(py::cast(s_hi));
+
+  py::list weights;
+  for (const auto& w : out.ridge) {
+    py::dict d;
+    d["target"] = w.target, d["source"] = w.source, d["layer"] = w.layer;
+    d["k"] = k_label(w.k), d["seed"] = w.seed, d["lambda"] = w.lambda;
+    d["weights"] = ToNumpy(arma::mat(w.weights.t()));  // [F, D] as p x m: numpy [F, D]
+    d["intercept"] = ToNumpy(w.intercept);
+    d["loo_mse"] = ToNumpy(w.loo_mse);
+    d["feature_scale"] = ToNumpy(w.feature_scale);
+    weights.append(d);
+  }
+  py::list roles;
+  for (const auto& r8 : out.roles) {
+    py::array_t<std::uint8_t> a(py::ssize_t(r8.size()));
+    std::memcpy(a.mutable_data(), r8.data(), r8.size());
+    roles.append(a);
+  }
+  py::dict result;
+  result["table"] = table;
+  result["per_prompt_sse"] = sse;
+  result["per_prompt_sst"] = sst;
+  result["selectivity"] = sel;
+  result["ridge"] = weights;
+  result["roles"] = roles;
+  result["request"] = py::str(r.ToJson());
+  return result;
+}
+
+// ---- an activations file ----
+
+// An activations file opened through extract's one reader (its hostile-file checks included).
+class Activations {
+ public:
+  explicit Activations(const std::string& path) : info_(icl::extract::ReadActivationsInfo(path)) {}
+  const icl::extract::ActivationsInfo& info() const { return info_; }
+  // /hidden/layer_LL as [N, T, H] float32 (T: the stored positions).
+  py::array_t<float> Hidden(int layer) const {
+    if (std::find(info_.layers.begin(), info_.layers.end(), layer) == info_.layers.end())
+      throw InputError("'" + info_.path + "'", "layer",
+                       "layer " + std::to_string(layer) + " is not stored");
+    const icl::extract::HiddenReader reader(info_, layer);
+    arma::fmat m;
+    {
+      py::gil_scoped_release release;
+      m = reader.Read(0, info_.prompts);
+    }
+    py::array_t<float> a({py::ssize_t(info_.prompts), py::ssize_t(reader.positions()),
+                          py::ssize_t(reader.hidden())});
+    std::memcpy(a.mutable_data(), m.memptr(), sizeof(float) * m.n_elem);
+    return a;
+  }
+  // /targets/<name> as [N, n, entries] (per k) or [N, entries]; X'X as [N, n, d, d].
+  py::array_t<double> Target(const std::string& name) const {
+    const icl::extract::StoredTarget t = icl::extract::ReadTarget(info_, name);
+    std::vector<py::ssize_t> shape = {py::ssize_t(info_.prompts)};
+    if (t.per_k) shape.push_back(info_.task.n);
+    if (t.symmetric) {
+      shape.push_back(py::ssize_t(t.side));
+      shape.push_back(py::ssize_t(t.side));
+    } else {
+      shape.push_back(py::ssize_t(t.entries));
+    }
+    py::array_t<double> a(shape);
+    std::memcpy(a.mutable_data(), t.values.data(), sizeof(double) * t.values.size());
+    return a;
+  }
+  py::dict Prompts() const {
+    const icl::data::PromptSet set = icl::extract::ReadActivationPrompts(info_, info_.prompts);
+    const py::ssize_t N = py::ssize_t(set.size()), n = set.task.n, d = set.task.d;
+    py::array_t<double> x({N, n, d}), y({N, n}), w({N, d});
+    std::memcpy(x.mutable_data(), set.x.memptr(), sizeof(double) * set.x.n_elem);
+    std::memcpy(y.mutable_data(), set.y.memptr(), sizeof(double) * set.y.n_elem);
+    std::memcpy(w.mutable_data(), set.w.memptr(), sizeof(double) * set.w.n_elem);
+    py::dict r;
+    r["x"] = x, r["y"] = y, r["w"] = w;
+    return r;
+  }
+
+ private:
+  icl::extract::ActivationsInfo info_;
+};
+
+// A checkpoint's transformer (LoadCheckpoint's checks), run as extract runs it: groups of
+// kComputeGroup prompts padded and run whole on one thread each, so that its states equal an
+// activations file's bit for bit.
+class TransformerModel {
+ public:
+  explicit TransformerModel(const std::string& path)
+      : model_(icl::learners::LoadCheckpoint(path, &info_)) {
+    model_->eval();
+  }
+  const icl::learners::CheckpointInfo& info() const { return info_; }
+
+  // x [N, n, d], y [N, n] -> (predictions [N, n] float32, states [N, L + 1, 2n, H] float32 or
+  // None).
+  py::tuple Forward(const py::array& x_in, const py::array& y_in, bool return_hidden, int threads) {
+    const auto x = FloatArray<double>(x_in, "x", 3, "[N, n, d]");
+    const auto y = FloatArray<double>(y_in, "y", 2, "[N, n]");
+    const icl::learners::ModelConfig& mc = info_.model;
+    const py::ssize_t N = x.shape(0), n = x.shape(1), d = x.shape(2);
+    if (d != mc.d || n < 1 || n > mc.n_max || N < 1)
+      throw InputError("iclprobe", "x",
+                       "expected [N, n, " + std::to_string(mc.d) +
+                           "] with 1 <= n <= " + std::to_string(mc.n_max) + " for checkpoint '" +
+                           info_.path + "', got " + Shape({N, n, d}));
+    if (y.shape(0) != N || y.shape(1) != n)
+      throw InputError(
+          "iclprobe", "y",
+          "expected " + Shape({N, n}) + " to match x, got " + Shape({y.shape(0), y.shape(1)}));
+    if (threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+    icl::data::PromptSet set;
+    set.task.d = int(d), set.task.n = int(n);
+    set.x = arma::cube(x.data(), d, n, N);
+    set.y = arma::mat(y.data(), n, N);
+    set.w.zeros(d, N);
+    const py::ssize_t S = mc.layers + 1, T = 2 * n, H = mc.hidden;
+    py::array_t<float> predictions({N, n});
+    py::array_t<float> hidden(return_hidden ? std::vector<py::ssize_t>{N, S, T, H}
+                                            : std::vector<py::ssize_t>{0});
+    float* pred = predictions.mutable_data();
+    float* hid = hidden.mutable_data();
+    {
+      py::gil_scoped_release release;
+      const SerialKernels serial;
+      const std::int64_t G = icl::extract::kComputeGroup, groups = (N + G - 1) / G;
+      icl::core::ThreadPool pool(int(std::min<std::int64_t>(threads, groups)));
+      pool.For(groups, [&](std::int64_t j) {
+        const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, N - g0);
+        const auto r = icl::extract::RunGroup(model_, set, g0, g);
+        const torch::Tensor p = r.predictions.contiguous();
+        std::memcpy(pred + g0 * n, p.data_ptr<float>(), sizeof(float) * g * n);
+        if (!return_hidden) return;
+        for (py::ssize_t l = 0; l < S; ++l) {
+          const torch::Tensor h = r.hidden[l].contiguous();
+          for (std::int64_t i = 0; i < g; ++i)
+            std::memcpy(hid + ((g0 + i) * S + l) * T * H, h.data_ptr<float>() + i * T * H,
+                        sizeof(float) * T * H);
+        }
+      });
+    }
+    return py::make_tuple(predictions, return_hidden ? py::object(hidden) : py::object(py::none()));
+  }
+
+ private:
+  icl::learners::CheckpointInfo info_;
+  icl::learners::Transformer model_{nullptr};
+};
+
+// A probes file written by `iclprobe probe`, read through its one reader (ReadProbesFile).
+class Probes {
+ public:
+  explicit Probes(const std::string& path) : r_(icl::probes::ReadProbesFile(path)) {}
+  const icl::probes::ProbeResults& results() const { return r_; }
+  // /metrics/<target>/<probe>/<source>/<metric> as [L, K, S] (cube (seed, k, layer) column-major
+  // is that row-major).
+  py::array_t<double> Metric(const std::string& target, const std::string& probe,
+                             const std::string& source, const std::string& metric) const {
+    const arma::cube* c = r_.Find(target, probe, source, metric);
+    if (!c)
+      throw InputError("'" + r_.path + "'", "",
+                       "has no metric " + target + "/" + probe + "/" + source + "/" + metric);
+    py::array_t<double> a(
+        {py::ssize_t(c->n_slices), py::ssize_t(c->n_cols), py::ssize_t(c->n_rows)});
+    std::memcpy(a.mutable_data(), c->memptr(), sizeof(double) * c->n_elem);
+    return a;
+  }
+  py::dict Ridge(const std::string& target, int layer, int k, int seed,
+                 const std::string& source) const {
+    const icl::probes::RidgeReadout w =
+        icl::probes::ReadRidgeReadout(r_, target, layer, k, seed, source);
+    py::dict d;
+    d["weights"] = ToNumpy(arma::mat(w.weights.t()));
+    d["intercept"] = ToNumpy(w.intercept);
+    d["feature_scale"] = ToNumpy(w.feature_scale);
+    d["lambda"] = w.lambda;
+    return d;
+  }
+
+ private:
+  icl::probes::ProbeResults r_;
+};
+
+}  // namespace
+
+// What an iclprobe file is, by its root attribute `format`, in the formats' owners' terms:
+// "activations", "probes", or the attribute as found ("" when it has none).
+std::string FileKind(const std::string& path) {
+  const icl::h5::File f = icl::h5::File::Open(path);
+  const std::string format = f.HasAttr("format") ? f.GetString("format") : std::string();
+  if (format == icl::extract::schema::kFormat) return "activations";
+  if (format == icl::probes::kProbesFormat) return "probes";
+  return format;
+}
+
+PYBIND11_MODULE(_core, m) {
+  m.def("file_kind", &FileKind, py::arg("path"));
+  m.doc() = "iclprobe's C++ core (use the iclprobe package, which documents every function)";
+  m.attr("__version__") = icl::kVersion;
+  m.attr("git_commit") = icl::kGitCommit;
+  m.def("blas_core", &icl::core::BlasCoreName,
+        "The kernels OpenBLAS runs in this process (OPENBLAS_CORETYPE decides at load time).");
+  m.def("blas_core_advice", [] {
+    const std::string name = icl::core::BlasCoreName(), want = icl::core::BlasCoreOverride();
+    return icl::core::IsGenericBlasCore(name) && !want.empty() ? want : std::string();
+  });
+
+  m.def("targets", &Targets, py::arg("x"), py::arg("y"), py::arg("ridge_lambda"),
+        py::arg("learners"), py::arg("noise"), py::arg("w_scale"));
+
+  py::class_<ProbeArrays>(m, "ProbeArrays")
+      .def(py::init<>())
+      .def_readwrite("hidden", &ProbeArrays::hidden)
+      .def_readwrite("targets", &ProbeArrays::targets)
+      .def_readwrite("controls", &ProbeArrays::controls)
+      .def_readwrite("layers", &ProbeArrays::layers)
+      .def_readwrite("ks", &ProbeArrays::ks);
+  m.def("ridge_probe", &RidgeProbe, py::arg("arrays"), py::arg("lambdas"), py::arg("split"),
+        py::arg("seed"), py::arg("seeds"), py::arg("bootstrap"), py::arg("shuffle_control"),
+        py::arg("threads"));
+
+  py::class_<Activations>(m, "Activations")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("path", [](const Activations& a) { return a.info().path; })
+      .def_property_readonly("prompts", [](const Activations& a) { return a.info().prompts; })
+      .def_property_readonly("layers", [](const Activations& a) { return a.info().layers; })
+      .def_property_readonly("targets", [](const Activations& a) { return a.info().targets; })
+      .def_property_readonly("positions",
+                             [](const Activations& a) {
+                               return a.info().positions == icl::extract::Positions::kAll ? "all"
+                                                                                          : "y";
+                             })
+      .def_property_readonly("model_config",
+                             [](const Activations& a) { return a.info().model.ToJson(); })
+      .def_property_readonly("task_config",
+                             [](const Activations& a) { return a.info().task.ToJson(); })
+      .def_property_readonly("seed", [](const Activations& a) { return a.info().seed; })
+      .def_property_readonly("checkpoint_sha256",
+                             [](const Activations& a) { return a.info().checkpoint_sha256; })
+      .def("hidden", &Activations::Hidden, py::arg("layer"))
+      .def("target", &Activations::Target, py::arg("name"))
+      .def("read_prompts", &Activations::Prompts);
+
+  py::class_<TransformerModel>(m, "Transformer")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("path", [](const TransformerModel& t) { return t.info().path; })
+      .def_property_readonly("model_config",
+                             [](const TransformerModel& t) { return t.info().model.ToJson(); })
+      .def_property_readonly("train_config",
+                             [](const TransformerModel& t) { return t.info().train.ToJson(); })
+      .def_property_readonly("step", [](const TransformerModel& t) { return t.info().step; })
+      .def("forward", &TransformerModel::Forward, py::arg("x"), py::arg("y"),
+           py::arg("return_hidden"), py::arg("threads"));
+
+  py::class_<Probes>(m, "Probes")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("path", [](const Probes& p) { return p.results().path; })
+      .def_property_readonly("targets", [](const Probes& p) { return p.results().targets; })
+      .def_property_readonly("probes", [](const Probes& p) { return p.results().probes; })
+      .def_property_readonly("sources", [](const Probes& p) { return p.results().sources; })
+      .def_property_readonly("layers", [](const Probes& p) { return p.results().layers; })
+      .def_property_readonly("ks", [](const Probes& p) { return p.results().ks; })
+      .def_property_readonly("seeds", [](const Probes& p) { return p.results().seeds; })
+      .def("metric", &Probes::Metric, py::arg("target"), py::arg("probe"), py::arg("source"),
+           py::arg("metric"))
+      .def("ridge", &Probes::Ridge, py::arg("target"), py::arg("layer"), py::arg("k"),
+           py::arg("seed"), py::arg("source"));
+}

@@ -1,0 +1,183 @@
+"""Tests of the iclprobe Python module (issue 36), run by ctest with Debian's python3:
+    python3 tests/python/test_module.py ICLPROBE_BINARY WORKDIR
+Exits 77 (ctest: skipped) when numpy or the module cannot be imported, with the reason.
+Known answers: the module's ridge probe on arrays equals the CLI's probes.h5 on the same states
+bit for bit (the same code); targets equal their closed forms; bad shapes and dtypes raise
+ValueError naming the argument."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+try:
+    import numpy as np
+except ImportError as e:  # the module needs numpy; without it the tests do not apply
+    print("SKIP: numpy is not importable (%s); install python3-numpy" % e)
+    sys.exit(SKIP)
+try:
+    import iclprobe
+except ImportError as e:
+    print("SKIP: the iclprobe module is not importable (%s); build with pybind11-dev" % e)
+    sys.exit(SKIP)
+
+BINARY = sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="iclprobe_py_", dir=sys.argv[2] if len(sys.argv) > 2 else None)
+failures = []
+
+
+def check(name, fn):
+    try:
+        fn()
+        print("ok   %s" % name)
+    except Exception as e:  # noqa: BLE001 (report every failure, then exit non-zero)
+        failures.append(name)
+        print("FAIL %s: %s: %s" % (name, type(e).__name__, e))
+
+
+def run(*args):
+    r = subprocess.run([BINARY] + list(args), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("iclprobe %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr))
+
+
+def raises_value_error(fn, *words):
+    try:
+        fn()
+    except ValueError as e:
+        for w in words:
+            assert w in str(e), "message %r lacks %r" % (str(e), w)
+        return
+    raise AssertionError("no ValueError")
+
+
+# A compiled one-step gd model (d = 3, n = 6), its activations and the CLI's ridge probes.
+ckpt = os.path.join(WORK, "gd.h5")
+acts = os.path.join(WORK, "acts.h5")
+probes = os.path.join(WORK, "probes.h5")
+run("construct", "--program", "gd", "--d", "3", "--n", "6", "--out", ckpt)
+run("extract", "-c", ckpt, "--prompts", "600", "--threads", "1", "--quiet", "--out", acts)
+run("probe", "-a", acts, "--targets", "w_ols,xty", "--quiet", "--threads", "1", "--seed", "5",
+    "--bootstrap", "200", "--out", probes)
+
+
+def test_version():
+    assert iclprobe.__version__.count(".") == 2, iclprobe.__version__
+
+
+def test_ridge_equals_cli_bit_for_bit():
+    a = iclprobe.open(acts)
+    p = iclprobe.open(probes)
+    assert isinstance(a, iclprobe.Activations) and isinstance(p, iclprobe.Probes)
+    H = a.states_after_k()  # [N, L, K, H] at the y-token of example k
+    T = {t: a.target(t) for t in ("w_ols", "xty")}
+    res = iclprobe.ridge_probe(H, T, layers=a.layers, ks=range(1, 7), seed=5, bootstrap=200)
+    tab = res.table
+    for t in ("w_ols", "xty"):
+        for metric in ("r2", "r2_lo", "r2_hi", "nmse", "mse"):
+            cli = p.metric(t, metric)  # [L, K, S]
+            for li, layer in enumerate(p.layers):
+                for ki, k in enumerate(p.ks):
+                    rows = [i for i in range(len(tab["r2"])) if tab["target"][i] == t
+                            and tab["layer"][i] == layer and tab["k"][i] == k]
+                    assert len(rows) == 1
+                    got, want = tab[metric][rows[0]], cli[li, ki, 0]
+                    assert got == want, "%s %s layer %d k %d: %r != %r" % (t, metric, layer, k,
+                                                                           got, want)
+        for layer in (0, p.layers[-1]):
+            for k in (2, 6):
+                w_cli = p.weights(t, layer, k)
+                w_py = res.weights(t, layer, k)
+                assert np.array_equal(w_cli["weights"], w_py["weights"])
+                assert np.array_equal(w_cli["intercept"], w_py["intercept"])
+                assert w_cli["lambda"] == w_py["lambda"]
+
+
+def test_transformer_forward_equals_extract():
+    a = iclprobe.open(acts)
+    model = iclprobe.Transformer.load(ckpt)
+    pr = a.read_prompts()
+    pred, hidden = model.forward(pr["x"], pr["y"], threads=2)
+    assert hidden.shape == (a.prompts, len(a.layers), 12, model.model_config["hidden"])
+    for li, layer in enumerate(a.layers):
+        assert np.array_equal(hidden[:, li], a.hidden(layer)), "state %d differs" % layer
+    # A prompt's numbers do not depend on how many come with it (groups are padded).
+    p5, h5 = model.forward(pr["x"][:5], pr["y"][:5])
+    assert np.array_equal(h5, hidden[:5]) and np.array_equal(p5, pred[:5])
+    raises_value_error(lambda: model.forward(pr["x"][:, :, :2], pr["y"]), "x", "[N, n, 3]")
+
+
+def test_ridge_recovers_planted_readout():
+    # h = A z + small noise, target z: R2 near 1, and the readout maps h back to z.
+    rng = np.random.default_rng(3)
+    N, F, D = 2000, 16, 3
+    z = rng.standard_normal((N, D))
+    A = rng.standard_normal((D, F))
+    h = (z @ A + 1e-3 * rng.standard_normal((N, F))).astype(np.float32)
+    ctrl = rng.standard_normal((N, F)).astype(np.float32)
+    res = iclprobe.ridge_probe(h, {"z": z}, controls={"random": ctrl}, lambdas=[1e-6, 1e-3])
+    model = [i for i in range(len(res.table["r2"])) if res.table["source"][i] == "model"][0]
+    assert res.table["r2"][model] > 0.9999, res.table["r2"][model]
+    assert res.table["r2_lo"][model] <= res.table["r2"][model] <= res.table["r2_hi"][model]
+    sel = res.selectivity
+    assert list(sel["control"]) == ["random"]
+    assert sel["lo"][0] > 0.9 and sel["lo"][0] <= sel["selectivity"][0] <= sel["hi"][0]
+    w = res.weights("z")
+    pred = h.astype(np.float64) @ w["weights"] + w["intercept"]
+    err = np.mean((pred - z) ** 2)
+    assert err < 1e-4, err
+    # The test prompts are the roles' 2s, and per-prompt errors sum to the table's nMSE.
+    test = res.roles[0] == 2
+    assert res.per_prompt_sse.shape[1] == int(test.sum())
+    nmse = res.per_prompt_sse[model].sum() / res.per_prompt_sst[model].sum()
+    assert abs(nmse - res.table["nmse"][model]) <= 1e-12 * max(1.0, nmse)
+
+
+def test_targets_closed_form():
+    rng = np.random.default_rng(7)
+    N, n, d = 5, 6, 3
+    x = rng.standard_normal((N, n, d))
+    w = rng.standard_normal((N, d))
+    y = np.einsum("ind,id->in", x, w)
+    t = iclprobe.targets(x, y, ridge_lambda=0.5, learners=["gd:0.1:2"])
+    for i in range(N):
+        for k in range(1, n + 1):
+            X, Y = x[i, :k], y[i, :k]
+            np.testing.assert_allclose(t["xty"][i, k - 1], X.T @ Y, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(t["xtx"][i, k - 1], X.T @ X, rtol=1e-12, atol=1e-12)
+            ridge = np.linalg.solve(X.T @ X + 0.5 * np.eye(d), X.T @ Y)
+            np.testing.assert_allclose(t["w_ridge"][i, k - 1], ridge, rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(t["w_ols"][i, k - 1], np.linalg.pinv(X) @ Y, rtol=1e-9,
+                                       atol=1e-9)
+    assert t["gd:0.1:2"].shape == (N, n, d)
+
+
+def test_bad_input_raises_value_error():
+    h = np.zeros((50, 4), np.float32)
+    raises_value_error(lambda: iclprobe.ridge_probe(h.astype(np.int32), np.zeros((50, 2))),
+                       "hidden", "float32 or float64")
+    raises_value_error(lambda: iclprobe.ridge_probe(h, np.zeros((49, 2))), "targets", "[50, 1, D]")
+    raises_value_error(lambda: iclprobe.ridge_probe(h[None], np.zeros((50, 2))), "hidden")
+    bad = np.ones((50, 4), np.float32)
+    bad[3, 1] = np.nan
+    raises_value_error(lambda: iclprobe.ridge_probe(bad, np.zeros((50, 2))), "hidden",
+                       "not finite")
+    raises_value_error(lambda: iclprobe.ridge_probe(h, np.zeros((50, 2)), bootstrap=5),
+                       "bootstrap")
+    raises_value_error(lambda: iclprobe.targets(np.zeros((2, 3, 2)), np.zeros((2, 4))), "y")
+    raises_value_error(lambda: iclprobe.open(ckpt), "format")
+    missing = os.path.join(WORK, "missing.h5")
+    raises_value_error(lambda: iclprobe.open(missing), "missing.h5")
+
+
+for name, fn in list(globals().items()):
+    if name.startswith("test_") and callable(fn):
+        check(name, fn)
+shutil.rmtree(WORK, ignore_errors=True)
+if failures:
+    print("%d failed: %s" % (len(failures), ", ".join(failures)))
+    sys.exit(1)
+print("all passed")

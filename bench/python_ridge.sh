@@ -23,5 +23,5 @@ cli=$(med "$B" probe -a "$TMP/acts.h5" --targets xty --threads 2 --quiet --force
 # The kernels the CLI picks for itself by re-executing: the module is told before Python starts.
 core_type=${OPENBLAS_CORETYPE:-$(PYTHONPATH=build/python $PY -W ignore -c "import iclprobe; print(iclprobe._core.blas_core_advice())")}
 [ -z "$core_type" ] || export OPENBLAS_CORETYPE="$core_type"
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset (OpenBLAS's own choice is right)}"
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset: the kernels OpenBLAS chose are right}"
 PYTHONPATH=build/python $PY bench/python_ridge.py "$TMP/acts.h5" "$cli" "$REPS"

@@ -303,9 +303,8 @@ ProbePlan PlanProbesInMemory(const ProbeRequest& request,
     if (!m) throw std::logic_error("probe: a memory source is missing");
     for (int l : info.layers) {
       const auto it = m->hidden.find(l);
-      if (it == m->hidden.end() ||
-          it->second.n_rows != arma::uword(info.positions_per_prompt) * info.model.hidden ||
-          std::int64_t(it->second.n_cols) < info.prompts)
+      if (it == m->hidden.end() || !it->second.data ||
+          it->second.stride < std::int64_t(info.positions_per_prompt) * info.model.hidden)
         throw std::logic_error("probe: memory source '" + info.path + "' lacks layer " +
                                std::to_string(l) + " in the described shape");
     }
@@ -324,6 +323,15 @@ ProbePlan PlanProbesInMemory(const ProbeRequest& request,
   plan.memory = std::move(memory);
   CheckPlan(plan);
   return plan;
+}
+
+arma::fmat MemorySource::Read(int layer, std::int64_t rows, std::int64_t start,
+                              std::int64_t count) const {
+  const Layer& l = hidden.at(layer);
+  arma::fmat out(rows, count, arma::fill::none);
+  for (std::int64_t j = 0; j < count; ++j)
+    std::memcpy(out.colptr(j), l.data + (start + j) * l.stride, sizeof(float) * rows);
+  return out;
 }
 
 namespace {
@@ -956,9 +964,9 @@ void ProbeSource(ProbeRun& run, const SourceData& src) {
     for (std::size_t li = g0; li < g1; ++li) {
       std::function<arma::fmat(std::int64_t, std::int64_t)> read;
       if (src.memory) {
-        const arma::fmat& m = src.memory->hidden.at(r.layers[li]);
-        read = [&m](std::int64_t start, std::int64_t count) {
-          return arma::fmat(m.cols(start, start + count - 1));
+        const std::int64_t rows = std::int64_t(info.positions_per_prompt) * info.model.hidden;
+        read = [&src, layer = r.layers[li], rows](std::int64_t start, std::int64_t count) {
+          return src.memory->Read(layer, rows, start, count);
         };
       } else {
         const HiddenReader& reader = readers.emplace_back(info, r.layers[li]);

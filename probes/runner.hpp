@@ -88,11 +88,18 @@ struct ProbePlan {
 ProbePlan PlanProbes(const ProbeRequest& request);
 
 // Hidden states and targets of one source held in memory in place of an activations file (the
-// Python module's arrays): per stored layer the (T * H) x N block a file's HiddenReader gives
-// (column = prompt), and per target name its values per k (Target::values[k-1], m x N).
+// Python module's arrays, read where they lie): per stored layer, prompt i's T * H floats (the
+// column a file's HiddenReader gives) at data + i * stride; per target name its values per k
+// (Target::values[k-1], m x N). The states stay the caller's and must outlive the run.
 struct MemorySource {
-  std::map<int, arma::fmat> hidden;
+  struct Layer {
+    const float* data = nullptr;
+    std::int64_t stride = 0;  // floats from one prompt's states to the next's
+  };
+  std::map<int, Layer> hidden;
   std::map<std::string, Target> targets;
+  // Rows [start, start + count) of a layer as a (T * H) x count block.
+  arma::fmat Read(int layer, std::int64_t rows, std::int64_t start, std::int64_t count) const;
 };
 
 // PlanProbes over sources in memory: `infos` describe them (path: the name messages and, for a

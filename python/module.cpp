@@ -156,17 +156,15 @@ py::dict Targets(const py::array& x_in, const py::array& y_in, double ridge_lamb
 
 // ---- ridge probes on arrays ----
 
-// The arrays of one source: hidden [N, L, K, F] as float32 (the precision a file stores).
+// The arrays of one source, read where they lie: hidden [N, L, K, F] float32 (the precision a
+// file stores); layer l of prompt i is K * F floats at (i * L + l) * K * F, the column of a
+// file's reader with positions y. `h` must outlive the run.
 std::shared_ptr<icl::probes::MemorySource> HiddenSource(
     const py::array_t<float, py::array::c_style>& h, const std::vector<int>& layers) {
-  const py::ssize_t N = h.shape(0), L = h.shape(1), K = h.shape(2), F = h.shape(3);
+  const py::ssize_t L = h.shape(1), K = h.shape(2), F = h.shape(3);
   auto src = std::make_shared<icl::probes::MemorySource>();
-  for (py::ssize_t l = 0; l < L; ++l) {
-    arma::fmat m(K * F, N);  // (K * F) x N: the layout a file's reader gives for positions y
-    for (py::ssize_t i = 0; i < N; ++i)
-      std::memcpy(m.colptr(i), h.data(i, l, 0, 0), sizeof(float) * K * F);
-    src->hidden[layers[l]] = std::move(m);
-  }
+  for (py::ssize_t l = 0; l < L; ++l)
+    src->hidden[layers[l]] = {h.data(0, l, 0, 0), std::int64_t(L * K * F)};
   return src;
 }
 
@@ -244,9 +242,10 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
   info.task.d = int(model->targets.begin()->second.dims);
   std::vector<icl::extract::ActivationsInfo> infos = {info};
   std::vector<std::shared_ptr<const pr::MemorySource>> memory = {model};
+  std::vector<py::array_t<float, py::array::c_style>> kept;  // the controls' states, read in place
   for (const auto& [name, arr] : in.controls) {
     const std::string arg = "controls['" + name.substr(0, 40) + "']";
-    const auto c = FloatArray<float>(arr, arg, 4, "[N, L, K, F]");
+    const auto& c = kept.emplace_back(FloatArray<float>(arr, arg, 4, "[N, L, K, F]"));
     if (c.shape(0) != N || c.shape(1) != L || c.shape(2) != K || c.shape(3) != F)
       throw InputError("iclprobe", arg,
                        "expected the shape of hidden " + Shape({N, L, K, F}) + ", got " +

@@ -1,6 +1,7 @@
 // End to end: `iclprobe probe` on synthetic activations files with planted structure.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <filesystem>
 #include <sstream>
 
@@ -328,10 +329,14 @@ TEST(CliProbe, RidgeOnStatesInMemoryEqualsTheFileRunExactly) {
 
   std::vector<extract::ActivationsInfo> infos = file_plan.infos;
   std::vector<std::shared_ptr<const probes::MemorySource>> memory;
+  std::deque<arma::fmat> states;  // read where they lie: they outlive the run
   for (auto& info : infos) {
     auto m = std::make_shared<probes::MemorySource>();
-    for (int l : info.layers)
-      m->hidden[l] = extract::HiddenReader(info, l).Read(0, info.prompts);
+    for (int l : info.layers) {
+      const arma::fmat& s =
+          states.emplace_back(extract::HiddenReader(info, l).Read(0, info.prompts));
+      m->hidden[l] = {s.memptr(), std::int64_t(s.n_rows)};
+    }
     for (const auto& t : info.targets)
       m->targets[t] = probes::LoadTarget(info, t);
     memory.push_back(m);

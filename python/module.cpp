@@ -6,13 +6,18 @@
 #include <pybind11/stl.h>
 
 #include <armadillo>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/report.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5.hpp"
 #include "core/names.hpp"
@@ -38,6 +43,74 @@ extern "C" void openblas_set_num_threads(int num_threads);
 namespace {
 
 using icl::core::InputError;
+
+// ---- long calls: Ctrl-C and progress ----
+
+// What a progress tick throws once the caller has been interrupted.
+struct Cancelled : std::exception {
+  const char* what() const noexcept override { return "iclprobe: cancelled"; }
+};
+using Tick = std::function<void(double done, double total)>;
+
+// Runs work(tick) on a thread of its own while the calling thread (Python's, holding the GIL on
+// entry) waits without the GIL, waking every 0.1 s to look for Ctrl-C (PyErr_CheckSignals:
+// signal handlers run only on Python's main thread) and to pass the latest progress to
+// `callback` (None: no reports). On KeyboardInterrupt, or an exception from the callback, the
+// work stops at its next tick and the Python exception is raised once it has. The work must not
+// touch Python objects.
+template <class R>
+R Interruptible(const py::object& callback, const std::function<R(const Tick&)>& work) {
+  std::atomic<bool> cancel{false};
+  std::mutex m;
+  double done = 0, total = 0;
+  bool fresh = false;
+  const Tick tick = [&](double d, double t) {
+    if (cancel.load()) throw Cancelled();
+    const std::lock_guard<std::mutex> lock(m);
+    done = d, total = t, fresh = true;
+  };
+  std::future<R> result = std::async(std::launch::async, [&] { return work(tick); });
+  auto report = [&] {
+    double d, t;
+    {
+      const std::lock_guard<std::mutex> lock(m);
+      if (!fresh) return;
+      d = done, t = total, fresh = false;
+    }
+    callback(d, t);
+  };
+  auto stop = [&] {  // the Python error is set; wait for the work to notice, then raise it
+    cancel = true;
+    {
+      const py::gil_scoped_release release;
+      result.wait();
+    }
+    try {
+      result.get();
+    } catch (...) {  // Cancelled, or whatever the work was doing: the interrupt is what counts
+    }
+    throw py::error_already_set();
+  };
+  for (;;) {
+    bool ready;
+    {
+      const py::gil_scoped_release release;
+      ready = result.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready;
+    }
+    if (ready) break;
+    if (PyErr_CheckSignals() != 0) stop();
+    if (!callback.is_none()) {
+      try {
+        report();
+      } catch (py::error_already_set& e) {
+        e.restore();
+        stop();
+      }
+    }
+  }
+  if (!callback.is_none()) report();
+  return result.get();  // the work's own errors (InputError: ValueError)
+}
 
 // ---- a checkpoint's transformer ----
 
@@ -188,7 +261,7 @@ struct ProbeArrays {
 
 py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<double>>& lambdas,
                     const std::array<double, 3>& split, std::uint64_t seed, int seeds,
-                    int bootstrap, bool shuffle_control, int threads) {
+                    int bootstrap, bool shuffle_control, int threads, const py::object& progress) {
   namespace pr = icl::probes;
   const auto h = FloatArray<float>(in.hidden, "hidden", 4, "[N, L, K, F]");
   const py::ssize_t N = h.shape(0), L = h.shape(1), K = h.shape(2), F = h.shape(3);
@@ -264,14 +337,12 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
   r.seeds = seeds;
   r.bootstrap = bootstrap;
   r.shuffle_control = shuffle_control;
-  pr::ProbeOutput out;
-  {
-    py::gil_scoped_release release;
+  const pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
     const SerialBlas serial;
     const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
     icl::core::ThreadPool pool(threads);
-    out = pr::RunProbes(plan, pool);
-  }
+    return pr::RunProbes(plan, pool, tick);
+  });
   // The k axis is labelled by the caller's ks; the runner counts 1..K.
   auto k_label = [&](int k) { return in.ks[std::size_t(k - 1)]; };
   const std::size_t R = out.records.size();
@@ -423,7 +494,8 @@ class TransformerModel {
 
   // x [N, n, d], y [N, n] -> (predictions [N, n] float32, states [N, L + 1, 2n, H] float32 or
   // None).
-  py::tuple Forward(const py::array& x_in, const py::array& y_in, bool return_hidden, int threads) {
+  py::tuple Forward(const py::array& x_in, const py::array& y_in, bool return_hidden, int threads,
+                    const py::object& progress) {
     const auto x = FloatArray<double>(x_in, "x", 3, "[N, n, d]");
     const auto y = FloatArray<double>(y_in, "y", 2, "[N, n]");
     const icl::learners::ModelConfig& mc = info_.model;
@@ -449,25 +521,27 @@ class TransformerModel {
                                             : std::vector<py::ssize_t>{0});
     float* pred = predictions.mutable_data();
     float* hid = hidden.mutable_data();
-    {
-      py::gil_scoped_release release;
+    Interruptible<bool>(progress, [&](const Tick& tick) {
       const SerialKernels serial;
       const std::int64_t G = icl::extract::kComputeGroup, groups = (N + G - 1) / G;
       icl::core::ThreadPool pool(int(std::min<std::int64_t>(threads, groups)));
+      std::atomic<std::int64_t> finished{0};
       pool.For(groups, [&](std::int64_t j) {
         const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, N - g0);
+        tick(double(std::min(finished * G, std::int64_t(N))), double(N));  // stops when cancelled
         const auto r = icl::extract::RunGroup(model_, set, g0, g);
         const torch::Tensor p = r.predictions.contiguous();
         std::memcpy(pred + g0 * n, p.data_ptr<float>(), sizeof(float) * g * n);
-        if (!return_hidden) return;
-        for (py::ssize_t l = 0; l < S; ++l) {
+        for (py::ssize_t l = 0; return_hidden && l < S; ++l) {
           const torch::Tensor h = r.hidden[l].contiguous();
           for (std::int64_t i = 0; i < g; ++i)
             std::memcpy(hid + ((g0 + i) * S + l) * T * H, h.data_ptr<float>() + i * T * H,
                         sizeof(float) * T * H);
         }
+        tick(double(std::min(++finished * G, std::int64_t(N))), double(N));
       });
-    }
+      return true;
+    });
     return py::make_tuple(predictions, return_hidden ? py::object(hidden) : py::object(py::none()));
   }
 
@@ -493,6 +567,41 @@ class Probes {
         {py::ssize_t(c->n_slices), py::ssize_t(c->n_cols), py::ssize_t(c->n_rows)});
     std::memcpy(a.mutable_data(), c->memptr(), sizeof(double) * c->n_elem);
     return a;
+  }
+  // The onset of every (target, probe) at k under `rule` (analysis::FindOnsets, what `iclprobe
+  // report` prints).
+  py::list Onsets(int k, double threshold, double relative, double margin) const {
+    icl::analysis::OnsetRule rule;
+    rule.threshold = threshold, rule.relative = relative, rule.margin = margin;
+    rule.Validate();
+    const auto k_at = std::find(r_.ks.begin(), r_.ks.end(), k);
+    if (k_at == r_.ks.end())
+      throw InputError("'" + r_.path + "'", "k", "k=" + std::to_string(k) + " was not probed");
+    py::list out;
+    auto score = [](const icl::analysis::Scorer::Score& s) {
+      return py::make_tuple(s.mean, s.lo, s.hi);
+    };
+    for (const auto& o : icl::analysis::FindOnsets(r_, k, rule)) {
+      py::dict d;
+      d["target"] = o.target, d["probe"] = o.probe, d["k"] = o.k;
+      d["layer"] = o.layer >= 0 ? py::object(py::int_(o.layer)) : py::object(py::none());
+      d["threshold"] = o.threshold, d["best_layer"] = o.best_layer, d["best_r2"] = o.best_r2;
+      py::dict controls, margins;
+      for (const auto& [name, layer] : o.controls)
+        controls[py::str(name)] = layer >= 0 ? py::object(py::int_(layer)) : py::object(py::none());
+      for (const auto& [name, sc] : o.margins)
+        margins[py::str(name)] = score(sc);
+      d["controls"] = controls;
+      d["intervals"] = o.intervals;
+      if (o.intervals) {
+        d["best"] = score(o.best);
+        d["at_onset"] = score(o.at_onset);
+        d["margins"] = margins;
+        d["indistinguishable"] = o.indistinguishable;
+      }
+      out.append(d);
+    }
+    return out;
   }
   py::dict Ridge(const std::string& target, int layer, int k, int seed,
                  const std::string& source) const {
@@ -546,7 +655,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("ks", &ProbeArrays::ks);
   m.def("ridge_probe", &RidgeProbe, py::arg("arrays"), py::arg("lambdas"), py::arg("split"),
         py::arg("seed"), py::arg("seeds"), py::arg("bootstrap"), py::arg("shuffle_control"),
-        py::arg("threads"));
+        py::arg("threads"), py::arg("progress"));
 
   py::class_<Activations>(m, "Activations")
       .def(py::init<const std::string&>(), py::arg("path"))
@@ -579,7 +688,7 @@ PYBIND11_MODULE(_core, m) {
                              [](const TransformerModel& t) { return t.info().train.ToJson(); })
       .def_property_readonly("step", [](const TransformerModel& t) { return t.info().step; })
       .def("forward", &TransformerModel::Forward, py::arg("x"), py::arg("y"),
-           py::arg("return_hidden"), py::arg("threads"));
+           py::arg("return_hidden"), py::arg("threads"), py::arg("progress"));
 
   py::class_<Probes>(m, "Probes")
       .def(py::init<const std::string&>(), py::arg("path"))
@@ -592,6 +701,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("seeds", [](const Probes& p) { return p.results().seeds; })
       .def("metric", &Probes::Metric, py::arg("target"), py::arg("probe"), py::arg("source"),
            py::arg("metric"))
+      .def("onsets", &Probes::Onsets, py::arg("k"), py::arg("threshold"), py::arg("relative"),
+           py::arg("margin"))
       .def("ridge", &Probes::Ridge, py::arg("target"), py::arg("layer"), py::arg("k"),
            py::arg("seed"), py::arg("source"));
 }

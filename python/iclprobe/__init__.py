@@ -133,7 +133,7 @@ class ProbeResult:
 
 def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas=None,
                 split=(0.8, 0.1, 0.1), seed=0, seeds=1, bootstrap=1000, shuffle_control=False,
-                threads=1):
+                threads=1, progress=None):
     """Ridge probes of hidden states for targets: iclprobe's exact leave-one-out ridge (penalty
     chosen on the training prompts from one eigendecomposition), scored on held-out prompts
     with bootstrap intervals -- the code ``iclprobe probe`` runs, on arrays.
@@ -151,6 +151,9 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
         bootstrap: replicates of the bootstrap over test prompts (100..100000).
         shuffle_control: also probe targets permuted across training prompts.
         threads: worker threads (results do not depend on it).
+        progress: None, or a function progress(done, total) called from Python's thread at
+            most every 0.1 s (units: probes fitted). Ctrl-C stops the run at its next progress
+            tick and raises KeyboardInterrupt.
 
     Returns a ProbeResult.
 
@@ -205,7 +208,7 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
     grid = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's own grid
     raw = _core.ridge_probe(arrays, grid, tuple(float(v) for v in split),
                             int(seed), int(seeds), int(bootstrap), bool(shuffle_control),
-                            int(threads))
+                            int(threads), progress)
     return ProbeResult(raw, layers, ks)
 
 
@@ -277,19 +280,22 @@ class Transformer:
         """Loads a checkpoint (the CLI's checks: format, shapes, finite weights)."""
         return cls(path)
 
-    def forward(self, x, y, return_hidden=True, threads=1):
+    def forward(self, x, y, return_hidden=True, threads=1, progress=None):
         """Runs prompts through the model.
 
         Arguments:
             x: float array [N, n, d] (n <= the model's n_max), y: float array [N, n].
             return_hidden: also return every state (0 = embedding .. L).
             threads: worker threads over groups of 32 prompts (results do not depend on it).
+            progress: None, or progress(done, total) in prompts, at most every 0.1 s; Ctrl-C
+                stops at the next group and raises KeyboardInterrupt.
 
         Returns (predictions, hidden): predictions float32 [N, n] (prediction k read at the
         x-token of example k+1, after k examples), hidden float32 [N, L+1, 2n, H] or None.
         The state after k examples is hidden[:, l, 2k-1]; the query of example k+1 is 2k.
         """
-        return self._m.forward(_array("x", x), _array("y", y), bool(return_hidden), int(threads))
+        return self._m.forward(_array("x", x), _array("y", y), bool(return_hidden), int(threads),
+                               progress)
 
     def __repr__(self):
         c = self.model_config
@@ -317,6 +323,16 @@ class Probes:
     def metric(self, target, metric="r2", probe="ridge", source="model"):
         """One score over the grid: float64 [layers, ks, seeds] (r2, r2_lo, r2_hi, nmse, mse, ...)."""
         return self._f.metric(str(target), str(probe), str(source), str(metric))
+
+    def onsets(self, k, threshold=-1.0, relative=0.9, margin=0.1):
+        """The onset layer of every (target, probe) at k, the rule ``iclprobe report`` applies:
+        the first layer whose R2 (its interval's lower bound, when the file has intervals)
+        reaches the threshold (threshold < 0: `relative` times the best layer's R2) and whose
+        paired margin over every control (its lower bound) exceeds `margin`. Returns a list of
+        dicts: target, probe, k, layer (None: never), threshold, best_layer, best_r2, controls
+        (each control's own first layer reaching the threshold), and with intervals best,
+        at_onset and margins as (mean, lo, hi) and the layers indistinguishable from the best."""
+        return self._f.onsets(int(k), float(threshold), float(relative), float(margin))
 
     def weights(self, target, layer, k, seed=0, source="model"):
         """The ridge readout of one cell: dict weights [F, D], intercept [D], feature_scale [F],

@@ -1,5 +1,5 @@
 # Type stubs of the iclprobe Python module (python/iclprobe/__init__.py documents each call).
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +50,7 @@ def ridge_probe(
     bootstrap: int = ...,
     shuffle_control: bool = ...,
     threads: int = ...,
+    progress: Optional[Callable[[float, float], None]] = ...,
 ) -> ProbeResult: ...
 
 class Activations:
@@ -81,7 +82,12 @@ class Transformer:
     @classmethod
     def load(cls, path: str) -> "Transformer": ...
     def forward(
-        self, x: ArrayLike, y: ArrayLike, return_hidden: bool = ..., threads: int = ...
+        self,
+        x: ArrayLike,
+        y: ArrayLike,
+        return_hidden: bool = ...,
+        threads: int = ...,
+        progress: Optional[Callable[[float, float], None]] = ...,
     ) -> Tuple[npt.NDArray[np.float32], Optional[npt.NDArray[np.float32]]]: ...
 
 class Probes:
@@ -96,6 +102,9 @@ class Probes:
     def metric(
         self, target: str, metric: str = ..., probe: str = ..., source: str = ...
     ) -> npt.NDArray[np.float64]: ...
+    def onsets(
+        self, k: int, threshold: float = ..., relative: float = ..., margin: float = ...
+    ) -> List[Dict[str, Any]]: ...
     def weights(
         self, target: str, layer: int, k: int, seed: int = ..., source: str = ...
     ) -> Dict[str, Any]: ...

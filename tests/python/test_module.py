@@ -96,6 +96,21 @@ def test_ridge_equals_cli_bit_for_bit():
                 assert w_cli["lambda"] == w_py["lambda"]
 
 
+def test_onsets_equal_report():
+    # The compiled gd writes X'y at state 2 (block 2 of the construction): R2 1 from there on.
+    p = iclprobe.open(probes)
+    on = {o["target"]: o for o in p.onsets(k=6, margin=0.0)}
+    assert on["xty"]["best_r2"] > 0.999 and on["xty"]["layer"] is not None
+    assert on["w_ols"]["layer"] is None  # one GD step does not compute OLS weights
+    r = subprocess.run([BINARY, "report", "--probes", probes, "--k", "6", "--margin", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    line = [l for l in r.stdout.splitlines() if l.strip().startswith("xty: decodable from")]
+    assert line and ("from layer %d " % on["xty"]["layer"]) in line[0], (line, on["xty"])
+    raises_value_error(lambda: p.onsets(k=99), "k=99")
+    raises_value_error(lambda: p.onsets(k=6, relative=2.0), "relative")
+
+
 def test_transformer_forward_equals_extract():
     a = iclprobe.open(acts)
     model = iclprobe.Transformer.load(ckpt)
@@ -108,6 +123,47 @@ def test_transformer_forward_equals_extract():
     p5, h5 = model.forward(pr["x"][:5], pr["y"][:5])
     assert np.array_equal(h5, hidden[:5]) and np.array_equal(p5, pred[:5])
     raises_value_error(lambda: model.forward(pr["x"][:, :, :2], pr["y"]), "x", "[N, n, 3]")
+
+
+def test_progress_and_ctrl_c():
+    import _thread
+    import threading
+    import time
+
+    model = iclprobe.Transformer.load(ckpt)
+    rng = np.random.default_rng(11)
+    N = 60000
+    x, y = rng.standard_normal((N, 6, 3)), rng.standard_normal((N, 6))
+    seen = []
+    t0 = time.perf_counter()
+    pred, hidden = model.forward(x, y, return_hidden=False, progress=lambda d, t: seen.append((d, t)))
+    full = time.perf_counter() - t0
+    assert hidden is None and pred.shape == (N, 6)
+    assert seen and seen[-1] == (N, N), seen[-3:]
+    assert all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+    # Ctrl-C (SIGINT delivered to Python's main thread) stops the call at its next tick.
+    timer = threading.Timer(0.05, _thread.interrupt_main)
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        model.forward(x, y, return_hidden=False)
+        raise AssertionError("no KeyboardInterrupt (the call took %.2f s)" % full)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    assert time.perf_counter() - t0 < full, "the interrupt did not stop the work early"
+    # An exception from the progress callback stops the work and is raised as it is.
+    def fail(done, total):
+        raise RuntimeError("stop here")
+    try:
+        model.forward(x, y, return_hidden=False, progress=fail)
+        raise AssertionError("the callback's exception was lost")
+    except RuntimeError as e:
+        assert "stop here" in str(e)
+    # The module still works after both.
+    p2, _ = model.forward(x[:64], y[:64], return_hidden=False)
+    assert np.array_equal(p2, pred[:64])
 
 
 def test_ridge_recovers_planted_readout():

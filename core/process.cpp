@@ -27,13 +27,18 @@ std::string BlasCoreName() {
 
 std::string BlasCoreOverride() {
   if (std::getenv("OPENBLAS_CORETYPE")) return "";  // the user's choice
-  if (!IsGenericBlasCore(BlasCoreName())) return "";
+  const std::string core = BlasCoreName();
+  for (const char* avx512 : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (strcasecmp(core.c_str(), avx512) == 0) return "";
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
+  // Any CPU with this AVX-512 set runs the SkylakeX kernels: a generic core's fallback, and the
+  // AVX2 kernels 0.3.21 gives AMD Zen 4 (see the header).
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512vl"))
     return "SkylakeX";
+  if (!IsGenericBlasCore(core)) return "";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
 #endif
   return "";

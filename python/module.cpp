@@ -133,20 +133,6 @@ class SerialKernels {
   int torch_, blas_;
 };
 
-// The CLI's probe runs BLAS serially (its pool spreads the probes over threads, and the
-// results do not depend on its size); the module does the same for one call and then gives the
-// caller's setting back.
-class SerialBlas {
- public:
-  SerialBlas() : before_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SerialBlas() { openblas_set_num_threads(before_); }
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-
- private:
-  int before_;
-};
-
 // A float array of `rank` dimensions, as C-ordered float64 (a copy only when it is not one).
 // float32 and float64 are accepted; anything else is refused naming the argument.
 template <class T>
@@ -338,7 +324,7 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
   r.bootstrap = bootstrap;
   r.shuffle_control = shuffle_control;
   const pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
-    const SerialBlas serial;
+    const SerialKernels serial;  // the CLI's probe keeps BLAS serial too
     const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
     icl::core::ThreadPool pool(threads);
     return pr::RunProbes(plan, pool, tick);

@@ -252,8 +252,8 @@ class Activations:
         layers = self.layers if layers is None else list(layers)
         n = self.task_config["n"]
         ks = list(range(1, n + 1)) if ks is None else list(ks)
-        step = 2 if self.positions == "all" else 1
-        pos = [step * k - 1 if step == 2 else k - 1 for k in ks]
+        step = 2 if self.positions == "all" else 1  # all: the y-token of example k is 2k - 1
+        pos = [step * k - 1 for k in ks]
         return _np.stack([self.hidden(l)[:, pos, :] for l in layers], axis=1)
 
     def __repr__(self):

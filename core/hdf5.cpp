@@ -12,6 +12,7 @@
 #include <H5DSpublic.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -812,6 +813,24 @@ File File::Create(const std::string& path, bool truncate, Durability durability,
   return f;
 }
 
+File File::CreateInMemory(const std::string& name) {
+  const Lock lock;
+  EnsureSilenced();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // Grows by 1 MiB; backing_store = 0: never written to a file of that name.
+  if (H5Pset_fapl_core(fapl.id(), std::size_t(1) << 20, /*backing_store=*/0) < 0)
+    Fail("'" + name + "': cannot set up an in-memory file");
+  // HDF5 tells open files apart by name, so each in-memory file gets a name of its own.
+  static std::atomic<std::uint64_t> serial{0};
+  const std::string unique = name + "#memory" + std::to_string(++serial);
+  Handle h(H5Fcreate(unique.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id()), H5Fclose);
+  if (!h.valid()) Fail("'" + name + "': cannot create an in-memory file (out of memory?)");
+  File f(std::move(h), name);
+  f.writable_ = true;
+  f.in_memory_ = true;
+  return f;
+}
+
 void File::Flush() {
   const Lock lock;
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) Fail("'" + file_ + "': flush failed (disk full?)");
@@ -831,6 +850,11 @@ void File::Close() {
     Sync();
   }
   haddr_t eoa = 0;
+  if (in_memory_) {
+    const hid_t id = h_.Release();
+    if (H5Fclose(id) < 0) Fail("'" + file_ + "': close failed");
+    return;
+  }
   if (writable_ && !shared_ && H5Fget_eoa(id(), &eoa) < 0)
     Fail("'" + file_ + "': cannot read its end");
   const hid_t id = h_.Release();
@@ -851,6 +875,7 @@ void File::Close() {
 
 void File::Reserve(std::uint64_t bytes) {
   const Lock lock;
+  if (in_memory_) return;  // memory grows as written
   auto refuse = [&](int error) {
     throw std::runtime_error("hdf5: '" + file_ + "': cannot reserve " + std::to_string(bytes) +
                              " more bytes (" + std::strerror(error) +
@@ -883,7 +908,7 @@ void File::Reserve(std::uint64_t bytes) {
 void File::Sync() {
   const Lock lock;
   Flush();
-  if (shared_) return;  // HDF5's MPI-IO driver syncs (MPI_File_sync) in every flush
+  if (shared_ || in_memory_) return;  // MPI-IO syncs in every flush; memory has no disk
   void* handle = nullptr;
   if (H5Fget_vfd_handle(id(), H5P_DEFAULT, &handle) < 0 || !handle)
     Fail("'" + file_ + "': cannot reach the file descriptor to sync it");

@@ -205,6 +205,10 @@ class File : public Group {
   static File Create(const std::string& path, bool truncate = false,
                      Durability durability = Durability::kDefault,
                      Sharing sharing = Sharing::kOneProcess);
+  // A file held in this process's memory only (HDF5's core driver, nothing written to disk):
+  // what a format's writer writes, its reader can read back with the same checks. `name`
+  // labels it in messages; Sync() and Close() touch no disk. Gone when closed.
+  static File CreateInMemory(const std::string& name);
   // Writes every cached byte to the file; throws on a failed write (disk full).
   void Flush();
   // Flush() and fsync: when it returns, what was written is on disk.
@@ -225,6 +229,7 @@ class File : public Group {
   File(Handle h, std::string path) : Group(std::move(h), std::move(path), "/") {}
   bool writable_ = false;
   bool shared_ = false;  // opened by every rank
+  bool in_memory_ = false;
 };
 
 // Silences HDF5's own error printing; iclprobe reports errors through exceptions.

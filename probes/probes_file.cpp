@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -416,7 +417,10 @@ void ReadTargetMaps(const h5::File& f, ProbeResults& r) {
 }
 
 ProbeResults ReadProbesFile(const std::string& path) {
-  h5::File f = h5::File::Open(path);
+  return ReadProbes(h5::File::Open(path), path);
+}
+
+ProbeResults ReadProbes(h5::File f, const std::string& path) {
   data::CheckFormat(f, kProbesFormat);
   ProbeResults r;
   r.path = path;
@@ -557,13 +561,10 @@ struct CellIndex {
   }
 };
 
+// `info`: the main source's description; `record`: what names each input.
 void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
-                         const std::map<std::string, InputRecord>& inputs) {
-  const auto info = extract::ReadActivationsInfo(req.activations);
-  auto record = [&](const std::string& p) {
-    const auto it = inputs.find(p);
-    return it != inputs.end() ? it->second : RecordInput(p, false);
-  };
+                         const extract::ActivationsInfo& info,
+                         const std::function<InputRecord(const std::string&)>& record) {
   data::WriteFormatAttrs(f, kProbesFormat);
   f.SetAttr("activations", req.activations);
   const InputRecord a = record(req.activations);
@@ -811,10 +812,13 @@ void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& ou
 
 }  // namespace
 
-void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
-                     const std::map<std::string, InputRecord>& inputs) {
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  WriteRootAttributes(f, req, out, inputs);
+namespace {
+
+// Everything of a probes file but its creation, into `f`.
+void WriteProbes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
+                 const extract::ActivationsInfo& info,
+                 const std::function<InputRecord(const std::string&)>& record) {
+  WriteRootAttributes(f, req, out, info, record);
   WriteScores(f, out);
   WriteRidge(f, req, out);
   WriteSplitsAndPooling(f, out);
@@ -844,7 +848,33 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
                std::string("R2 of E[w | prompt] = w_ridge(sigma^2/tau^2) on the seed's test "
                            "prompts: the most any representation can give for this target"));
   }
+}
+
+}  // namespace
+
+void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
+                     const std::map<std::string, InputRecord>& inputs) {
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  WriteProbes(f, req, out, extract::ReadActivationsInfo(req.activations),
+              [&](const std::string& p) {
+                const auto it = inputs.find(p);
+                return it != inputs.end() ? it->second : RecordInput(p, false);
+              });
   f.Close();
+}
+
+void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
+                     const extract::ActivationsInfo& info) {
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  WriteProbes(f, req, out, info, [](const std::string&) { return InputRecord{"", "memory"}; });
+  f.Close();
+}
+
+ProbeResults ProbeResultsInMemory(const ProbeRequest& req, const ProbeOutput& out,
+                                  const extract::ActivationsInfo& info) {
+  h5::File f = h5::File::CreateInMemory(info.path);
+  WriteProbes(f, req, out, info, [](const std::string&) { return InputRecord{"", "memory"}; });
+  return ReadProbes(std::move(f), info.path);
 }
 
 }  // namespace icl::probes

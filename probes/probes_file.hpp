@@ -89,6 +89,8 @@ struct ProbeResults {
 // Reads and checks a probes file: names plain, shapes as the attributes say, every score
 // finite; throws core::InputError naming the file and the object.
 ProbeResults ReadProbesFile(const std::string& path);
+// The same checks on an open file (`path` names it in messages); the results keep it open.
+ProbeResults ReadProbes(h5::File f, const std::string& path);
 
 // One fitted ridge readout: target ~= weights^T h + intercept on the raw hidden state h (the
 // state after k examples), and the training standard deviation of each hidden unit.
@@ -121,5 +123,17 @@ InputRecord RecordInput(const std::string& path, bool verify_rows);
 // computed here (the CLI computes them on another thread while the probes run).
 void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
                      const std::map<std::string, InputRecord>& inputs = {});
+// The same file for sources held in memory (PlanProbesInMemory): `info` describes the main
+// source in place of its file, and the inputs are recorded as "memory" (no digest).
+void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
+                     const extract::ActivationsInfo& info);
+
+// A run's results as ReadProbesFile would give them from the file WriteProbesFile writes, with
+// no file on disk: written to an in-memory HDF5 file by the same writer and read back by the
+// same reader (so every analysis of probes files applies to them). `info` describes the main
+// source (the runner's plan.infos[0]; its path names the results); inputs are recorded as
+// "memory". Throws core::InputError as the reader does.
+ProbeResults ProbeResultsInMemory(const ProbeRequest& request, const ProbeOutput& out,
+                                  const extract::ActivationsInfo& info);
 
 }  // namespace icl::probes

@@ -5,7 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <armadillo>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -14,13 +16,17 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "analysis/report.hpp"
+#include "analysis/trace_file.hpp"
 #include "core/errors.hpp"
 #include "core/hdf5.hpp"
 #include "core/names.hpp"
+#include "core/output.hpp"
 #include "core/process.hpp"
 #include "core/thread_pool.hpp"
 #include "core/version.hpp"
@@ -30,7 +36,12 @@
 #include "extract/activations_schema.hpp"
 #include "extract/extract.hpp"
 #include "extract/forward.hpp"
+#include "intervene/das.hpp"
+#include "intervene/erase.hpp"
+#include "intervene/intervene.hpp"
+#include "intervene/swap.hpp"
 #include "learners/checkpoint.hpp"
+#include "learners/model_config.hpp"
 #include "probes/probes_file.hpp"
 #include "probes/runner.hpp"
 #include "probes/uncertainty.hpp"
@@ -39,6 +50,8 @@ namespace py = pybind11;
 
 extern "C" int openblas_get_num_threads(void);
 extern "C" void openblas_set_num_threads(int num_threads);
+
+std::string FileKind(const std::string& path);
 
 namespace {
 
@@ -213,17 +226,92 @@ py::dict Targets(const py::array& x_in, const py::array& y_in, double ridge_lamb
   return r;
 }
 
-// ---- ridge probes on arrays ----
+// ---- probes on arrays ----
 
-// The arrays of one source, read where they lie: hidden [N, L, K, F] float32 (the precision a
-// file stores); layer l of prompt i is K * F floats at (i * L + l) * K * F, the column of a
-// file's reader with positions y. `h` must outlive the run.
+// What a Python call asks of a probing run, with the CLI's option names (probe --help).
+struct ProbeSettings {
+  std::vector<std::string> probes = {"ridge"};  // families: ridge, linear, mlp
+  std::string positions = "y";                  // the T axis: y (state after k = 1..K) or all
+  std::string at = "state";                     // state, query or both (query: positions all)
+  std::string pooling = "attention";            // linear/mlp input: attention or position
+  std::optional<std::vector<double>> lambdas;   // none: the CLI's grid
+  std::array<double, 3> split = {0.8, 0.1, 0.1};
+  std::uint64_t seed = 0;
+  int seeds = 1, bootstrap = 1000, threads = 1;
+  bool shuffle_control = false, codelength = false;
+  std::optional<std::vector<double>> codelength_blocks;
+  int mlp_hidden = 256, epochs = 30, patience = 4, batch = 64;
+  double lr = 1e-3;
+  std::string name = "hidden";  // names the main source in messages and family reports
+};
+
+struct ProbeArrays {
+  py::array hidden;                                         // [N, L, T, F]
+  std::map<std::string, py::array> targets;                 // name -> [N, K, D]
+  std::vector<std::pair<std::string, py::array>> controls;  // name -> [N, L, T, F]
+  std::vector<int> layers, ks;                              // labels of the L and K axes
+};
+
+// The request the CLI's probe would build from `s` (its option names in messages).
+icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
+  namespace pr = icl::probes;
+  pr::ProbeRequest r;
+  r.families.clear();
+  for (const auto& f : s.probes) {
+    if (f == "ridge")
+      r.families.push_back(pr::Family::kRidge);
+    else if (f == "linear")
+      r.families.push_back(pr::Family::kLinear);
+    else if (f == "mlp")
+      r.families.push_back(pr::Family::kMlp);
+    else
+      throw InputError("iclprobe", "probes",
+                       "expected ridge, linear or mlp, got '" + f.substr(0, 40) + "'");
+  }
+  if (r.families.empty()) throw InputError("iclprobe", "probes", "name at least one family");
+  if (s.pooling != "attention" && s.pooling != "position")
+    throw InputError("iclprobe", "pooling",
+                     "expected attention or position, got '" + s.pooling.substr(0, 40) + "'");
+  r.pooled = s.pooling == "attention";
+  if (s.at == "state")
+    r.at = {pr::ProbeAt::kState};
+  else if (s.at == "query")
+    r.at = {pr::ProbeAt::kQuery};
+  else if (s.at == "both")
+    r.at = {pr::ProbeAt::kState, pr::ProbeAt::kQuery};
+  else
+    throw InputError("iclprobe", "at",
+                     "expected state, query or both, got '" + s.at.substr(0, 40) + "'");
+  if (s.lambdas) r.lambdas = arma::vec(*s.lambdas);
+  r.split = s.split;
+  r.seed = s.seed;
+  r.seeds = s.seeds;
+  r.bootstrap = s.bootstrap;
+  r.shuffle_control = s.shuffle_control;
+  r.codelength = s.codelength;
+  if (s.codelength_blocks) {
+    if (!s.codelength)
+      throw InputError("iclprobe", "codelength_blocks", "only with codelength=True");
+    r.codelength_fractions = *s.codelength_blocks;
+  }
+  r.gradient.mlp_hidden = s.mlp_hidden;
+  r.gradient.lr = s.lr;
+  r.gradient.max_epochs = s.epochs;
+  r.gradient.patience = s.patience;
+  r.gradient.batch = s.batch;
+  if (s.threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+  return r;
+}
+
+// The arrays of one source, read where they lie: hidden [N, L, T, F] float32 (the precision a
+// file stores); layer l of prompt i is T * F floats at (i * L + l) * T * F, the column of a
+// file's reader. `h` must outlive the run.
 std::shared_ptr<icl::probes::MemorySource> HiddenSource(
     const py::array_t<float, py::array::c_style>& h, const std::vector<int>& layers) {
-  const py::ssize_t L = h.shape(1), K = h.shape(2), F = h.shape(3);
+  const py::ssize_t L = h.shape(1), T = h.shape(2), F = h.shape(3);
   auto src = std::make_shared<icl::probes::MemorySource>();
   for (py::ssize_t l = 0; l < L; ++l)
-    src->hidden[layers[l]] = {h.data(0, l, 0, 0), std::int64_t(L * K * F)};
+    src->hidden[layers[l]] = {h.data(0, l, 0, 0), std::int64_t(L * T * F)};
   return src;
 }
 
@@ -238,39 +326,309 @@ py::array_t<double> ToNumpy(const arma::vec& v) {
   return a;
 }
 
-struct ProbeArrays {
-  py::array hidden;                                         // [N, L, K, F]
-  std::map<std::string, py::array> targets;                 // name -> [N, K, D]
-  std::vector<std::pair<std::string, py::array>> controls;  // name -> [N, L, K, F]
-  std::vector<int> layers, ks;                              // labels of the L and K axes
+// A probes file's contents, from a file (ReadProbesFile) or from a run in memory
+// (ProbeResultsInMemory): the same object, so every analysis reads both alike.
+class Probes {
+ public:
+  explicit Probes(icl::probes::ProbeResults r) : r_(std::move(r)) {}
+  const icl::probes::ProbeResults& results() const { return r_; }
+  // /metrics/<target>/<probe>/<source>/<metric> as [L, K, S] (cube (seed, k, layer) column-major
+  // is that row-major).
+  py::array_t<double> Metric(const std::string& target, const std::string& probe,
+                             const std::string& source, const std::string& metric) const {
+    const arma::cube* c = r_.Find(target, probe, source, metric);
+    if (!c)
+      throw InputError("'" + r_.path + "'", "",
+                       "has no metric " + target + "/" + probe + "/" + source + "/" + metric);
+    py::array_t<double> a(
+        {py::ssize_t(c->n_slices), py::ssize_t(c->n_cols), py::ssize_t(c->n_rows)});
+    std::memcpy(a.mutable_data(), c->memptr(), sizeof(double) * c->n_elem);
+    return a;
+  }
+  // The onset of every (target, probe) at k under `rule` (analysis::FindOnsets, what `iclprobe
+  // report` prints).
+  py::list Onsets(int k, double threshold, double relative, double margin) const {
+    const icl::analysis::OnsetRule rule = Rule(threshold, relative, margin);
+    if (std::find(r_.ks.begin(), r_.ks.end(), k) == r_.ks.end())
+      throw InputError("'" + r_.path + "'", "k", "k=" + std::to_string(k) + " was not probed");
+    return OnsetList(icl::analysis::FindOnsets(r_, k, rule));
+  }
+  py::dict Ridge(const std::string& target, int layer, int k, int seed,
+                 const std::string& source) const {
+    const icl::probes::RidgeReadout w =
+        icl::probes::ReadRidgeReadout(r_, target, layer, k, seed, source);
+    py::dict d;
+    d["weights"] = ToNumpy(arma::mat(w.weights.t()));
+    d["intercept"] = ToNumpy(w.intercept);
+    d["feature_scale"] = ToNumpy(w.feature_scale);
+    d["lambda"] = w.lambda;
+    return d;
+  }
+
+  static icl::analysis::OnsetRule Rule(double threshold, double relative, double margin) {
+    icl::analysis::OnsetRule rule;
+    rule.threshold = threshold, rule.relative = relative, rule.margin = margin;
+    rule.Validate();
+    return rule;
+  }
+  static py::list OnsetList(const std::vector<icl::analysis::Onset>& onsets) {
+    py::list out;
+    auto score = [](const icl::analysis::Scorer::Score& s) {
+      return py::make_tuple(s.mean, s.lo, s.hi);
+    };
+    for (const auto& o : onsets) {
+      py::dict d;
+      d["target"] = o.target, d["probe"] = o.probe, d["k"] = o.k;
+      d["layer"] = o.layer >= 0 ? py::object(py::int_(o.layer)) : py::object(py::none());
+      d["threshold"] = o.threshold, d["best_layer"] = o.best_layer, d["best_r2"] = o.best_r2;
+      py::dict controls, margins;
+      for (const auto& [name, layer] : o.controls)
+        controls[py::str(name)] = layer >= 0 ? py::object(py::int_(layer)) : py::object(py::none());
+      for (const auto& [name, sc] : o.margins)
+        margins[py::str(name)] = score(sc);
+      d["controls"] = controls;
+      d["intervals"] = o.intervals;
+      if (o.intervals) {
+        d["best"] = score(o.best);
+        d["at_onset"] = score(o.at_onset);
+        d["margins"] = margins;
+        d["indistinguishable"] = o.indistinguishable;
+      }
+      out.append(d);
+    }
+    return out;
+  }
+
+ private:
+  icl::probes::ProbeResults r_;
 };
 
-py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<double>>& lambdas,
-                    const std::array<double, 3>& split, std::uint64_t seed, int seeds,
-                    int bootstrap, bool shuffle_control, int threads, const py::object& progress) {
+// Learners of one configuration, each a Probes (file or run) under a name: the family report of
+// `iclprobe report` with several probes files (R2 by layer over the learners, as CSV text; each
+// learner's onset and whether they agree), and each learner's onsets.
+py::dict FamilyReport(const std::vector<std::pair<std::string, const Probes*>>& learners, int k,
+                      double threshold, double relative, double margin) {
+  const icl::analysis::OnsetRule rule = Probes::Rule(threshold, relative, margin);
+  std::vector<icl::probes::ProbeResults> family;
+  for (const auto& [name, p] : learners) {
+    if (!icl::core::IsPlainName(name) || name.find('.') != std::string::npos)
+      throw InputError(
+          "iclprobe", "results",
+          "learner name '" + name.substr(0, 40) + "' is not a plain name (letters, digits, _ -)");
+    family.push_back(p->results());
+    family.back().path = name;  // what names the learner in the tables
+  }
+  std::ostringstream table, summary;
+  icl::analysis::WriteFamilyReport(table, summary, family, k, rule,
+                                   icl::analysis::TableFormat::kCsv);
+  py::dict out;
+  out["csv"] = table.str();
+  out["summary"] = summary.str();
+  py::dict onsets;
+  for (const auto& r : family)
+    onsets[py::str(r.path)] = Probes::OnsetList(icl::analysis::FindOnsets(r, k, rule));
+  out["onsets"] = onsets;
+  return out;
+}
+
+// One probing run on arrays: the runner's output and what describes it, so that its results
+// can be tabled, analysed as a probes file's (in memory) and saved as one.
+class ProbeRun {
+ public:
+  ProbeRun(icl::probes::ProbeRequest request, icl::extract::ActivationsInfo info,
+           icl::probes::ProbeOutput output)
+      : request_(std::move(request)), info_(std::move(info)), out_(std::move(output)) {}
+
+  // One row per (target, probe, source, layer, k, seed).
+  py::dict Table() const {
+    const std::size_t R = out_.records.size();
+    std::vector<std::string> target(R), probe(R), source(R);
+    py::array_t<int> layer(R), k(R), seed_col(R), epochs(R);
+    py::array_t<double> r2(R), r2_lo(R), r2_hi(R), nmse(R), nmse_lo(R), nmse_hi(R), mse(R), lam(R),
+        bits(R), uniform(R);
+    for (std::size_t i = 0; i < R; ++i) {
+      const auto& rec = out_.records[i];
+      target[i] = rec.target, probe[i] = rec.probe, source[i] = rec.source;
+      layer.mutable_at(i) = rec.layer, k.mutable_at(i) = rec.k, seed_col.mutable_at(i) = rec.seed;
+      epochs.mutable_at(i) = rec.epochs;
+      r2.mutable_at(i) = rec.r2, r2_lo.mutable_at(i) = rec.r2_lo, r2_hi.mutable_at(i) = rec.r2_hi;
+      nmse.mutable_at(i) = rec.nmse, nmse_lo.mutable_at(i) = rec.nmse_lo,
+      nmse_hi.mutable_at(i) = rec.nmse_hi;
+      mse.mutable_at(i) = rec.mse, lam.mutable_at(i) = rec.lambda;
+      bits.mutable_at(i) = rec.code_bits, uniform.mutable_at(i) = rec.uniform_bits;
+    }
+    // String columns as numpy arrays too, so that `table["source"] == "model"` is elementwise.
+    const py::object np_array = py::module_::import("numpy").attr("array");
+    py::dict t;
+    t["target"] = np_array(target), t["probe"] = np_array(probe), t["source"] = np_array(source);
+    t["layer"] = layer, t["k"] = k, t["seed"] = seed_col;
+    t["r2"] = r2, t["r2_lo"] = r2_lo, t["r2_hi"] = r2_hi;
+    t["nmse"] = nmse, t["nmse_lo"] = nmse_lo, t["nmse_hi"] = nmse_hi;
+    t["mse"] = mse, t["lambda"] = lam, t["epochs"] = epochs;
+    if (request_.codelength) t["code_bits"] = bits, t["uniform_bits"] = uniform;
+    return t;
+  }
+  // [rows of Table, test prompts]: the probe's squared errors and the test mean's.
+  py::tuple PerPrompt() const {
+    const std::size_t R = out_.records.size();
+    const py::ssize_t T = R ? py::ssize_t(out_.records[0].sse.n_elem) : 0;
+    py::array_t<double> sse({py::ssize_t(R), T}), sst({py::ssize_t(R), T});
+    for (std::size_t i = 0; i < R; ++i) {
+      std::memcpy(sse.mutable_data(i, 0), out_.records[i].sse.memptr(), sizeof(double) * T);
+      std::memcpy(sst.mutable_data(i, 0), out_.records[i].sst.memptr(), sizeof(double) * T);
+    }
+    return py::make_tuple(sse, sst);
+  }
+  // R2(model) - R2(control) per cell of every control source, with a paired percentile interval
+  // (both scores on the same bootstrap resamples of the seed's test prompts).
+  py::dict Selectivity() const {
+    namespace pr = icl::probes;
+    std::map<std::tuple<std::string, std::string, int, int, int>, std::size_t> model_row;
+    const auto& recs = out_.records;
+    for (std::size_t i = 0; i < recs.size(); ++i)
+      if (recs[i].source == "model")
+        model_row[{recs[i].target, recs[i].probe, recs[i].layer, recs[i].k, recs[i].seed}] = i;
+    const arma::uword T = recs.empty() ? 0 : recs[0].sse.n_elem;
+    const pr::Bootstrap boot(T, request_.seeds, request_.bootstrap, request_.seed);
+    std::vector<std::string> s_target, s_probe, s_control;
+    std::vector<int> s_layer, s_k, s_seed;
+    std::vector<double> s_val, s_lo, s_hi;
+    for (const auto& c : recs) {
+      if (c.source == "model") continue;
+      const auto& m = recs[model_row.at({c.target, c.probe, c.layer, c.k, c.seed})];
+      const arma::vec diff = boot.R2(m.seed, m.sse, m.sst) - boot.R2(c.seed, c.sse, c.sst);
+      const pr::Interval iv = pr::PercentileInterval(diff);
+      s_target.push_back(c.target), s_probe.push_back(c.probe), s_control.push_back(c.source);
+      s_layer.push_back(c.layer), s_k.push_back(c.k), s_seed.push_back(c.seed);
+      s_val.push_back(m.r2 - c.r2), s_lo.push_back(iv.lo), s_hi.push_back(iv.hi);
+    }
+    const py::object np_array = py::module_::import("numpy").attr("array");
+    py::dict sel;
+    sel["target"] = np_array(s_target), sel["probe"] = np_array(s_probe);
+    sel["control"] = np_array(s_control);
+    sel["layer"] = py::array(py::cast(s_layer)), sel["k"] = py::array(py::cast(s_k));
+    sel["seed"] = py::array(py::cast(s_seed)), sel["selectivity"] = py::array(py::cast(s_val));
+    sel["lo"] = py::array(py::cast(s_lo)), sel["hi"] = py::array(py::cast(s_hi));
+    return sel;
+  }
+  py::list Ridge() const {
+    py::list weights;
+    for (const auto& w : out_.ridge) {
+      py::dict d;
+      d["target"] = w.target, d["source"] = w.source, d["layer"] = w.layer;
+      d["k"] = w.k, d["seed"] = w.seed, d["lambda"] = w.lambda;
+      d["weights"] = ToNumpy(arma::mat(w.weights.t()));  // p x m: numpy [F, D]
+      d["intercept"] = ToNumpy(w.intercept);
+      d["loo_mse"] = ToNumpy(w.loo_mse);
+      d["feature_scale"] = ToNumpy(w.feature_scale);
+      weights.append(d);
+    }
+    return weights;
+  }
+  // Attention-pooling weights of the linear and MLP probes over the positions up to the one read.
+  py::list Pooling() const {
+    py::list out;
+    for (const auto& a : out_.alphas) {
+      py::dict d;
+      d["target"] = a.target, d["probe"] = a.probe, d["source"] = a.source;
+      d["layer"] = a.layer, d["k"] = a.k, d["seed"] = a.seed, d["alpha"] = ToNumpy(a.alpha);
+      out.append(d);
+    }
+    return out;
+  }
+  py::list Roles() const {
+    py::list roles;
+    for (const auto& r8 : out_.roles) {
+      py::array_t<std::uint8_t> a(py::ssize_t(r8.size()));
+      std::memcpy(a.mutable_data(), r8.data(), r8.size());
+      roles.append(a);
+    }
+    return roles;
+  }
+  std::string RequestJson() const { return request_.ToJson(); }
+  // As a probes file's results (written to memory by the file's writer, read back by its
+  // reader), built once.
+  const Probes& Results() {
+    if (!results_)
+      results_ = std::make_unique<Probes>(icl::probes::ProbeResultsInMemory(request_, out_, info_));
+    return *results_;
+  }
+  // Writes a probes.h5 as `iclprobe probe --out` does (a temporary name, renamed when
+  // complete; an existing file only with force).
+  void Save(const std::string& path, bool force) const {
+    icl::core::AtomicOutput out(path, "path", icl::core::OutputOptions{force, {}, false, true});
+    {
+      py::gil_scoped_release release;
+      icl::probes::WriteProbesFile(out.temp_path(), request_, out_, info_);
+    }
+    out.Commit();
+  }
+
+ private:
+  icl::probes::ProbeRequest request_;
+  icl::extract::ActivationsInfo info_;
+  icl::probes::ProbeOutput out_;
+  std::unique_ptr<Probes> results_;
+};
+
+// The runner's k counts 1..K along the caller's K axis; results carry the caller's labels.
+void RelabelKs(icl::probes::ProbeOutput& out, const std::vector<int>& labels) {
+  const auto label = [&](int k) { return labels[std::size_t(k - 1)]; };
+  for (auto& r : out.records)
+    r.k = label(r.k);
+  for (auto& r : out.ridge)
+    r.k = label(r.k);
+  for (auto& a : out.alphas)
+    a.k = label(a.k);
+  for (auto& c : out.codes)
+    c.k = label(c.k);
+  for (auto& k : out.ks)
+    k = label(k);
+}
+
+std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
+                                const py::object& progress) {
   namespace pr = icl::probes;
-  const auto h = FloatArray<float>(in.hidden, "hidden", 4, "[N, L, K, F]");
-  const py::ssize_t N = h.shape(0), L = h.shape(1), K = h.shape(2), F = h.shape(3);
-  if (N < 1 || L < 1 || K < 1 || F < 1)
-    throw InputError("iclprobe", "hidden", "has an empty dimension: " + Shape({N, L, K, F}));
+  pr::ProbeRequest r = RequestOf(s);
+  const auto h = FloatArray<float>(in.hidden, "hidden", 4, "[N, L, T, F]");
+  const py::ssize_t N = h.shape(0), L = h.shape(1), T = h.shape(2), F = h.shape(3);
+  if (N < 1 || L < 1 || T < 1 || F < 1)
+    throw InputError("iclprobe", "hidden", "has an empty dimension: " + Shape({N, L, T, F}));
+  if (s.positions != "y" && s.positions != "all")
+    throw InputError("iclprobe", "positions",
+                     "expected y or all, got '" + s.positions.substr(0, 40) + "'");
+  const bool all = s.positions == "all";
+  if (all && T % 2 != 0)
+    throw InputError("iclprobe", "hidden",
+                     "positions all: expected 2n tokens (x_1 y_1 ... x_n y_n) on the T axis, got " +
+                         std::to_string(T));
+  const py::ssize_t K = all ? T / 2 : T;
   if (py::ssize_t(in.layers.size()) != L || py::ssize_t(in.ks.size()) != K)
     throw std::logic_error("iclprobe: layer and k labels do not match the hidden states");
+  for (int l : in.layers)
+    if (l < 0 || l > icl::learners::kMaxLayers)
+      throw InputError("iclprobe", "layers",
+                       "labels must be in 0.." + std::to_string(icl::learners::kMaxLayers) +
+                           ", got " + std::to_string(l));
+  for (std::size_t i = 0; i < in.ks.size(); ++i)
+    if (in.ks[i] < 1 || in.ks[i] > icl::data::kMaxN || (all && in.ks[i] != int(i) + 1))
+      throw InputError("iclprobe", "ks",
+                       all ? "with positions all the k axis is 1..n"
+                           : "labels must be in 1.." + std::to_string(icl::data::kMaxN));
   if (in.targets.empty()) throw InputError("iclprobe", "targets", "at least one is needed");
-  if (threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
 
   auto model = HiddenSource(h, in.layers);
   icl::extract::ActivationsInfo info;
-  info.path = "hidden";
+  info.path = s.name;
   info.model.hidden = int(F);
   info.model.layers = int(L) - 1;
   info.task.n = int(K);
   info.prompts = N;
   info.layers = in.layers;
-  info.positions = icl::extract::Positions::kY;
-  info.positions_per_prompt = int(K);
+  info.positions = all ? icl::extract::Positions::kAll : icl::extract::Positions::kY;
+  info.positions_per_prompt = int(T);
   info.ridge_lambda = -1;
-  pr::ProbeRequest r;
-  r.activations = "hidden";
+  r.activations = s.name;
   r.targets.clear();
   for (const auto& [name, arr] : in.targets) {
     const std::string arg = "targets['" + name.substr(0, 40) + "']";
@@ -281,7 +639,7 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
     if (t.shape(0) != N || t.shape(1) != K)
       throw InputError("iclprobe", arg,
                        "expected [" + std::to_string(N) + ", " + std::to_string(K) +
-                           ", D] to match hidden " + Shape({N, L, K, F}) + ", got " +
+                           ", D] to match hidden " + Shape({N, L, T, F}) + ", got " +
                            Shape({t.shape(0), t.shape(1), t.shape(2)}));
     const py::ssize_t D = t.shape(2);
     if (D < 1) throw InputError("iclprobe", arg, "has no entries (D = 0)");
@@ -304,10 +662,14 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
   std::vector<py::array_t<float, py::array::c_style>> kept;  // the controls' states, read in place
   for (const auto& [name, arr] : in.controls) {
     const std::string arg = "controls['" + name.substr(0, 40) + "']";
-    const auto& c = kept.emplace_back(FloatArray<float>(arr, arg, 4, "[N, L, K, F]"));
-    if (c.shape(0) != N || c.shape(1) != L || c.shape(2) != K || c.shape(3) != F)
+    if (!icl::core::IsPlainName(name) || name.find('.') != std::string::npos || name == s.name)
+      throw InputError("iclprobe", "controls",
+                       "'" + name.substr(0, 40) +
+                           "' is not a plain name (letters, digits, _ -) other than the model's");
+    const auto& c = kept.emplace_back(FloatArray<float>(arr, arg, 4, "[N, L, T, F]"));
+    if (c.shape(0) != N || c.shape(1) != L || c.shape(2) != T || c.shape(3) != F)
       throw InputError("iclprobe", arg,
-                       "expected the shape of hidden " + Shape({N, L, K, F}) + ", got " +
+                       "expected the shape of hidden " + Shape({N, L, T, F}) + ", got " +
                            Shape({c.shape(0), c.shape(1), c.shape(2), c.shape(3)}));
     auto src = HiddenSource(c, in.layers);
     src->targets = model->targets;  // the same prompts, so the same targets
@@ -317,100 +679,21 @@ py::dict RidgeProbe(const ProbeArrays& in, const std::optional<std::vector<doubl
     memory.push_back(src);
     r.controls.push_back(name);
   }
-  if (lambdas) r.lambdas = arma::vec(*lambdas);  // else the CLI's grid, computed as it does
-  r.split = split;
-  r.seed = seed;
-  r.seeds = seeds;
-  r.bootstrap = bootstrap;
-  r.shuffle_control = shuffle_control;
-  const pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
+  pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
     const SerialKernels serial;  // the CLI's probe keeps BLAS serial too
     const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
-    icl::core::ThreadPool pool(threads);
+    r = plan.request;  // defaults resolved (layers, k)
+    icl::core::ThreadPool pool(s.threads);
     return pr::RunProbes(plan, pool, tick);
   });
-  // The k axis is labelled by the caller's ks; the runner counts 1..K.
-  auto k_label = [&](int k) { return in.ks[std::size_t(k - 1)]; };
-  const std::size_t R = out.records.size();
-  std::vector<std::string> target(R), source(R);
-  py::array_t<int> layer(R), k(R), seed_col(R);
-  py::array_t<double> r2(R), r2_lo(R), r2_hi(R), nmse(R), nmse_lo(R), nmse_hi(R), mse(R), lam(R);
-  const py::ssize_t T = R ? py::ssize_t(out.records[0].sse.n_elem) : 0;
-  py::array_t<double> sse({py::ssize_t(R), T}), sst({py::ssize_t(R), T});
-  for (std::size_t i = 0; i < R; ++i) {
-    const auto& rec = out.records[i];
-    target[i] = rec.target, source[i] = rec.source;
-    layer.mutable_at(i) = rec.layer, k.mutable_at(i) = k_label(rec.k),
-    seed_col.mutable_at(i) = rec.seed;
-    r2.mutable_at(i) = rec.r2, r2_lo.mutable_at(i) = rec.r2_lo, r2_hi.mutable_at(i) = rec.r2_hi;
-    nmse.mutable_at(i) = rec.nmse, nmse_lo.mutable_at(i) = rec.nmse_lo,
-    nmse_hi.mutable_at(i) = rec.nmse_hi;
-    mse.mutable_at(i) = rec.mse, lam.mutable_at(i) = rec.lambda;
-    std::memcpy(sse.mutable_data(i, 0), rec.sse.memptr(), sizeof(double) * T);
-    std::memcpy(sst.mutable_data(i, 0), rec.sst.memptr(), sizeof(double) * T);
-  }
-  // String columns as numpy arrays too, so that `table["source"] == "model"` is elementwise.
-  const py::object np_array = py::module_::import("numpy").attr("array");
-  py::dict table;
-  table["target"] = np_array(target), table["source"] = np_array(source), table["layer"] = layer,
-  table["k"] = k;
-  table["seed"] = seed_col, table["r2"] = r2, table["r2_lo"] = r2_lo, table["r2_hi"] = r2_hi;
-  table["nmse"] = nmse, table["nmse_lo"] = nmse_lo, table["nmse_hi"] = nmse_hi;
-  table["mse"] = mse, table["lambda"] = lam;
-
-  // Selectivity: R2(model) - R2(control) per cell, with a paired percentile interval (both
-  // scores on the same bootstrap resamples of the seed's test prompts).
-  std::map<std::tuple<std::string, int, int, int>, std::size_t> model_row;
-  for (std::size_t i = 0; i < R; ++i)
-    if (out.records[i].source == "model")
-      model_row[{out.records[i].target, out.records[i].layer, out.records[i].k,
-                 out.records[i].seed}] = i;
-  const pr::Bootstrap boot(arma::uword(T), seeds, bootstrap, seed);
-  std::vector<std::string> s_target, s_control;
-  std::vector<int> s_layer, s_k, s_seed;
-  std::vector<double> s_val, s_lo, s_hi;
-  for (std::size_t i = 0; i < R; ++i) {
-    const auto& c = out.records[i];
-    if (c.source == "model") continue;
-    const auto& m = out.records[model_row.at({c.target, c.layer, c.k, c.seed})];
-    const arma::vec diff = boot.R2(m.seed, m.sse, m.sst) - boot.R2(c.seed, c.sse, c.sst);
-    const pr::Interval iv = pr::PercentileInterval(diff);
-    s_target.push_back(c.target), s_control.push_back(c.source), s_layer.push_back(c.layer);
-    s_k.push_back(k_label(c.k)), s_seed.push_back(c.seed);
-    s_val.push_back(m.r2 - c.r2), s_lo.push_back(iv.lo), s_hi.push_back(iv.hi);
-  }
-  py::dict sel;
-  sel["target"] = np_array(s_target), sel["control"] = np_array(s_control);
-  sel["layer"] = py::array(py::cast(s_layer)), sel["k"] = py::array(py::cast(s_k));
-  sel["seed"] = py::array(py::cast(s_seed)), sel["selectivity"] = py::array(py::cast(s_val));
-  sel["lo"] = py::array(py::cast(s_lo)), sel["hi"] = py::array(py::cast(s_hi));
-
-  py::list weights;
-  for (const auto& w : out.ridge) {
-    py::dict d;
-    d["target"] = w.target, d["source"] = w.source, d["layer"] = w.layer;
-    d["k"] = k_label(w.k), d["seed"] = w.seed, d["lambda"] = w.lambda;
-    d["weights"] = ToNumpy(arma::mat(w.weights.t()));  // [F, D] as p x m: numpy [F, D]
-    d["intercept"] = ToNumpy(w.intercept);
-    d["loo_mse"] = ToNumpy(w.loo_mse);
-    d["feature_scale"] = ToNumpy(w.feature_scale);
-    weights.append(d);
-  }
-  py::list roles;
-  for (const auto& r8 : out.roles) {
-    py::array_t<std::uint8_t> a(py::ssize_t(r8.size()));
-    std::memcpy(a.mutable_data(), r8.data(), r8.size());
-    roles.append(a);
-  }
-  py::dict result;
-  result["table"] = table;
-  result["per_prompt_sse"] = sse;
-  result["per_prompt_sst"] = sst;
-  result["selectivity"] = sel;
-  result["ridge"] = weights;
-  result["roles"] = roles;
-  result["request"] = py::str(r.ToJson());
-  return result;
+  RelabelKs(out, in.ks);
+  // What describes the results: the caller's k labels on the task's k axis.
+  for (int& k : r.ks)
+    k = in.ks[std::size_t(k - 1)];
+  info.task.n = std::max(info.task.n, *std::max_element(in.ks.begin(), in.ks.end()));
+  info.model.layers =
+      std::max(info.model.layers, *std::max_element(in.layers.begin(), in.layers.end()));
+  return std::make_unique<ProbeRun>(std::move(r), std::move(info), std::move(out));
 }
 
 // ---- an activations file ----
@@ -536,73 +819,98 @@ class TransformerModel {
   icl::learners::Transformer model_{nullptr};
 };
 
-// A probes file written by `iclprobe probe`, read through its one reader (ReadProbesFile).
-class Probes {
+// ---- the files of intervene, das, swap, erase and trace ----
+
+// A results file of the causal tests or of trace, checked by its format's own reader (what
+// `iclprobe report` and the CSV writers read), then read dataset by dataset from a handle opened
+// before the check.
+class ResultsFile {
  public:
-  explicit Probes(const std::string& path) : r_(icl::probes::ReadProbesFile(path)) {}
-  const icl::probes::ProbeResults& results() const { return r_; }
-  // /metrics/<target>/<probe>/<source>/<metric> as [L, K, S] (cube (seed, k, layer) column-major
-  // is that row-major).
-  py::array_t<double> Metric(const std::string& target, const std::string& probe,
-                             const std::string& source, const std::string& metric) const {
-    const arma::cube* c = r_.Find(target, probe, source, metric);
-    if (!c)
-      throw InputError("'" + r_.path + "'", "",
-                       "has no metric " + target + "/" + probe + "/" + source + "/" + metric);
-    py::array_t<double> a(
-        {py::ssize_t(c->n_slices), py::ssize_t(c->n_cols), py::ssize_t(c->n_rows)});
-    std::memcpy(a.mutable_data(), c->memptr(), sizeof(double) * c->n_elem);
-    return a;
+  explicit ResultsFile(const std::string& path)
+      : file_(icl::h5::File::Open(path)), kind_(FileKind(path)) {
+    std::ostringstream csv;
+    namespace iv = icl::intervene;
+    if (kind_ == "interventions")
+      iv::WriteInterventionsCsv(csv, iv::ReadInterventionsFile(path));
+    else if (kind_ == "das")
+      iv::WriteDasCsv(csv, iv::ReadDasFile(path));
+    else if (kind_ == "swaps")
+      iv::WriteSwapsCsv(csv, iv::ReadSwapsFile(path));
+    else if (kind_ == "erasure")
+      iv::WriteErasureCsv(csv, iv::ReadErasureFile(path));
+    else if (kind_ == "trace")
+      icl::analysis::WriteTraceCsv(csv, icl::analysis::ReadTraceFile(path));
+    else
+      throw InputError("'" + path + "'", "",
+                       "has format '" + kind_.substr(0, 40) +
+                           "', not a file of intervene, das, swap, erase or trace");
+    csv_ = csv.str();
   }
-  // The onset of every (target, probe) at k under `rule` (analysis::FindOnsets, what `iclprobe
-  // report` prints).
-  py::list Onsets(int k, double threshold, double relative, double margin) const {
-    icl::analysis::OnsetRule rule;
-    rule.threshold = threshold, rule.relative = relative, rule.margin = margin;
-    rule.Validate();
-    const auto k_at = std::find(r_.ks.begin(), r_.ks.end(), k);
-    if (k_at == r_.ks.end())
-      throw InputError("'" + r_.path + "'", "k", "k=" + std::to_string(k) + " was not probed");
-    py::list out;
-    auto score = [](const icl::analysis::Scorer::Score& s) {
-      return py::make_tuple(s.mean, s.lo, s.hi);
-    };
-    for (const auto& o : icl::analysis::FindOnsets(r_, k, rule)) {
-      py::dict d;
-      d["target"] = o.target, d["probe"] = o.probe, d["k"] = o.k;
-      d["layer"] = o.layer >= 0 ? py::object(py::int_(o.layer)) : py::object(py::none());
-      d["threshold"] = o.threshold, d["best_layer"] = o.best_layer, d["best_r2"] = o.best_r2;
-      py::dict controls, margins;
-      for (const auto& [name, layer] : o.controls)
-        controls[py::str(name)] = layer >= 0 ? py::object(py::int_(layer)) : py::object(py::none());
-      for (const auto& [name, sc] : o.margins)
-        margins[py::str(name)] = score(sc);
-      d["controls"] = controls;
-      d["intervals"] = o.intervals;
-      if (o.intervals) {
-        d["best"] = score(o.best);
-        d["at_onset"] = score(o.at_onset);
-        d["margins"] = margins;
-        d["indistinguishable"] = o.indistinguishable;
-      }
-      out.append(d);
+  const std::string& kind() const { return kind_; }
+  const std::string& path() const { return file_.file(); }
+  const std::string& csv() const { return csv_; }
+  // Root attributes: strings (JSON objects parsed by the caller), numbers, lists.
+  py::dict Attrs() const {
+    py::dict out;
+    for (const auto& name : file_.AttrNames()) {
+      py::object v = py::none();
+      // The attribute's type decides which getter succeeds.
+      if (TryGet(v, [&] { return py::cast(file_.GetString(name)); }) ||
+          TryGet(v, [&] { return py::cast(file_.GetStringList(name)); }) ||
+          TryGet(v, [&] { return py::cast(file_.GetInt(name)); }) ||
+          TryGet(v, [&] { return py::cast(file_.GetIntList(name)); }) ||
+          TryGet(v, [&] { return py::cast(file_.GetDouble(name)); }))
+        out[py::str(name)] = v;
     }
     return out;
   }
-  py::dict Ridge(const std::string& target, int layer, int k, int seed,
-                 const std::string& source) const {
-    const icl::probes::RidgeReadout w =
-        icl::probes::ReadRidgeReadout(r_, target, layer, k, seed, source);
-    py::dict d;
-    d["weights"] = ToNumpy(arma::mat(w.weights.t()));
-    d["intercept"] = ToNumpy(w.intercept);
-    d["feature_scale"] = ToNumpy(w.feature_scale);
-    d["lambda"] = w.lambda;
-    return d;
+  // Every dataset's path, depth first.
+  std::vector<std::string> Datasets() const {
+    std::vector<std::string> out;
+    Walk(file_, "", out);
+    return out;
+  }
+  // One dataset as float64 in its shape, and its axis labels.
+  py::tuple Read(const std::string& name) const {
+    const std::vector<std::string> all = Datasets();
+    if (std::find(all.begin(), all.end(), name) == all.end())
+      throw InputError("'" + path() + "'", "name",
+                       "has no dataset '" + name.substr(0, 80) + "'; datasets() lists them");
+    const icl::h5::Dataset ds = file_.OpenDataset(name);
+    const auto dims = ds.dims();
+    std::vector<py::ssize_t> shape(dims.begin(), dims.end());
+    py::array_t<double> a(shape);
+    ds.Read(a.mutable_data(), std::size_t(a.size()));
+    return py::make_tuple(a, ds.DimLabels());
   }
 
  private:
-  icl::probes::ProbeResults r_;
+  template <class F>
+  static bool TryGet(py::object& v, F get) {
+    try {
+      v = get();
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  static void Walk(const icl::h5::Group& g, const std::string& prefix,
+                   std::vector<std::string>& out) {
+    for (const auto& m : g.Members()) {
+      const std::string path = prefix.empty() ? m : prefix + "/" + m;
+      std::optional<icl::h5::Group> sub;
+      try {
+        sub.emplace(g.OpenGroup(m));
+      } catch (const std::exception&) {
+        out.push_back(path);  // not a group: a dataset
+        continue;
+      }
+      Walk(*sub, path, out);
+    }
+  }
+  icl::h5::File file_;
+  std::string kind_;
+  std::string csv_;
 };
 
 }  // namespace
@@ -614,6 +922,12 @@ std::string FileKind(const std::string& path) {
   const std::string format = f.HasAttr("format") ? f.GetString("format") : std::string();
   if (format == icl::extract::schema::kFormat) return "activations";
   if (format == icl::probes::kProbesFormat) return "probes";
+  if (format == icl::learners::kCheckpointFormat) return "checkpoint";
+  if (format == icl::intervene::kInterventionsFormat) return "interventions";
+  if (format == icl::intervene::kDasFormat) return "das";
+  if (format == icl::intervene::kSwapsFormat) return "swaps";
+  if (format == icl::intervene::kErasureFormat) return "erasure";
+  if (format == icl::analysis::kTraceFormat) return "trace";
   return format;
 }
 
@@ -639,9 +953,65 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("controls", &ProbeArrays::controls)
       .def_readwrite("layers", &ProbeArrays::layers)
       .def_readwrite("ks", &ProbeArrays::ks);
-  m.def("ridge_probe", &RidgeProbe, py::arg("arrays"), py::arg("lambdas"), py::arg("split"),
-        py::arg("seed"), py::arg("seeds"), py::arg("bootstrap"), py::arg("shuffle_control"),
-        py::arg("threads"), py::arg("progress"));
+  py::class_<ProbeSettings>(m, "ProbeSettings")
+      .def(py::init<>())
+      .def_readwrite("probes", &ProbeSettings::probes)
+      .def_readwrite("positions", &ProbeSettings::positions)
+      .def_readwrite("at", &ProbeSettings::at)
+      .def_readwrite("pooling", &ProbeSettings::pooling)
+      .def_readwrite("lambdas", &ProbeSettings::lambdas)
+      .def_readwrite("split", &ProbeSettings::split)
+      .def_readwrite("seed", &ProbeSettings::seed)
+      .def_readwrite("seeds", &ProbeSettings::seeds)
+      .def_readwrite("bootstrap", &ProbeSettings::bootstrap)
+      .def_readwrite("threads", &ProbeSettings::threads)
+      .def_readwrite("shuffle_control", &ProbeSettings::shuffle_control)
+      .def_readwrite("codelength", &ProbeSettings::codelength)
+      .def_readwrite("codelength_blocks", &ProbeSettings::codelength_blocks)
+      .def_readwrite("mlp_hidden", &ProbeSettings::mlp_hidden)
+      .def_readwrite("epochs", &ProbeSettings::epochs)
+      .def_readwrite("patience", &ProbeSettings::patience)
+      .def_readwrite("batch", &ProbeSettings::batch)
+      .def_readwrite("lr", &ProbeSettings::lr)
+      .def_readwrite("name", &ProbeSettings::name);
+
+  py::class_<Probes>(m, "Probes")
+      .def(py::init([](const std::string& path) {
+             return std::make_unique<Probes>(icl::probes::ReadProbesFile(path));
+           }),
+           py::arg("path"))
+      .def_property_readonly("path", [](const Probes& p) { return p.results().path; })
+      .def_property_readonly("targets", [](const Probes& p) { return p.results().targets; })
+      .def_property_readonly("probes", [](const Probes& p) { return p.results().probes; })
+      .def_property_readonly("sources", [](const Probes& p) { return p.results().sources; })
+      .def_property_readonly("layers", [](const Probes& p) { return p.results().layers; })
+      .def_property_readonly("ks", [](const Probes& p) { return p.results().ks; })
+      .def_property_readonly("seeds", [](const Probes& p) { return p.results().seeds; })
+      .def("metric", &Probes::Metric, py::arg("target"), py::arg("probe"), py::arg("source"),
+           py::arg("metric"))
+      .def("onsets", &Probes::Onsets, py::arg("k"), py::arg("threshold"), py::arg("relative"),
+           py::arg("margin"))
+      .def("ridge", &Probes::Ridge, py::arg("target"), py::arg("layer"), py::arg("k"),
+           py::arg("seed"), py::arg("source"));
+
+  py::class_<ProbeRun>(m, "ProbeRun")
+      .def("table", &ProbeRun::Table)
+      .def("per_prompt", &ProbeRun::PerPrompt)
+      .def("selectivity", &ProbeRun::Selectivity)
+      .def("ridge", &ProbeRun::Ridge)
+      .def("pooling", &ProbeRun::Pooling)
+      .def("roles", &ProbeRun::Roles)
+      .def("request", &ProbeRun::RequestJson)
+      .def("results", &ProbeRun::Results, py::return_value_policy::reference_internal)
+      .def("save", &ProbeRun::Save, py::arg("path"), py::arg("force"));
+  m.def("probe", &Probe, py::arg("arrays"), py::arg("settings"), py::arg("progress"));
+  m.def(
+      "family_report",
+      [](const std::vector<std::pair<std::string, const Probes*>>& learners, int k,
+         double threshold, double relative,
+         double margin) { return FamilyReport(learners, k, threshold, relative, margin); },
+      py::arg("learners"), py::arg("k"), py::arg("threshold"), py::arg("relative"),
+      py::arg("margin"));
 
   py::class_<Activations>(m, "Activations")
       .def(py::init<const std::string&>(), py::arg("path"))
@@ -665,6 +1035,15 @@ PYBIND11_MODULE(_core, m) {
       .def("target", &Activations::Target, py::arg("name"))
       .def("read_prompts", &Activations::Prompts);
 
+  py::class_<ResultsFile>(m, "ResultsFile")
+      .def(py::init<const std::string&>(), py::arg("path"))
+      .def_property_readonly("kind", &ResultsFile::kind)
+      .def_property_readonly("path", &ResultsFile::path)
+      .def("csv", &ResultsFile::csv)
+      .def("attrs", &ResultsFile::Attrs)
+      .def("datasets", &ResultsFile::Datasets)
+      .def("read", &ResultsFile::Read, py::arg("name"));
+
   py::class_<TransformerModel>(m, "Transformer")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def_property_readonly("path", [](const TransformerModel& t) { return t.info().path; })
@@ -675,20 +1054,4 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("step", [](const TransformerModel& t) { return t.info().step; })
       .def("forward", &TransformerModel::Forward, py::arg("x"), py::arg("y"),
            py::arg("return_hidden"), py::arg("threads"), py::arg("progress"));
-
-  py::class_<Probes>(m, "Probes")
-      .def(py::init<const std::string&>(), py::arg("path"))
-      .def_property_readonly("path", [](const Probes& p) { return p.results().path; })
-      .def_property_readonly("targets", [](const Probes& p) { return p.results().targets; })
-      .def_property_readonly("probes", [](const Probes& p) { return p.results().probes; })
-      .def_property_readonly("sources", [](const Probes& p) { return p.results().sources; })
-      .def_property_readonly("layers", [](const Probes& p) { return p.results().layers; })
-      .def_property_readonly("ks", [](const Probes& p) { return p.results().ks; })
-      .def_property_readonly("seeds", [](const Probes& p) { return p.results().seeds; })
-      .def("metric", &Probes::Metric, py::arg("target"), py::arg("probe"), py::arg("source"),
-           py::arg("metric"))
-      .def("onsets", &Probes::Onsets, py::arg("k"), py::arg("threshold"), py::arg("relative"),
-           py::arg("margin"))
-      .def("ridge", &Probes::Ridge, py::arg("target"), py::arg("layer"), py::arg("k"),
-           py::arg("seed"), py::arg("source"));
 }

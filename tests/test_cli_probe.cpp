@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "analysis/report.hpp"
 #include "core/hdf5.hpp"
 #include "data/prompt_io.hpp"
 #include "extract/activations_schema.hpp"
@@ -364,6 +365,36 @@ TEST(CliProbe, RidgeOnStatesInMemoryEqualsTheFileRunExactly) {
     EXPECT_TRUE(
         arma::approx_equal(from_file.ridge[i].weights, in_memory.ridge[i].weights, "absdiff", 0.0))
         << i;
+
+  // Its results as a probes file's, with no file: what the file's writer writes and its reader
+  // reads back, so equal to the file of the file run.
+  const std::string path = tmp / "probes.h5";
+  probes::WriteProbesFile(path, req, from_file);
+  const probes::ProbeResults disk = probes::ReadProbesFile(path);
+  const probes::ProbeResults mem = probes::ProbeResultsInMemory(mreq, in_memory, infos[0]);
+  EXPECT_EQ(disk.targets, mem.targets);
+  EXPECT_EQ(disk.sources, mem.sources);
+  EXPECT_EQ(disk.layers, mem.layers);
+  EXPECT_EQ(disk.ks, mem.ks);
+  EXPECT_EQ(disk.task_config, mem.task_config);
+  EXPECT_EQ(disk.n_test, mem.n_test);
+  ASSERT_EQ(disk.metric.size(), mem.metric.size());
+  for (const auto& [key, c] : disk.metric)
+    EXPECT_TRUE(arma::approx_equal(c, mem.metric.at(key), "absdiff", 0.0)) << key;
+  ASSERT_EQ(disk.sse.size(), mem.sse.size());
+  for (const auto& [key, cells] : disk.sse)
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      EXPECT_TRUE(arma::approx_equal(cells[i], mem.sse.at(key)[i], "absdiff", 0.0)) << key;
+  const auto onsets_disk = analysis::FindOnsets(disk, 3, {});
+  const auto onsets_mem = analysis::FindOnsets(mem, 3, {});
+  ASSERT_EQ(onsets_disk.size(), onsets_mem.size());
+  for (std::size_t i = 0; i < onsets_disk.size(); ++i) {
+    EXPECT_EQ(onsets_disk[i].layer, onsets_mem[i].layer);
+    EXPECT_EQ(onsets_disk[i].at_onset.lo, onsets_mem[i].at_onset.lo);
+  }
+  const probes::RidgeReadout rd = probes::ReadRidgeReadout(disk, "xty", 2, 3, 1);
+  const probes::RidgeReadout rm = probes::ReadRidgeReadout(mem, "xty", 2, 3, 1);
+  EXPECT_TRUE(arma::approx_equal(rd.weights, rm.weights, "absdiff", 0.0));
 
   // A memory source that lacks a layer its description names is the caller's bug.
   auto partial = std::make_shared<probes::MemorySource>(*memory[0]);

@@ -104,6 +104,27 @@ TEST(Hdf5, CreateRefusesAnExistingFileAndOpenNamesMissingObjects) {
             std::string::npos);
 }
 
+// An in-memory file reads back what was written, two of one name coexist, and nothing reaches
+// the disk, not even on Close().
+TEST(Hdf5, InMemoryFileRoundTripsAndTouchesNoDisk) {
+  test::TempDir tmp;
+  const std::string name = tmp / "mem.h5";
+  h5::File a = h5::File::CreateInMemory(name);
+  h5::File b = h5::File::CreateInMemory(name);
+  const std::vector<double> v = {1.5, -2.0, 3.25};
+  a.CreateDataset<double>("x", {3}).Write(v.data(), v.size());
+  b.SetAttr("n", std::int64_t(7));
+  std::vector<double> back(3);
+  a.OpenDataset("x").Read(back.data(), back.size());
+  EXPECT_EQ(back, v);
+  EXPECT_EQ(b.GetInt("n"), 7);
+  EXPECT_FALSE(b.Exists("x"));
+  a.Close();
+  b.Close();
+  EXPECT_FALSE(std::filesystem::exists(name));
+  EXPECT_TRUE(std::filesystem::is_empty(std::string(tmp / "")));
+}
+
 TEST(PromptFiles, RoundTripIsExact) {
   test::TempDir tmp;
   const std::string path = tmp / "p.h5";

@@ -25,8 +25,8 @@ from . import _core
 __version__ = _core.__version__
 git_commit = _core.git_commit
 
-__all__ = ["targets", "ridge_probe", "ProbeResult", "open", "Activations", "Probes", "Transformer",
-           "__version__"]
+__all__ = ["targets", "probe", "ridge_probe", "ProbeResult", "onsets", "family", "open",
+           "Activations", "Probes", "Results", "Transformer", "__version__"]
 
 _advice = _core.blas_core_advice()
 if _advice and not _os.environ.get("OPENBLAS_CORETYPE"):
@@ -85,36 +85,46 @@ def targets(x, y, ridge_lambda=0.1, learners=(), noise=0.0, w_scale=1.0):
 
 
 class ProbeResult:
-    """The outcome of ridge_probe.
+    """The outcome of probe (or ridge_probe).
 
     Attributes:
-        table: dict of equal-length numpy columns, one row per (target, source, layer, k,
-            seed): r2, r2_lo, r2_hi (95% percentile bootstrap over the seed's test prompts),
-            nmse (and its interval), mse, lambda (the penalty chosen by exact leave-one-out).
-            ``pandas.DataFrame(result.table)`` makes it a frame.
+        table: dict of equal-length numpy columns, one row per (target, probe, source, layer,
+            k, seed): r2, r2_lo, r2_hi (95% percentile bootstrap over the seed's test prompts),
+            nmse (and its interval), mse, lambda (ridge: the penalty chosen by exact
+            leave-one-out; -1 otherwise), epochs (linear/mlp: epochs trained), and with
+            codelength code_bits and uniform_bits. ``pandas.DataFrame(result.table)`` makes it
+            a frame.
         selectivity: dict of columns, one row per control cell: R2(model) - R2(control) with a
             paired 95% interval (lo, hi) on the same resamples.
         per_prompt_sse, per_prompt_sst: [rows of table, test prompts] squared errors of the
             probe and of the test mean, what the intervals resample.
+        pooling: the linear/MLP probes' attention weights over the positions up to the one
+            read: a list of dicts (target, probe, source, layer, k, seed, alpha).
         roles: per seed, the role of each prompt (0 train, 1 validation, 2 test).
         request: the settings as JSON (what the CLI stores as probe_config).
+        layers, ks: the labels of the probed layers and k.
+
+    Methods: weights() (a ridge readout), onsets() (the report's onset rule), metric() (one
+    score over the grid), save() (a probes.h5 file, as ``iclprobe probe --out`` writes).
     """
 
-    def __init__(self, raw, layers, ks):
-        self.table = raw["table"]
-        self.selectivity = raw["selectivity"]
-        self.per_prompt_sse = raw["per_prompt_sse"]
-        self.per_prompt_sst = raw["per_prompt_sst"]
-        self.roles = raw["roles"]
-        self.request = _json.loads(raw["request"])
-        self._ridge = raw["ridge"]
+    def __init__(self, run, layers, ks):
+        self._run = run
+        self.table = run.table()
+        self.selectivity = run.selectivity()
+        self.per_prompt_sse, self.per_prompt_sst = run.per_prompt()
+        self.roles = run.roles()
+        self.pooling = run.pooling()
+        self.request = _json.loads(run.request())
+        self._ridge = run.ridge()
         self.layers = list(layers)
         self.ks = list(ks)
 
     def weights(self, target=None, layer=None, k=None, seed=0, source="model"):
-        """The fitted readout of one cell: a dict with weights [F, D] (on the raw features),
-        intercept [D], lambda, loo_mse (per penalty of the grid) and feature_scale [F].
-        Predictions are ``h @ weights + intercept``. Arguments left out must be unambiguous."""
+        """The fitted ridge readout of one cell: a dict with weights [F, D] (on the raw
+        features), intercept [D], lambda, loo_mse (per penalty of the grid) and feature_scale
+        [F]. Predictions are ``h @ weights + intercept``. Arguments left out must be
+        unambiguous."""
         found = [
             w for w in self._ridge
             if (target is None or w["target"] == target) and (layer is None or w["layer"] == layer)
@@ -126,9 +136,161 @@ class ProbeResult:
                 "cell" % (len(found), target, layer, k, seed, source))
         return found[0]
 
+    def onsets(self, k, threshold=-1.0, relative=0.9, margin=0.1):
+        """The onset layer of every (target, probe) at k: the rule of ``iclprobe report`` (see
+        Probes.onsets), on these results."""
+        return self._run.results().onsets(int(k), float(threshold), float(relative),
+                                          float(margin))
+
+    def metric(self, target, metric="r2", probe="ridge", source="model"):
+        """One score over the grid: float64 [layers, ks, seeds] (r2, r2_lo, r2_hi, nmse, mse,
+        ...), as Probes.metric reads it from a file."""
+        return self._run.results().metric(str(target), str(probe), str(source), str(metric))
+
+    def save(self, path, force=False):
+        """Writes the results as a probes.h5 file (what ``iclprobe probe --out`` writes; ``iclprobe
+        report`` reads it). Written under a temporary name and renamed when complete; an
+        existing file is replaced only with force=True."""
+        self._run.save(_os.fspath(path), bool(force))
+
     def __repr__(self):
-        return "ProbeResult(%d rows: targets %s, layers %s, k %s)" % (
-            len(self.table["r2"]), sorted(set(self.table["target"])), self.layers, self.ks)
+        return "ProbeResult(%d rows: targets %s, probes %s, layers %s, k %s)" % (
+            len(self.table["r2"]), sorted(set(self.table["target"])),
+            sorted(set(self.table["probe"])), self.layers, self.ks)
+
+
+def _as_4d(name, a):
+    """[N, F] -> [N, 1, 1, F]; [N, T, F] -> [N, 1, T, F]; [N, L, T, F] as is."""
+    if a.ndim == 2:
+        return a.reshape(a.shape[0], 1, 1, a.shape[1])
+    if a.ndim == 3:
+        return a.reshape(a.shape[0], 1, a.shape[1], a.shape[2])
+    if a.ndim == 4:
+        return a
+    raise ValueError("iclprobe: %s: expected [N, F], [N, T, F] or [N, L, T, F], got %d "
+                     "dimensions" % (name, a.ndim))
+
+
+def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", layers=None,
+          ks=None, controls=None, lambdas=None, split=(0.8, 0.1, 0.1), seed=0, seeds=1,
+          bootstrap=1000, shuffle_control=False, pooling="attention", mlp_hidden=256, lr=1e-3,
+          epochs=30, patience=4, batch=64, codelength=False, codelength_blocks=None,
+          name="hidden", threads=1, progress=None):
+    """Probes of hidden states for targets -- ``iclprobe probe`` on arrays, with its options as
+    keyword arguments (the same code: exact leave-one-out ridge, the paper's attention-pooled
+    linear and MLP probes, bootstrap intervals, controls, codelength).
+
+    Arguments:
+        hidden: float array [N, F] (one state per prompt), [N, T, F] (one layer, T positions)
+            or [N, L, T, F] (L layers). Used as float32, the precision files store.
+        targets: float array [N, K, D] (the value after k = 1..K examples) or [N, D] (the same
+            for every k, e.g. the true w), or a dict name -> array.
+        probes: families, any of "ridge", "linear", "mlp".
+        positions: what the T axis holds: "y" (T = K states, the one after k examples at k-1)
+            or "all" (T = 2K tokens x_1 y_1 ... x_K y_K: after k examples is 2k-1, the query
+            x_{k+1} is 2k). Default: "y" when T equals the targets' K, "all" when T = 2K.
+        at: "state" (the state after k examples), "query" (the x-token of example k+1; needs
+            positions "all"; k = 1..K-1) or "both"; a query target is named "<target>.query".
+        layers: labels of the L axis (default 0..L-1); ks: labels of the K axis (default
+            1..K; only with positions "y").
+        controls: dict name -> (or list of) arrays shaped like hidden: the same prompts through
+            a control model (a random-init twin, say). Each gets the same probes, and
+            ``result.selectivity`` holds model minus control with paired intervals.
+        lambdas: the ridge penalty grid (default 1e-3..1e5, 20 values, as the CLI).
+        split: train/validation/test fractions; seed: the split's seed; seeds: several splits.
+        bootstrap: replicates of the bootstrap over test prompts (100..100000).
+        shuffle_control: also probe targets permuted across training prompts.
+        pooling: linear/mlp input: "attention" (learned softmax weights over the states up to
+            the one read) or "position" (that state alone).
+        mlp_hidden, lr, epochs, patience, batch: the linear/MLP probes' training (Adam, early
+            stopping on the validation split).
+        codelength: also the online codelength (MDL) of every probe; codelength_blocks: where
+            its blocks end, as increasing fractions of the training prompts ending at 1.
+        name: names these states in messages, saved files and family reports.
+        threads: worker threads (results do not depend on it).
+        progress: None, or a function progress(done, total) called from Python's thread at
+            most every 0.1 s. Ctrl-C stops the run at its next progress tick and raises
+            KeyboardInterrupt.
+
+    Returns a ProbeResult.
+
+    Example (states of any model, here [N, T, F] with T = 2K tokens):
+        >>> res = iclprobe.probe(h, {"w_ols": w_ols}, probes=["ridge", "mlp"], epochs=10)
+        >>> res.table["r2"], res.onsets(k=4)
+    """
+    h = _as_4d("hidden", _array("hidden", hidden))
+    if not isinstance(targets, dict):
+        targets = {"target": targets}
+    if not targets:
+        raise ValueError("iclprobe: targets: at least one is needed")
+    tarrays = {str(n): _array("targets['%s']" % n, t) for n, t in targets.items()}
+    N, L, T = h.shape[0], h.shape[1], h.shape[2]
+    per_k = [a.shape[1] for a in tarrays.values() if a.ndim == 3]
+    if positions is None:
+        if not per_k or per_k[0] == T:
+            positions = "y"
+        elif 2 * per_k[0] == T:
+            positions = "all"
+        else:
+            raise ValueError(
+                "iclprobe: targets: their K = %d matches neither the T = %d states of hidden "
+                "(positions y) nor T / 2 (positions all)" % (per_k[0], T))
+    if positions not in ("y", "all"):
+        raise ValueError("iclprobe: positions: expected 'y' or 'all', got %r" % (positions,))
+    K = T if positions == "y" else T // 2
+    tmap = {}
+    for n, a in tarrays.items():
+        if a.ndim == 2:  # the same value after every k
+            a = _np.broadcast_to(a[:, None, :], (a.shape[0], K, a.shape[1]))
+        elif a.ndim != 3:
+            raise ValueError("iclprobe: targets['%s']: expected [N, K, D] or [N, D], got %d "
+                             "dimensions" % (n, a.ndim))
+        tmap[n] = a
+    layers = list(range(L)) if layers is None else [int(v) for v in layers]
+    if ks is not None and positions == "all":
+        raise ValueError("iclprobe: ks: with positions 'all' the k axis is 1..K; leave ks out")
+    ks = list(range(1, K + 1)) if ks is None else [int(v) for v in ks]
+    if len(layers) != L or len(set(layers)) != L:
+        raise ValueError("iclprobe: layers: expected %d distinct labels for the L axis, got %r"
+                         % (L, layers))
+    if len(ks) != K or len(set(ks)) != K:
+        raise ValueError("iclprobe: ks: expected %d distinct labels for the K axis, got %r"
+                         % (K, ks))
+    if controls is None:
+        controls = {}
+    elif not isinstance(controls, dict):
+        controls = {"control_%d" % (i + 1): c for i, c in enumerate(controls)}
+    carr = [(str(n), _as_4d("controls['%s']" % n, _array("controls['%s']" % n, c)))
+            for n, c in controls.items()]
+    arrays = _core.ProbeArrays()
+    arrays.hidden = h
+    arrays.targets = tmap
+    arrays.controls = carr
+    arrays.layers = layers
+    arrays.ks = ks
+    s = _core.ProbeSettings()
+    s.probes = [str(p) for p in ([probes] if isinstance(probes, str) else probes)]
+    s.positions = positions
+    s.at = str(at)
+    s.pooling = str(pooling)
+    s.lambdas = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's grid
+    s.split = tuple(float(v) for v in split)
+    s.seed = int(seed)
+    s.seeds = int(seeds)
+    s.bootstrap = int(bootstrap)
+    s.shuffle_control = bool(shuffle_control)
+    s.mlp_hidden = int(mlp_hidden)
+    s.lr = float(lr)
+    s.epochs = int(epochs)
+    s.patience = int(patience)
+    s.batch = int(batch)
+    s.codelength = bool(codelength)
+    s.codelength_blocks = (None if codelength_blocks is None
+                           else [float(v) for v in codelength_blocks])
+    s.name = str(name)
+    s.threads = int(threads)
+    run = _core.probe(arrays, s, progress)
+    return ProbeResult(run, layers, sorted(set(int(v) for v in run.table()["k"])))
 
 
 def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas=None,
@@ -136,7 +298,8 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
                 threads=1, progress=None):
     """Ridge probes of hidden states for targets: iclprobe's exact leave-one-out ridge (penalty
     chosen on the training prompts from one eigendecomposition), scored on held-out prompts
-    with bootstrap intervals -- the code ``iclprobe probe`` runs, on arrays.
+    with bootstrap intervals -- the code ``iclprobe probe`` runs, on arrays. probe() with
+    probes=["ridge"] and hidden states after k examples.
 
     Arguments:
         hidden: float array [N, F] (one state per prompt), or [N, L, K, F] (L layers and K
@@ -162,11 +325,7 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
         >>> res.table["r2"], res.table["r2_lo"], res.table["r2_hi"]
     """
     h = _array("hidden", hidden)
-    if h.ndim == 2:
-        h4 = h.reshape(h.shape[0], 1, 1, h.shape[1])
-    elif h.ndim == 4:
-        h4 = h
-    else:
+    if h.ndim not in (2, 4):
         raise ValueError("iclprobe: hidden: expected [N, F] or [N, L, K, F], got %d dimensions"
                          % h.ndim)
     if not isinstance(targets, dict):
@@ -179,37 +338,14 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
                 raise ValueError("iclprobe: targets['%s']: expected [N, D] with hidden [N, F], "
                                  "got %d dimensions" % (name, a.ndim))
             a = a.reshape(a.shape[0], 1, a.shape[1])
+        elif a.ndim != 3:
+            raise ValueError("iclprobe: targets['%s']: expected [N, K, D] with hidden "
+                             "[N, L, K, F], got %d dimensions" % (name, a.ndim))
         tmap[str(name)] = a
-    L, K = h4.shape[1], h4.shape[2]
-    layers = list(range(L)) if layers is None else [int(v) for v in layers]
-    ks = list(range(1, K + 1)) if ks is None else [int(v) for v in ks]
-    if len(layers) != L or len(set(layers)) != L:
-        raise ValueError("iclprobe: layers: expected %d distinct labels for the L axis, got %r"
-                         % (L, layers))
-    if len(ks) != K or len(set(ks)) != K:
-        raise ValueError("iclprobe: ks: expected %d distinct labels for the K axis, got %r"
-                         % (K, ks))
-    if controls is None:
-        controls = {}
-    elif not isinstance(controls, dict):
-        controls = {"control_%d" % (i + 1): c for i, c in enumerate(controls)}
-    carr = []
-    for name, c in controls.items():
-        a = _array("controls['%s']" % name, c)
-        if h.ndim == 2 and a.ndim == 2:
-            a = a.reshape(a.shape[0], 1, 1, a.shape[1])
-        carr.append((str(name), a))
-    arrays = _core.ProbeArrays()
-    arrays.hidden = h4
-    arrays.targets = tmap
-    arrays.controls = carr
-    arrays.layers = layers
-    arrays.ks = ks
-    grid = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's own grid
-    raw = _core.ridge_probe(arrays, grid, tuple(float(v) for v in split),
-                            int(seed), int(seeds), int(bootstrap), bool(shuffle_control),
-                            int(threads), progress)
-    return ProbeResult(raw, layers, ks)
+    return probe(h, tmap, probes=("ridge",), positions="y", layers=layers, ks=ks,
+                 controls=controls, lambdas=lambdas, split=split, seed=seed, seeds=seeds,
+                 bootstrap=bootstrap, shuffle_control=shuffle_control, threads=threads,
+                 progress=progress)
 
 
 class Activations:
@@ -344,13 +480,122 @@ class Probes:
                                                             self.ks)
 
 
+def onsets(results, k, threshold=-1.0, relative=0.9, margin=0.1):
+    """The onset layer of every (target, probe) at k, for a ProbeResult or a Probes file: the
+    rule of ``iclprobe report`` (see Probes.onsets for the rule and the returned dicts)."""
+    if not isinstance(results, (ProbeResult, Probes)):
+        raise ValueError("iclprobe: results: expected a ProbeResult or Probes, got %s"
+                         % type(results).__name__)
+    return results.onsets(k, threshold, relative, margin)
+
+
+def _parse_csv(text):
+    """CSV text -> dict of numpy columns (numbers as float64 where every cell is one)."""
+    import csv
+    import io
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        return {}
+    out = {}
+    for j, col in enumerate(rows[0]):
+        cells = [r[j] if j < len(r) else "" for r in rows[1:]]
+        try:
+            out[col] = _np.array([float(c) if c != "" else _np.nan for c in cells])
+        except ValueError:
+            out[col] = _np.array(cells)
+    return out
+
+
+def family(results, k, threshold=-1.0, relative=0.9, margin=0.1):
+    """Learners of one configuration (several seeds, say) side by side: what ``iclprobe report``
+    prints for several probes files, on ProbeResults and/or Probes files.
+
+    Arguments:
+        results: dict learner name -> ProbeResult or Probes (two or more; names plain: letters,
+            digits, _ -), or a list (named by their files, or learner_1, ...).
+        k: the number of examples compared; threshold, relative, margin: the onset rule.
+
+    Returns a dict: table (columns target, probe, layer, k, learners, mean, sd, min, max, learner,
+    r2, lo, hi: per layer the mean, SD and range over the learners, and each learner's R2 with
+    its interval), summary (each learner's onset and whether they agree, as text), onsets
+    (learner name -> that learner's onsets, as onsets() gives them).
+    """
+    if not isinstance(results, dict):
+        named = {}
+        for i, r in enumerate(results):
+            if isinstance(r, Probes):
+                stem = _os.path.splitext(_os.path.basename(r.path))[0]
+                named[stem if stem not in named else "learner_%d" % (i + 1)] = r
+            else:
+                named["learner_%d" % (i + 1)] = r
+        results = named
+    learners = []
+    for n, r in results.items():
+        if isinstance(r, ProbeResult):
+            learners.append((str(n), r._run.results()))
+        elif isinstance(r, Probes):
+            learners.append((str(n), r._f))
+        else:
+            raise ValueError("iclprobe: results['%s']: expected a ProbeResult or Probes, got %s"
+                             % (n, type(r).__name__))
+    raw = _core.family_report(learners, int(k), float(threshold), float(relative), float(margin))
+    return {"table": _parse_csv(raw["csv"]), "summary": raw["summary"], "onsets": raw["onsets"]}
+
+
+class Results:
+    """A results file of ``iclprobe intervene``, ``das``, ``swap``, ``erase`` or ``trace``, checked
+    by its format's own reader (shapes, names, finite values) before anything is returned.
+
+    Attributes: path, kind ("interventions", "das", "swaps", "erasure", "trace"), attrs (the
+    root attributes; JSON ones such as task_config as dicts), table (the tidy CSV the CLI writes
+    for the file, as a dict of numpy columns; ``pandas.DataFrame(results.table)``).
+    """
+
+    def __init__(self, path):
+        self._f = _core.ResultsFile(_os.fspath(path))
+        self.path = self._f.path
+        self.kind = self._f.kind
+        self.attrs = {}
+        for k, v in self._f.attrs().items():
+            if isinstance(v, str) and v[:1] in "{[":
+                try:
+                    v = _json.loads(v)
+                except ValueError:
+                    pass
+            self.attrs[k] = v
+        self.table = _parse_csv(self._f.csv())
+
+    def datasets(self):
+        """The paths of every dataset in the file."""
+        return list(self._f.datasets())
+
+    def read(self, name):
+        """One dataset as a float64 numpy array in its stored shape (the file documents each axis;
+        ``labels(name)`` names them)."""
+        return self._f.read(str(name))[0]
+
+    def labels(self, name):
+        """The axis labels of a dataset (e.g. ["control", "layer", "k"])."""
+        return list(self._f.read(str(name))[1])
+
+    def __repr__(self):
+        return "Results(%r: %s, %d rows)" % (self.path, self.kind,
+                                             len(next(iter(self.table.values()), [])))
+
+
 def open(path):  # noqa: A001 (the module's reader, as h5py.File)
-    """Opens a file iclprobe wrote: an activations file (Activations) or a probes file
-    (Probes), told apart by its ``format`` attribute. ``iclprobe.open("acts.h5")``."""
+    """Opens a file iclprobe wrote, told apart by its ``format`` attribute: an activations file
+    (Activations), a probes file (Probes), a checkpoint (Transformer), or the results of
+    intervene, das, swap, erase or trace (Results). ``iclprobe.open("acts.h5")``."""
     kind = _core.file_kind(_os.fspath(path))
     if kind == "probes":
         return Probes(path)
     if kind == "activations":
         return Activations(path)
-    raise ValueError("iclprobe: '%s' has format '%s'; open reads activations files (extract) "
-                     "and probes files (probe)" % (_os.fspath(path), kind))
+    if kind == "checkpoint":
+        return Transformer(path)
+    if kind in ("interventions", "das", "swaps", "erasure", "trace"):
+        return Results(path)
+    raise ValueError("iclprobe: '%s' has format '%s'; open reads the files iclprobe writes "
+                     "(activations, probes, checkpoints, and the results of intervene, das, "
+                     "swap, erase and trace)" % (_os.fspath(path), kind))

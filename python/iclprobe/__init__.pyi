@@ -27,6 +27,7 @@ class ProbeResult:
     request: Dict[str, Any]
     layers: List[int]
     ks: List[int]
+    pooling: List[Dict[str, Any]]
     def weights(
         self,
         target: Optional[str] = ...,
@@ -35,6 +36,42 @@ class ProbeResult:
         seed: int = ...,
         source: str = ...,
     ) -> Dict[str, Any]: ...
+    def onsets(
+        self, k: int, threshold: float = ..., relative: float = ..., margin: float = ...
+    ) -> List[Dict[str, Any]]: ...
+    def metric(
+        self, target: str, metric: str = ..., probe: str = ..., source: str = ...
+    ) -> npt.NDArray[np.float64]: ...
+    def save(self, path: str, force: bool = ...) -> None: ...
+
+def probe(
+    hidden: ArrayLike,
+    targets: Union[ArrayLike, Mapping[str, ArrayLike]],
+    *,
+    probes: Union[str, Sequence[str]] = ...,
+    positions: Optional[str] = ...,
+    at: str = ...,
+    layers: Optional[Sequence[int]] = ...,
+    ks: Optional[Sequence[int]] = ...,
+    controls: Union[None, Mapping[str, ArrayLike], Sequence[ArrayLike]] = ...,
+    lambdas: Optional[Sequence[float]] = ...,
+    split: Tuple[float, float, float] = ...,
+    seed: int = ...,
+    seeds: int = ...,
+    bootstrap: int = ...,
+    shuffle_control: bool = ...,
+    pooling: str = ...,
+    mlp_hidden: int = ...,
+    lr: float = ...,
+    epochs: int = ...,
+    patience: int = ...,
+    batch: int = ...,
+    codelength: bool = ...,
+    codelength_blocks: Optional[Sequence[float]] = ...,
+    name: str = ...,
+    threads: int = ...,
+    progress: Optional[Callable[[float, float], None]] = ...,
+) -> ProbeResult: ...
 
 def ridge_probe(
     hidden: ArrayLike,
@@ -71,8 +108,6 @@ class Activations:
         self, layers: Optional[Sequence[int]] = ..., ks: Optional[Sequence[int]] = ...
     ) -> npt.NDArray[np.float32]: ...
 
-
-
 class Transformer:
     path: str
     model_config: Dict[str, Any]
@@ -108,4 +143,29 @@ class Probes:
     def weights(
         self, target: str, layer: int, k: int, seed: int = ..., source: str = ...
     ) -> Dict[str, Any]: ...
-def open(path: str) -> Union[Activations, Probes]: ...
+
+def onsets(
+    results: Union[ProbeResult, Probes],
+    k: int,
+    threshold: float = ...,
+    relative: float = ...,
+    margin: float = ...,
+) -> List[Dict[str, Any]]: ...
+def family(
+    results: Union[Mapping[str, Union[ProbeResult, Probes]], Sequence[Union[ProbeResult, Probes]]],
+    k: int,
+    threshold: float = ...,
+    relative: float = ...,
+    margin: float = ...,
+) -> Dict[str, Any]: ...
+class Results:
+    path: str
+    kind: str
+    attrs: Dict[str, Any]
+    table: Dict[str, Any]
+    def __init__(self, path: str) -> None: ...
+    def datasets(self) -> List[str]: ...
+    def read(self, name: str) -> npt.NDArray[np.float64]: ...
+    def labels(self, name: str) -> List[str]: ...
+
+def open(path: str) -> Union[Activations, Probes, Transformer, Results]: ...

@@ -211,6 +211,110 @@ def test_targets_closed_form():
     assert t["gd:0.1:2"].shape == (N, n, d)
 
 
+def test_gradient_probes_equal_cli_bit_for_bit():
+    # The paper's attention-pooled linear probe and ridge, on [N, L, T, F] states with all 2n
+    # tokens: the module's results equal the CLI's probes.h5 on the same states exactly.
+    out = os.path.join(WORK, "probes_linear.h5")
+    run("probe", "-a", acts, "--targets", "xty", "--probes", "ridge,linear", "--layers", "0,2",
+        "--epochs", "3", "--quiet", "--threads", "1", "--seed", "5", "--bootstrap", "200",
+        "--out", out)
+    p = iclprobe.open(out)
+    a = iclprobe.open(acts)
+    assert a.positions == "all"
+    H = np.stack([a.hidden(0), a.hidden(2)], axis=1)  # [N, 2, 12, F]
+    res = iclprobe.probe(H, {"xty": a.target("xty")}, probes=["ridge", "linear"], layers=[0, 2],
+                         epochs=3, seed=5, bootstrap=200)
+    tab = res.table
+    for fam in ("ridge", "linear"):
+        for metric in ("r2", "r2_lo", "r2_hi", "nmse"):
+            cli = p.metric("xty", metric, probe=fam)
+            mine = res.metric("xty", metric, probe=fam)
+            assert np.array_equal(cli, mine), (fam, metric, cli, mine)
+    lin = [i for i in range(len(tab["r2"])) if tab["probe"][i] == "linear"]
+    assert lin and all(tab["epochs"][i] >= 1 for i in lin)
+    # Pooling weights per stored position; after k examples only positions 0..2k-1 count.
+    for d in res.pooling:
+        assert d["probe"] == "linear" and d["alpha"].shape == (12,), d
+        # float32 softmax over <= 12 terms: each term and the normaliser rounded to 2^-24.
+        assert abs(d["alpha"].sum() - 1) <= 2 * 12 * 2.0**-24 and not d["alpha"][2 * d["k"]:].any(), d
+    # The onsets of the results in memory are those of the file.
+    assert res.onsets(k=6, margin=0.0) == p.onsets(k=6, margin=0.0)
+    assert iclprobe.onsets(res, 6, margin=0.0) == p.onsets(k=6, margin=0.0)
+
+
+def test_save_writes_what_report_reads():
+    rng = np.random.default_rng(5)
+    N, L, K, F = 400, 3, 4, 8
+    z = rng.standard_normal((N, K, 2))
+    A = rng.standard_normal((L, 2, F))
+    h = (np.einsum("nkd,ldf->nlkf", z, A) * np.arange(L)[None, :, None, None]
+         + 0.3 * rng.standard_normal((N, L, K, F))).astype(np.float32)
+    res = iclprobe.ridge_probe(h, {"z": z}, ks=[2, 4, 6, 8], lambdas=[1e-3, 1, 1e3],
+                               bootstrap=200)
+    out = os.path.join(WORK, "saved.h5")
+    res.save(out)
+    p = iclprobe.open(out)
+    assert p.ks == [2, 4, 6, 8] and p.layers == [0, 1, 2]
+    assert np.array_equal(p.metric("z"), res.metric("z"))
+    assert p.onsets(k=8, margin=0.0) == res.onsets(k=8, margin=0.0)
+    r = subprocess.run([BINARY, "report", "--probes", out, "--k", "8", "--margin", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    raises_value_error(lambda: res.save(out), "exists")
+    res.save(out, force=True)
+    # The embedding (layer 0, scale 0) holds noise only; layer 1 reads z.
+    on = res.onsets(k=8, margin=0.0)[0]
+    assert on["layer"] == 1 and on["best_layer"] in (1, 2), on
+
+
+def test_family_equals_report():
+    a = iclprobe.open(acts)
+    H = a.states_after_k()
+    T = {"xty": a.target("xty")}
+    r1 = iclprobe.ridge_probe(H, T, layers=a.layers, seed=1, bootstrap=200)
+    r2 = iclprobe.ridge_probe(H, T, layers=a.layers, seed=2, bootstrap=200)
+    f1, f2 = os.path.join(WORK, "s1.h5"), os.path.join(WORK, "s2.h5")
+    r1.save(f1)
+    r2.save(f2)
+    fam = iclprobe.family({"s1": r1, "s2": r2}, k=6, margin=0.0)
+    r = subprocess.run([BINARY, "report", "--probes", f1, f2, "--k", "6", "--margin", "0",
+                        "--format", "csv"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    cli = iclprobe._parse_csv(r.stdout[r.stdout.index("target,probe,layer"):])
+    for col in ("mean", "r2", "lo", "hi"):
+        assert np.array_equal(cli[col], fam["table"][col]), col
+    assert list(cli["learner"]) == list(fam["table"]["learner"])
+    assert set(fam["onsets"]) == {"s1", "s2"}
+    assert fam["onsets"]["s1"] == r1.onsets(k=6, margin=0.0)
+    assert "s1" in fam["summary"] and "s2" in fam["summary"]
+    # The same files read back give the same family.
+    fam2 = iclprobe.family([iclprobe.open(f1), iclprobe.open(f2)], k=6, margin=0.0)
+    assert np.array_equal(fam2["table"]["r2"], fam["table"]["r2"])
+    raises_value_error(lambda: iclprobe.family({"only": r1}, k=6), "two or more")
+
+
+def test_results_file_reads_what_the_cli_wrote():
+    out = os.path.join(WORK, "swaps.h5")
+    run("swap", "-c", ckpt, "--learners", "gd:0.05", "--pairs", "64", "--bootstrap", "200",
+        "--threads", "1", "--quiet", "--out", out)
+    r = iclprobe.open(out)
+    assert isinstance(r, iclprobe.Results) and r.kind == "swaps"
+    with open(os.path.splitext(out)[0] + ".csv") as f:
+        cli = iclprobe._parse_csv(f.read())
+    assert list(cli) == list(r.table)
+    for col in cli:
+        nan = cli[col].dtype.kind == "f"  # a correlation of constant changes is NaN in both
+        assert np.array_equal(cli[col], r.table[col], equal_nan=nan), col
+    assert isinstance(r.attrs["task_config"], dict) and r.attrs["task_config"]["d"] == 3
+    names = r.datasets()
+    assert names
+    for name in names:
+        a = r.read(name)
+        labels = r.labels(name)
+        assert not labels or len(labels) == a.ndim, (name, labels, a.shape)
+    raises_value_error(lambda: r.read("no_such_dataset"), "no_such_dataset")
+
+
 def test_bad_input_raises_value_error():
     h = np.zeros((50, 4), np.float32)
     raises_value_error(lambda: iclprobe.ridge_probe(h.astype(np.int32), np.zeros((50, 2))),
@@ -224,7 +328,16 @@ def test_bad_input_raises_value_error():
     raises_value_error(lambda: iclprobe.ridge_probe(h, np.zeros((50, 2)), bootstrap=5),
                        "bootstrap")
     raises_value_error(lambda: iclprobe.targets(np.zeros((2, 3, 2)), np.zeros((2, 4))), "y")
-    raises_value_error(lambda: iclprobe.open(ckpt), "format")
+    assert isinstance(iclprobe.open(ckpt), iclprobe.Transformer)
+    text = os.path.join(WORK, "text.h5")
+    with open(text, "w") as f:
+        f.write("not hdf5\n")
+    raises_value_error(lambda: iclprobe.open(text), "not an HDF5 file")
+    raises_value_error(lambda: iclprobe.probe(h, np.zeros((50, 2)), probes=["lasso"]), "probes",
+                       "lasso")
+    raises_value_error(lambda: iclprobe.probe(h[:, None], np.zeros((50, 3, 2))), "targets",
+                       "T = 1")
+    raises_value_error(lambda: iclprobe.probe(h, np.zeros((50, 2)), at="query"), "query")
     missing = os.path.join(WORK, "missing.h5")
     raises_value_error(lambda: iclprobe.open(missing), "missing.h5")
 

@@ -18,6 +18,7 @@
 
 #include "analysis/report.hpp"
 #include "core/hdf5.hpp"
+#include "core/process.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -1002,20 +1003,27 @@ std::vector<std::string> DatasetBytes(const std::string& file,
 }  // namespace
 
 // Made by the binary of commit 32f9ebb (tests/fixtures/compat/README.md): the new checks pass
-// them, and their resumes equal uninterrupted runs of today's binary, bit for bit.
+// them, and their resumes equal uninterrupted runs of today's binary, bit for bit. Bit for bit
+// holds only on the OpenBLAS kernels that made the fixtures (SkylakeX, which the test programs
+// pick on any AVX-512 CPU: test_main.cpp): other kernels sum the GEMMs in another order, so the
+// first part (the fixture's) and the rest (today's run) round differently. Elsewhere the files
+// must still load and resume; the bit-for-bit comparisons are skipped, saying so.
 TEST(ReliabilityCompat, FilesOfTheEarlierBinaryResumeBitExactly) {
+  const bool fixture_kernels = core::BlasCoreName() == "SkylakeX";
   {
     PartialCopy p;
     const auto r = RunIclprobe(p.Resume());
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(h5::File::Open(p.out).GetInt("n_complete"), 1000);
     const std::string fresh = p.tmp / "fresh.h5";
     ASSERT_EQ(RunIclprobe("extract -c " + p.ckpt +
                           " --prompts 1000 --batch 64 --threads 1 --quiet --out " + fresh)
                   .exit_code,
               0);
-    EXPECT_EQ(h5::File::Open(p.out).GetString("content_sha256"),
-              h5::File::Open(fresh).GetString("content_sha256"));
-    EXPECT_EQ(h5::File::Open(p.out).GetInt("n_complete"), 1000);
+    if (fixture_kernels) {
+      EXPECT_EQ(h5::File::Open(p.out).GetString("content_sha256"),
+                h5::File::Open(fresh).GetString("content_sha256"));
+    }
   }
   TempDir tmp;
   const std::string run = tmp / "run.h5", fresh = tmp / "fresh.h5";
@@ -1031,6 +1039,10 @@ TEST(ReliabilityCompat, FilesOfTheEarlierBinaryResumeBitExactly) {
                         fresh)
                 .exit_code,
             0);
+  if (!fixture_kernels)
+    GTEST_SKIP() << "OpenBLAS runs " << core::BlasCoreName()
+                 << " kernels, the fixtures were made with SkylakeX: they loaded and resumed, "
+                    "the bit-for-bit comparisons need the fixtures' kernels";
   const std::vector<std::string> params = {"/params/readout.weight", "/params/blocks.1.fc2.bias",
                                            "/params/blocks.0.attn.in_proj_weight"};
   EXPECT_EQ(DatasetBytes(run, params), DatasetBytes(fresh, params));

@@ -107,9 +107,13 @@ TEST(Das, FindsTheRotatedGdConstructionsXtySubspace) {
 // of mean_yx, which holds X'y / (2k + 1) there and is read by nothing: IIA below 0.9 at the
 // start), DAS reaches IIA >= 0.99 and turns back toward Q[:, xty]. How far back is limited by
 // what IIA can see: at angle t toward mean_yx the interchange passes on (cos^2 t + cos t sin t /
-// (2k + 1)) of B's X'y, an IIA deficit of about t^4; on 300 held-out pairs the deficit of t =
-// 10 degrees (~1e-3) is near the held-out noise, so the bound asked is half the start's angle
-// (DAS on this start ends near 13 degrees; the probe start, FindsThe... above, sits at 0.01).
+// (2k + 1)) of B's X'y, an IIA deficit of about sin^4 t; on 300 held-out pairs the deficit of
+// t = 10 degrees (~1e-3) is near the held-out noise, so where the training stops below that
+// depends on its float32 gradients (the BLAS kernels' rounding: 13 to 18 degrees seen). The
+// bound follows from the IIA asked: IIA >= 0.99 allows sin^4 t <= 0.01, t <= 18.4 degrees, and
+// the held-out IIA's noise on 300 pairs (about +-0.002, so sin^4 t <= 0.012: 19.2 degrees);
+// bound 20 degrees, far below the start's 35 (IIA < 0.9). The probe start, FindsThe... above,
+// sits at 0.01 degrees.
 TEST(Das, TurnsBackToXtyFromAStartOffIt) {
   const data::TaskConfig task = Task(4, 8);
   auto c = construct::GdProgram(4, 8, 0.05, 1);
@@ -126,7 +130,7 @@ TEST(Das, TurnsBackToXtyFromAStartOffIt) {
   const intervene::DasResult res = intervene::RunDas(construct::Compile(c), "", task, r);
   EXPECT_LT(res.subspace_iia(0, 2), 0.9);  // the start is not a solution
   EXPECT_GE(res.iia(0, 0), 0.99);
-  EXPECT_LE(res.angle_max(0, 0, 1), 17.5);
+  EXPECT_LE(res.angle_max(0, 0, 1), 20.0);
 }
 
 // With the decoy (decoy_xty = M X'y written at block 2 and read by nothing): the ridge probe

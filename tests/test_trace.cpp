@@ -47,8 +47,13 @@ std::vector<int> Ks(int lo, int hi) {
 // compiled iterate schedule(t) maps to (identity for the program's own family).
 // `rotated`: in a random basis every row of the residual stream mixes into the one the readout
 // reads, so where nothing is written yet (iterate 0) the lens reads float32 rounding of rows as
-// large as X'X (~ k |x|^2 ~ 30): |a| up to ~1e-4 |y| per prompt, where the plain model reads 0.
-// Against iterate 0 the spd floor 1e-6 y^2 then gives 1 - a^2 / (a^2 + 1e-6 y^2) >= 0.99.
+// large as X'X, where the plain model reads 0. Worst case: the readout's dot product over H rows
+// of a state of norm |h|_2 is off by up to gamma_H |h|_2 (gd:4: H = 91, |h|_2 <= 77 on these
+// prompts, 4e-4; newton:3: H = 123, |h|_2 <= 72, 5e-4), and each block before it adds its GEMMs'
+// rounding of the same order to the residual stream: up to ~1.5e-3 ~ 7e-4 |y| (rms y ~ 2.2) by
+// layer 5. How much of that worst case a run reaches depends on the BLAS kernels' summation
+// order (about 1e-4 |y| with SkylakeX, 3e-4 with Haswell). Against iterate 0 the spd floor
+// 1e-6 y^2 then gives 1 - a^2 / (a^2 + 1e-6 y^2) >= 1 - 0.49 / 1.49 = 0.67; bound 0.6.
 void ExpectSchedule(const analysis::IterateMatch& m, const std::vector<int>& want,
                     const arma::cube& iterates, const std::string& what, bool rotated = false) {
   const int T = int(iterates.n_slices) - 1;
@@ -57,7 +62,7 @@ void ExpectSchedule(const analysis::IterateMatch& m, const std::vector<int>& wan
     SCOPED_TRACE(what + " layer " + std::to_string(l) + " iterate " + std::to_string(t));
     // float32 weights and activations: the prediction x^T w_t differs from the float64 iterate
     // by ~1e-6 relative (the construct tests bound SPD / d by 1e-7), so 1 - sim <= 1e-6 << 1e-3.
-    EXPECT_GE(m.spd(l, t), rotated && t == 0 ? 0.99 : 0.999);
+    EXPECT_GE(m.spd(l, t), rotated && t == 0 ? 0.6 : 0.999);
     EXPECT_EQ(m.best(l), t);
     EXPECT_EQ(m.best_lo(l), t);
     EXPECT_EQ(m.best_hi(l), t);
@@ -96,7 +101,7 @@ TEST(Trace, LensOnCompiledGdRecoversTheScheduleOneIterationPerBlock) {
     const arma::cube layers =
         analysis::LayerPredictions(model, prompts, prompts, ks, analysis::Readout::kLens, {});
     const auto m = analysis::MatchIterates({layers}, iterates, labels, 200, 1);
-    ExpectSchedule(m, want, iterates, rotated ? "rotated" : "plain");
+    ExpectSchedule(m, want, iterates, rotated ? "rotated" : "plain", rotated);
     // Layers 3..6 hold iterates 1..4 (inside 1..T-1 = 1..5): exactly one iteration per block.
     EXPECT_EQ(m.rate_layers, 4);
     EXPECT_NEAR(m.rate, 1.0, 1e-12);

@@ -25,7 +25,7 @@ from . import _core
 __version__ = _core.__version__
 git_commit = _core.git_commit
 
-__all__ = ["targets", "probe", "ridge_probe", "ProbeResult", "onsets", "family", "open",
+__all__ = ["targets", "extract", "probe", "ridge_probe", "ProbeResult", "onsets", "family", "open",
            "Activations", "Probes", "Results", "Transformer", "__version__"]
 
 _advice = _core.blas_core_advice()
@@ -346,6 +346,53 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
                  controls=controls, lambdas=lambdas, split=split, seed=seed, seeds=seeds,
                  bootstrap=bootstrap, shuffle_control=shuffle_control, threads=threads,
                  progress=progress)
+
+
+def extract(checkpoint, out, *, prompts=2000, seed=7, layers=None, positions="all",
+            ridge_lambda=0.1, learner_targets=(), n=None, noise=None, w_scale=None,
+            float16=False, compress=False, batch=256, force=False, resume=False, threads=1,
+            progress=None):
+    """``iclprobe extract`` with its options as keyword arguments (the same stage: every layer's
+    states, the predictions and the regression targets of a seeded prompt set to an activations
+    file, written as <out>.partial and renamed when complete).
+
+    Arguments:
+        checkpoint: the learner (trained, constructed or imported); out: the file to write.
+        prompts, seed: the prompt set (prompt i is the same whatever the count).
+        layers: the states to store (0 = embedding .. L; default all).
+        positions: "all" (2n tokens) or "y" (the states after k examples only).
+        ridge_lambda: lambda of the w_ridge target; learner_targets: classical learners whose
+            weights after k examples are stored too ("gd:0.05:3", "newton:3", ...).
+        n, noise, w_scale: the task's, overriding the checkpoint's.
+        float16, compress: storage of the states; batch: prompts per write.
+        force: replace an existing file; resume: continue <out>.partial.
+        threads: worker threads over groups of 32 prompts (the file does not depend on it).
+        progress: None, or progress(done, total) in prompts. Ctrl-C stops at the next batch and
+            raises KeyboardInterrupt, leaving <out>.partial for resume=True.
+
+    Returns the Activations of the written file.
+    """
+    s = _core.ExtractSettings()
+    s.prompts = int(prompts)
+    s.seed = int(seed)
+    s.layers = None if layers is None else [int(v) for v in layers]
+    s.positions = str(positions)
+    s.ridge_lambda = float(ridge_lambda)
+    s.learner_targets = [str(v) for v in learner_targets]
+    s.n = None if n is None else int(n)
+    s.noise = None if noise is None else float(noise)
+    s.w_scale = None if w_scale is None else float(w_scale)
+    s.float16 = bool(float16)
+    s.compress = bool(compress)
+    s.batch = int(batch)
+    s.force = bool(force)
+    s.resume = bool(resume)
+    s.threads = int(threads)
+    written = _core.extract(_os.fspath(checkpoint), _os.fspath(out), s, progress)
+    if written != _os.fspath(out):
+        raise RuntimeError("iclprobe: extract stopped early; %s holds the prompts done "
+                           "(resume=True continues)" % written)
+    return Activations(written)
 
 
 class Activations:

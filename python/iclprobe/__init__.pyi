@@ -90,6 +90,28 @@ def ridge_probe(
     progress: Optional[Callable[[float, float], None]] = ...,
 ) -> ProbeResult: ...
 
+def extract(
+    checkpoint: str,
+    out: str,
+    *,
+    prompts: int = ...,
+    seed: int = ...,
+    layers: Optional[Sequence[int]] = ...,
+    positions: str = ...,
+    ridge_lambda: float = ...,
+    learner_targets: Iterable[str] = ...,
+    n: Optional[int] = ...,
+    noise: Optional[float] = ...,
+    w_scale: Optional[float] = ...,
+    float16: bool = ...,
+    compress: bool = ...,
+    batch: int = ...,
+    force: bool = ...,
+    resume: bool = ...,
+    threads: int = ...,
+    progress: Optional[Callable[[float, float], None]] = ...,
+) -> "Activations": ...
+
 class Activations:
     path: str
     prompts: int

@@ -125,6 +125,27 @@ def test_transformer_forward_equals_extract():
     raises_value_error(lambda: model.forward(pr["x"][:, :, :2], pr["y"]), "x", "[N, n, 3]")
 
 
+def test_extract_equals_cli():
+    out = os.path.join(WORK, "acts_py.h5")
+    seen = []
+    a = iclprobe.extract(ckpt, out, prompts=600, threads=2,
+                         progress=lambda d, t: seen.append((d, t)))
+    cli = iclprobe.open(acts)  # the CLI's extract of the same checkpoint, prompts and seed
+    assert a.layers == cli.layers and a.prompts == 600 and a.positions == "all"
+    for layer in a.layers:
+        assert np.array_equal(a.hidden(layer), cli.hidden(layer)), layer
+    for t in cli.targets:
+        assert np.array_equal(a.target(t), cli.target(t)), t
+    assert seen and seen[-1] == (600, 600), seen[-3:]
+    raises_value_error(lambda: iclprobe.extract(ckpt, out, prompts=600), "exists")
+    raises_value_error(lambda: iclprobe.extract(ckpt, out, prompts=600, positions="x",
+                                                force=True), "positions")
+    b = iclprobe.extract(ckpt, out, prompts=64, layers=[0, 3], positions="y", force=True,
+                         learner_targets=["gd:0.05"])
+    assert b.layers == [0, 3] and b.positions == "y" and b.prompts == 64
+    assert np.array_equal(b.hidden(3), cli.hidden(3)[:64, 1::2])  # the y-tokens of the same
+
+
 def test_progress_and_ctrl_c():
     import _thread
     import threading

@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <armadillo>
@@ -993,6 +994,9 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "iclprobe's C++ core (use the iclprobe package, which documents every function)";
   m.attr("__version__") = icl::kVersion;
   m.attr("git_commit") = icl::kGitCommit;
+  // "1.13" for LibTorch 1.13.x: what a torch in the same process must be.
+  m.attr("torch_version") =
+      std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
   m.def("blas_core", &icl::core::BlasCoreName,
         "The kernels OpenBLAS runs in this process (OPENBLAS_CORETYPE decides at load time).");
   m.def("blas_core_advice", [] {

@@ -38,10 +38,33 @@ if _advice and not _os.environ.get("OPENBLAS_CORETYPE"):
         stacklevel=2,
     )
 
+_torch_checked = []
+
+
+def _check_torch():
+    """Warns once when the torch in this process is not the LibTorch 1.13 this module links
+    (Debian's python3-torch): two torch builds in one process may clash."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None or _torch_checked:
+        return
+    _torch_checked.append(True)
+    version = str(getattr(torch, "__version__", "?"))
+    if not version.startswith(_core.torch_version):
+        _warnings.warn(
+            "iclprobe: this process runs torch %s, the module was built with LibTorch %s "
+            "(Debian's python3-torch); a different torch in the same process is not supported"
+            % (version, _core.torch_version), RuntimeWarning, stacklevel=3)
+
+
+_check_torch()
+
 
 def _array(name, a):
     """A numpy view of `a` (numpy arrays, anything with __array__, or DLPack producers such as
     CPU torch tensors), refused with ValueError naming `name` when it is not a float array."""
+    if type(a).__module__.startswith("torch"):
+        _check_torch()
     if isinstance(a, _np.ndarray):
         out = a
     elif hasattr(a, "__dlpack__"):

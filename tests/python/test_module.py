@@ -336,6 +336,30 @@ def test_results_file_reads_what_the_cli_wrote():
     raises_value_error(lambda: r.read("no_such_dataset"), "no_such_dataset")
 
 
+def test_a_different_torch_is_warned_about():
+    import types
+    import warnings
+    saved = sys.modules.get("torch")
+    sys.modules["torch"] = types.SimpleNamespace(__version__="2.1.0+cu121")
+    iclprobe._torch_checked.clear()
+    try:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            iclprobe._check_torch()
+        assert any("2.1.0" in str(x.message) and "not supported" in str(x.message) for x in w), w
+        sys.modules["torch"] = types.SimpleNamespace(__version__=iclprobe._core.torch_version + ".0")
+        iclprobe._torch_checked.clear()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            iclprobe._check_torch()
+        assert not w, [str(x.message) for x in w]
+    finally:
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+
+
 def test_bad_input_raises_value_error():
     h = np.zeros((50, 4), np.float32)
     raises_value_error(lambda: iclprobe.ridge_probe(h.astype(np.int32), np.zeros((50, 2))),

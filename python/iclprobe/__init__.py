@@ -18,7 +18,22 @@ import json as _json
 import os as _os
 import warnings as _warnings
 
-import numpy as _np
+try:
+    import numpy as _np
+except ImportError:
+    # An interpreter without numpy of its own (pyenv's python3 ahead of Debian's on PATH, say):
+    # use Debian's python3-numpy when it has a build for this interpreter's ABI, appended last
+    # so that it shadows nothing.
+    import sys as _sys
+    import sysconfig as _sysconfig
+
+    _debian = "/usr/lib/python3/dist-packages"
+    _core_so = _os.path.join(_debian, "numpy", "core",
+                             "_multiarray_umath" + str(_sysconfig.get_config_var("EXT_SUFFIX")))
+    if not _os.path.isfile(_core_so) or _debian in _sys.path:
+        raise
+    _sys.path.append(_debian)
+    import numpy as _np
 
 from . import _core
 

@@ -8,7 +8,9 @@
 
 #include "core/errors.hpp"
 #include "core/spec.hpp"
+#include "core/thread_pool.hpp"
 #include "data/tokens_torch.hpp"
+#include "extract/forward.hpp"
 #include "probes/ridge.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -184,24 +186,47 @@ arma::mat AsColumns(const torch::Tensor& states) {
 
 QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit,
                         const data::PromptSet& eval, const std::vector<int>& ks,
-                        const std::vector<int>& layers) {
+                        const std::vector<int>& layers, int threads) {
   CheckKs(ks, eval.task.n);
   for (int l : layers)
     if (l < 0 || l > model->config.layers)
       throw core::InputError("trace", "layers",
                              std::to_string(l) + " is outside 0.." +
                                  std::to_string(model->config.layers) + " (the model's states)");
+  if (threads < 1) throw std::logic_error("trace: threads must be positive");
+  // The scored rows, then the fit rows: one stream, the rows of a trace's activations file.
+  auto all = std::make_shared<data::PromptSet>(eval);
+  if (fit.size() > 0) {
+    all->x = arma::join_slices(eval.x, fit.x);
+    all->y = arma::join_rows(eval.y, fit.y);
+    all->w = arma::join_rows(eval.w, fit.w);
+  }
+  auto pool = std::make_shared<core::ThreadPool>(threads);
   const torch::Tensor index = torch::tensor(QueryPositions(ks), torch::kLong);
-  return [&model, &fit, &eval, index, layers](bool from_fit, std::size_t begin, std::size_t count) {
-    torch::NoGradGuard no_grad;
-    model->eval();
-    const torch::Tensor tokens = data::TokenTensor(from_fit ? fit : eval, begin, count);
-    learners::ForwardOptions fo;
-    fo.hidden_states = true;
-    const learners::ForwardResult r = model->Run(tokens, fo);
+  const std::int64_t eval_rows = std::int64_t(eval.size());
+  model->eval();
+  return [&model, all, pool, index, layers, eval_rows](bool from_fit, std::size_t begin,
+                                                       std::size_t count) {
+    const std::int64_t G = extract::kComputeGroup,
+                       first = std::int64_t(begin) + (from_fit ? eval_rows : 0),
+                       last = first + std::int64_t(count);
+    const std::int64_t K = index.size(0), H = model->config.hidden;
     std::vector<torch::Tensor> out;
-    for (int l : layers)
-      out.push_back(r.hidden[l].index_select(1, index).contiguous());  // [count, K, H]
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      out.push_back(torch::empty({std::int64_t(count), K, H}, torch::kFloat32));
+    // Whole groups of the stream, as extract runs them: a group that straddles [first, last)
+    // is run whole and only its rows inside are kept.
+    const std::int64_t j0 = first / G, j1 = (last + G - 1) / G;
+    pool->For(j1 - j0, [&](std::int64_t j) {
+      const std::int64_t g0 = (j0 + j) * G,
+                         g = std::min<std::int64_t>(G, std::int64_t(all->size()) - g0);
+      const learners::ForwardResult r = extract::RunGroup(model, *all, g0, g);
+      const std::int64_t a = std::max(first, g0), b = std::min(last, g0 + g);
+      for (std::size_t i = 0; i < layers.size(); ++i)
+        out[i]
+            .slice(0, a - first, b - first)
+            .copy_(r.hidden[layers[i]].slice(0, a - g0, b - g0).index_select(1, index));
+    });
     return out;
   };
 }

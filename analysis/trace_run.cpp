@@ -27,6 +27,8 @@ void TraceRequest::Validate() const {
     throw core::InputError("trace", "level", fmt::format("expected 0 < level < 1, got {}", level));
   if (batch < 1 || batch > 65536)
     throw core::InputError("trace", "batch", fmt::format("expected 1..65536, got {}", batch));
+  if (threads < 1 || threads > 1024)
+    throw core::InputError("trace", "threads", fmt::format("expected 1..1024, got {}", threads));
   if (std::set<int>(ks.begin(), ks.end()).size() != ks.size())
     throw core::InputError("trace", "k", "a prompt length is given twice");
   if (std::set<int>(layers.begin(), layers.end()).size() != layers.size())
@@ -193,7 +195,7 @@ TraceResult RunTrace(const TraceRequest& req, const TracePrompts& prompts,
   const auto predict = [&](TraceInput& in) {
     const QueryStates states =
         in.info ? FileStates(*in.info, prompts.eval.size(), req.ks, req.layers)
-                : ModelStates(in.model, prompts.fit, prompts.eval, req.ks, req.layers);
+                : ModelStates(in.model, prompts.fit, prompts.eval, req.ks, req.layers, req.threads);
     return LayerPredictions(states, int(req.layers.size()), &in.model, fit_labels,
                             prompts.eval.size(), req.readout, req.lambdas, req.batch,
                             [&](std::size_t count) {

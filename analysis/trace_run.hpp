@@ -27,7 +27,8 @@ struct TraceRequest {
   arma::vec lambdas = arma::logspace(-4, 4, 17);  // the ridge readout's grid
   int bootstrap = 1000;                           // replicates of the two-stage bootstrap
   double level = 0.95;
-  int batch = 256;  // prompts per forward pass
+  int batch = 256;  // prompts per read of the states
+  int threads = 1;  // workers of the forward pass (extract's groups; torch and BLAS kept serial)
   // Throws core::InputError naming the setting.
   void Validate() const;
 };

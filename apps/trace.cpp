@@ -61,7 +61,7 @@ void DeclareOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
        "(log-spaced) or a comma list; chosen per layer by exact leave-one-out");
   t.Value("bootstrap", &req.bootstrap, "req.bootstrap", "bootstrap replicates for the 95% "
        "intervals");
-  t.Value("batch", &req.batch, "req.batch", "prompts per forward pass");
+  t.Value("batch", &req.batch, "req.batch", "prompts per read of the states");
   t.Optional("out,o", &a.out, "out", "trace file (HDF5, required)");
   t.Optional("csv", &a.csv, "csv", "tidy CSV of every (algorithm, learner|control, layer, "
        "iterate) similarity (default: the --out path with .csv); the best iterate per layer goes "
@@ -205,7 +205,10 @@ int RunTrace(int argc, char** argv) {
     std::cerr << "trace: the prompts are the --activations files' (seed " << learners[0].info->seed
               << "); --seed seeds the bootstrap only\n";
   const analysis::TracePrompts prompts = analysis::PrepareTrace(req, task, learners, controls);
-  SetThreads(a.threads);
+  // Extract's forward pass on a pool of workers, torch and OpenBLAS serial in each: the states
+  // of a trace from checkpoints equal those of its activations files bit for bit.
+  req.threads = ResolveThreads(a.threads);
+  SetSerialKernels();
   const auto t0 = std::chrono::steady_clock::now();
   const long long per_input = static_cast<long long>(prompts.eval.size() + 2 * prompts.fit.size());
   Progress progress("trace", per_input * static_cast<long long>(learners.size() + controls.size()),

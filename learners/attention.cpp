@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "learners/gelu.hpp"
+#include "learners/fused_exp.hpp"
 
 namespace icl::learners {
 
@@ -52,7 +52,7 @@ void Transpose(const float* src, std::int64_t row, std::int64_t T, std::int64_t 
 // a NaN score makes its row NaN, as LibTorch's softmax does).
 inline float SoftmaxExp(float z) {
   if (z != z) return std::numeric_limits<float>::quiet_NaN();
-  return z < -87.0f ? 0.0f : FusedExp(z);
+  return z < -87.0f ? 0.0f : ExpKernel(z);
 }
 
 // The loops below take the head width as a template argument DH (0: the runtime s.dh), so that
@@ -122,11 +122,12 @@ inline __attribute__((always_inline)) void HeadForward(const Shape& s, const Hea
       p[u] *= scale;
       mx = p[u] > mx ? p[u] : mx;
     }
-    float sum = 0.0f;
-    for (std::int64_t u = 0; u < n; ++u) {
+    // The exponentials in a loop of their own (it vectorises), then their sum in ascending u.
+    for (std::int64_t u = 0; u < n; ++u)
       p[u] = SoftmaxExp(p[u] - mx);
+    float sum = 0.0f;
+    for (std::int64_t u = 0; u < n; ++u)
       sum += p[u];
-    }
     const float inv = 1.0f / sum;
     for (std::int64_t u = 0; u < n; ++u)
       p[u] *= inv;

@@ -1,8 +1,9 @@
 // The fused tanh-GELU (kernels 2) and the choice between it and LibTorch's (kernels 1).
 #include "learners/gelu.hpp"
 
+#include "learners/fused_exp.hpp"
+
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -13,32 +14,6 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCubic = 0.044715f;
 
-// e^z: z = n ln2 + r with n = round(z / ln2) and |r| <= ln2 / 2; e^r from the minimax polynomial
-// of Cephes' expf, 2^n from the exponent bits. ln2 is split in two parts so that n ln2 is
-// subtracted exactly. The rounding uses the 1.5 * 2^23 trick, which needs round-to-nearest
-// (the default) and no reassociation (no -ffast-math).
-inline float ExpKernel(float z) {
-  // Clamped to [-87, 87], and a NaN read as 0, so that the conversion to an integer below is
-  // always defined (n in [-126, 126]).
-  z = z < -87.0f ? -87.0f : (z > 87.0f ? 87.0f : z);
-  z = z == z ? z : 0.0f;
-  constexpr float kLog2e = 1.44269504088896341f, kRound = 12582912.0f;
-  const float n = (z * kLog2e + kRound) - kRound;
-  const float r = (z - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * (r * r) + r + 1.0f;
-  // n in [-126, 126]: 2^n is a normal float with exponent bits n + 127 (in 1..253).
-  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return er * scale;
-}
-
 // s = sigmoid(2u) for one x. Where e^(-2u) exceeds e^87, s < 1.6e-38 is taken as 0, so that the
 // backward term x s (1 - s) u', which grows like |x|^3, stays 0 for very negative x. A NaN x
 // gives s = 1/2, and y = x s and the gradient are NaN, as LibTorch's.
@@ -48,7 +23,11 @@ inline float Sigmoid2u(float x) {
   return z > 87.0f ? 0.0f : s;
 }
 
-void Forward(const float* x, float* y, float* s, std::int64_t count) {
+// The loops are compiled for AVX-512, AVX2 and the baseline, chosen at load time: the same IEEE
+// operations in the same order in each (no FMA: -ffp-contract=off), so the same bits.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void Forward(const float* x, float* y,
+                                                                          float* s,
+                                                                          std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) {
     const float si = Sigmoid2u(x[i]);
     s[i] = si;
@@ -56,12 +35,15 @@ void Forward(const float* x, float* y, float* s, std::int64_t count) {
   }
 }
 
-void ForwardOnly(const float* x, float* y, std::int64_t count) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void ForwardOnly(const float* x,
+                                                                              float* y,
+                                                                              std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i)
     y[i] = x[i] * Sigmoid2u(x[i]);
 }
 
-void Backward(const float* g, const float* x, const float* s, float* dx, std::int64_t count) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void Backward(
+    const float* g, const float* x, const float* s, float* dx, std::int64_t count) {
   for (std::int64_t i = 0; i < count; ++i) {
     const float xi = x[i], si = s[i];
     const float du = 2.0f * kSqrt2OverPi * (1.0f + 3.0f * kCubic * (xi * xi));

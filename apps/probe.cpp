@@ -147,19 +147,8 @@ int RunProbe(int argc, char** argv) {
   req.families = ParseFamilies(a.families);
   req.lambdas = ParseLambdas(a.lambdas);
   req.split = ParseSplit(a.split);
-  if (a.pooling != "attention" && a.pooling != "position")
-    throw std::invalid_argument("--pooling: expected attention or position, got '" + a.pooling +
-                                "'");
-  req.pooled = a.pooling == "attention";
-  if (a.at == "state")
-    req.at = {probes::ProbeAt::kState};
-  else if (a.at == "query")
-    req.at = {probes::ProbeAt::kQuery};
-  else if (a.at == "both")
-    req.at = {probes::ProbeAt::kState, probes::ProbeAt::kQuery};
-  else
-    throw std::invalid_argument("--at: expected state, query or both, got '" + a.at.substr(0, 80) +
-                                "'");
+  req.pooled = probes::ParsePooling(a.pooling);
+  req.at = probes::ParseProbeAt(a.at);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks);
   req.shuffle_control = vm.count("shuffle-control") > 0;

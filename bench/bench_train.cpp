@@ -45,6 +45,30 @@ double MatmulRate() {
   return Median(rates);
 }
 
+// float32 GEMM rate (GFLOP/s) at the shapes of one block's linear layers on `rows` tokens (a
+// shard of 32 prompts, or one of extract's groups): rows x H times H x 3H, H x H and H x rH, and
+// rows x rH times rH x H, as the forward pass runs them; median of 9 rounds of 10 blocks.
+double ShapesRate(std::int64_t rows, std::int64_t H, std::int64_t r) {
+  const auto x = torch::randn({rows, H}), xr = torch::randn({rows, r * H});
+  const auto w3 = torch::randn({H, 3 * H}), w1 = torch::randn({H, H}),
+             wr = torch::randn({H, r * H}), wd = torch::randn({r * H, H});
+  const double flop = 10.0 * 2 * double(rows) * double(H) * double(H) * double(4 + 2 * r);
+  torch::Tensor c;
+  std::vector<double> rates;
+  for (int i = 0; i < 10; ++i) {
+    const auto t0 = Clock::now();
+    for (int b = 0; b < 10; ++b) {
+      c = torch::mm(x, w3);
+      c = torch::mm(x, w1);
+      c = torch::mm(x, wr);
+      c = torch::mm(xr, wd);
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (i > 0) rates.push_back(flop / s / 1e9);  // the first round warms the caches
+  }
+  return Median(rates);
+}
+
 // Matrix-multiply FLOPs of one training step (forward + backward = 3x forward).
 double StepFlops(const learners::ModelConfig& c, int batch, int n) {
   const double tokens = double(batch) * 2 * n, H = c.hidden, T = 2.0 * n;
@@ -109,6 +133,14 @@ int main(int argc, char** argv) {
   const double peak = MatmulRate();
   std::printf("threads %d; float32 matmul (1024^3, median of 9): %.1f GFLOP/s (OpenBLAS core %s)\n",
               threads, peak, core::BlasCoreName().c_str());
+  std::printf(
+      "threads %d; float32 matmul at the shipped model's shapes (768 x 64 x 64..256): "
+      "%.1f GFLOP/s\n",
+      threads, ShapesRate(768, 64, 4));
+  std::printf(
+      "threads %d; float32 matmul at the larger model's shapes (2560 x 128 x 128..512): "
+      "%.1f GFLOP/s\n",
+      threads, ShapesRate(2560, 128, 4));
   if (steps <= 0) return 0;
   std::printf("%-32s %6s %14s %14s %7s %14s %9s\n", "config", "batch", "per-tensor st/s",
               "flat st/s", "ratio", "model GFLOP/s", "of matmul");

@@ -53,6 +53,20 @@ std::pair<std::string, ProbeAt> SplitTargetName(const std::string& stored) {
   return {stored, ProbeAt::kState};
 }
 
+std::vector<ProbeAt> ParseProbeAt(const std::string& name) {
+  if (name == "state") return {ProbeAt::kState};
+  if (name == "query") return {ProbeAt::kQuery};
+  if (name == "both") return {ProbeAt::kState, ProbeAt::kQuery};
+  throw core::InputError("probe", "at",
+                         "expected state, query or both, got '" + name.substr(0, 80) + "'");
+}
+
+bool ParsePooling(const std::string& name) {
+  if (name == "attention" || name == "position") return name == "attention";
+  throw core::InputError("probe", "pooling",
+                         "expected attention or position, got '" + name.substr(0, 80) + "'");
+}
+
 int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at) {
   if (at == ProbeAt::kState) return AfterKPosition(info, k);
   if (info.positions != extract::Positions::kAll || k >= info.task.n)

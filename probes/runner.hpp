@@ -36,6 +36,11 @@ std::pair<std::string, ProbeAt> SplitTargetName(const std::string& stored);
 // The row of the state a probe at `at` reads after k examples inside the (T * H) block layout;
 // kQuery needs the x-tokens (positions "all") and k < n.
 int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at);
+// The settings `at` ("state", "query" or "both": the positions read, in that order) and
+// `pooling` ("attention": pooled, true; "position": the one state, false), as a request holds
+// them; core::InputError naming the setting otherwise.
+std::vector<ProbeAt> ParseProbeAt(const std::string& name);
+bool ParsePooling(const std::string& name);
 
 struct ProbeRequest {
   std::string activations;

@@ -270,19 +270,8 @@ icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
                        "expected ridge, linear or mlp, got '" + f.substr(0, 40) + "'");
   }
   if (r.families.empty()) throw InputError("iclprobe", "probes", "name at least one family");
-  if (s.pooling != "attention" && s.pooling != "position")
-    throw InputError("iclprobe", "pooling",
-                     "expected attention or position, got '" + s.pooling.substr(0, 40) + "'");
-  r.pooled = s.pooling == "attention";
-  if (s.at == "state")
-    r.at = {pr::ProbeAt::kState};
-  else if (s.at == "query")
-    r.at = {pr::ProbeAt::kQuery};
-  else if (s.at == "both")
-    r.at = {pr::ProbeAt::kState, pr::ProbeAt::kQuery};
-  else
-    throw InputError("iclprobe", "at",
-                     "expected state, query or both, got '" + s.at.substr(0, 40) + "'");
+  r.pooled = pr::ParsePooling(s.pooling);
+  r.at = pr::ParseProbeAt(s.at);
   if (s.lambdas) r.lambdas = arma::vec(*s.lambdas);
   r.split = s.split;
   r.seed = s.seed;

@@ -134,11 +134,16 @@ int main(int argc, char** argv) {
   icl::core::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
   if (icl::dist::LaunchedInParallel()) {
     if (!RunsOnRanks(cmd)) {
-      if (icl::dist::LaunchedAsRoot())  // one message per job, not one per rank
+      if (icl::dist::LaunchedAsRoot()) {  // one message per job, not one per rank
         std::cerr << "iclprobe " << cmd
                   << ": runs in one process; under mpirun only extract and probe share their work "
                      "among the processes (run it without mpirun)\n";
-      return icl::cli::kExitBadInput;
+        return icl::cli::kExitBadInput;
+      }
+      // The other ranks leave quietly: a rank's non-zero exit makes mpirun abort the job, which
+      // killed rank 0 before it wrote its message when it started slower (a loaded machine).
+      // The job's exit status is rank 0's.
+      return 0;
     }
     try {
       icl::dist::Init(&argc, &argv);

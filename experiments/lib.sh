@@ -85,3 +85,8 @@ train_tiny_cell() {
     --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed 1 --threads 1 --quiet \
     --force --out "$RUNS/tiny_s1_half.h5" > /dev/null
 }
+
+# section HEADING FILE: a report's paragraph that starts with HEADING and the table after it.
+section() {
+  awk -v t="$1" 'index($0, t) == 1 { on = 1 } on { print; if ($0 ~ /^\|/) seen = 1; else if (seen && $0 == "") exit }' "$2"
+}

@@ -39,21 +39,40 @@ for L in "${DEPTHS[@]}"; do
   done
 done
 if [ -n "${TRAIN_ONLY:-}" ]; then echo "experiments/phase: trained; run again without TRAIN_ONLY for the comparison" >&2; exit 0; fi
-# Comparison: one compare per learner (each fits its own family members).
+# Comparison: one compare per cell (each fits its own family members). The depth row (H = 64)
+# and the width column (L = 4) have three seeds of 20,000 steps each and a half-budget run
+# (checkpoints/depth/; L = 8, H = 64: the shipped learner and its family); the other cells keep
+# their single 6,000-step learner of checkpoints/phase/ (convergence untested).
 LEARNERS="ols,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3"
-echo "L,H,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,ridge_lambda,converged" > "$OUT/phase.csv"
+cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, its steps
+  local L=$1 H=$2 f files=""
+  if [ "$PROFILE" = full ] && [ "$L" = 8 ] && [ "$H" = 64 ]; then
+    echo "$ROOT/checkpoints/d4_l8_h64.h5,$ROOT/checkpoints/family/d4_l8_h64_s2.h5,$ROOT/checkpoints/family/d4_l8_h64_s3.h5,$ROOT/checkpoints/family/d4_l8_h64_s4.h5 $ROOT/checkpoints/family/d4_l8_h64_half.h5 20000"
+    return
+  fi
+  if [ "$PROFILE" = full ] && { [ "$H" = 64 ] || [ "$L" = 4 ]; }; then
+    for s in 1 2 3; do
+      f="$ROOT/checkpoints/depth/d4_l${L}_h${H}_s$s.h5"
+      finished "$f" || { echo "experiments/phase: $f is missing or unfinished (experiments/train_queue.sh trains it)" >&2; exit 2; }
+      files="${files:+$files,}$f"
+    done
+    echo "$files $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"
+    return
+  fi
+  echo "$CKDIR/l${L}_h$H.h5 $CKDIR/l${L}_h${H}_half.h5 $STEPS"
+}
+echo "L,H,seeds,steps,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,stable,ridge_lambda,converged" > "$OUT/phase.csv"
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
-    ck="$CKDIR/l${L}_h$H.h5"
-    # The convergence rule's half-budget run of this cell, where one was trained (the depth row
-    # and the L = 4 width column: checkpoints/phase/lL_hH_half.h5).
-    half=(); if [ -f "$CKDIR/l${L}_h${H}_half.h5" ]; then half=(--half "$CKDIR/l${L}_h${H}_half.h5"); fi
-    cmd=(compare -c "$ck" "${half[@]}" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT
+    read -r files halfrun steps <<< "$(cell_files $L $H)"
+    half=(); if [ -f "$halfrun" ]; then half=(--half "$halfrun"); fi
+    cmd=(compare --cell "l${L}_h$H=$files" "${half[@]}" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT
       --seed 11 --threads 1 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv")
-    # The full profile keeps a comparison made by the same command and newer than its learner
+    # The full profile keeps a comparison made by the same command and newer than its learners
     # (delete it to redo it).
     stamp="$OUT/compare_l${L}_h$H.cmd"
-    if [ "$PROFILE" = full ] && [ -s "$OUT/compare_l${L}_h$H.txt" ] && [ "$OUT/compare_l${L}_h$H.txt" -nt "$ck" ] &&
+    newer=1; for f in ${files//,/ }; do [ "$OUT/compare_l${L}_h$H.txt" -nt "$f" ] || newer=0; done
+    if [ "$PROFILE" = full ] && [ -s "$OUT/compare_l${L}_h$H.txt" ] && [ $newer = 1 ] &&
        [ -f "$stamp" ] && [ "$(cat "$stamp")" = "${cmd[*]//$ROOT\//}" ]; then
       echo "iclprobe ${cmd[*]//$ROOT\//}" >> "$OUT/commands.txt"
     else
@@ -61,10 +80,13 @@ for L in "${DEPTHS[@]}"; do
       echo "${cmd[*]//$ROOT\//}" > "$stamp"
     fi
     # One row from the window's verdict and the fitted values (compare's tidy CSVs): a fitted
-    # member's value is its lambda or alpha, with its step count where it has several.
-    awk -F, -v L=$L -v H=$H 'FNR == NR { if (FNR > 1 && $8 != "") { v = sprintf("%.4g", $8); if ($9 != "" && $9 != 1) v = v " x" $9; val[$2] = v; if ($2 == "ridge:fit") lam = $8 } next }
+    # member's value is its lambda or alpha (with its step count where it has several), the
+    # geometric mean over the cell's seeds with each seed's value after it; the colour is the
+    # geometric mean of the fitted ridge lambda.
+    awk -F, -v L=$L -v H=$H -v steps=$steps 'FNR == NR { if (FNR > 1 && $8 != "" && $3 == 0) { n[$2]++; lg[$2] += log($8); v = sprintf("%.3g", $8); if ($9 != "" && $9 != 1) v = v " x" $9; each[$2] = each[$2] (n[$2] > 1 ? "/" : "") v } next }
+      function value(m) { if (!(m in n)) return ""; if (n[m] == 1) return each[m]; return sprintf("%.3g (%s)", exp(lg[m] / n[m]), each[m]) }
       FNR > 1 && $2 == "window" {
-        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%s,%s\n", L, H, $5, val[$5], $6, $7, val[$7], $9, $10, $11, $12, lam, $15
+        printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%d,%s,%s\n", L, H, $4, steps, $5, value($5), $6, $7, value($7), $9, $10, $11, $12, $13, exp(lg["ridge:fit"] / n["ridge:fit"]), $15
       }' "$OUT/compare_l${L}_h$H.csv" "$OUT/compare_l${L}_h$H.verdicts.csv" >> "$OUT/phase.csv"
   done
 done
@@ -73,13 +95,15 @@ done
 # closest family and its fitted value (gnuplot, no shell).
 if command -v gnuplot > /dev/null; then
   awk -F, 'NR > 1 {
-      f = $3; sub(/:.*/, "", f)
-      label = f; if ($4 != "") label = label "\\n" $4; if (!$11) label = label "\\n(~)"; if ($13 == "no") label = label "\\n(not conv.)"
-      printf "%d %d %.4f \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), log($12) / log(10), label
+      f = $5; sub(/:.*/, "", f)
+      v = $6; sub(/ \(.*/, "", v)
+      label = f; if (v != "") label = label "\\n" v; if (!$13) label = label "\\n(~)"; if ($3 > 1 && !$14) label = label "\\n(seeds differ)"
+      label = label "\\n" ($3 > 1 ? $3 " seeds" : "1 seed, " $4 / 1000 "k") ($16 == "no" ? ", not conv." : ($16 == "yes" ? ", conv." : ""))
+      printf "%d %d %.4f \"%s\"\n", log($2) / log(2) - 3, log($1) / log(2), log($15) / log(10), label
     }' "$OUT/phase.csv" > "$OUT/phase.dat"
   cat > "$OUT/phase.gp" <<'GP'
 # gnuplot script written by experiments/phase.sh; rerun with: gnuplot phase.gp
-set terminal pngcairo size 760,600 noenhanced
+set terminal pngcairo size 980,760 noenhanced
 set output 'phase.png'
 set title "closest family by depth and width (d = 4, noiseless; ~: runner-up within noise)\ncolour: log10 of the fitted ridge lambda (high: like one GD step; low: like OLS)"
 set xlabel 'hidden size H'
@@ -92,19 +116,23 @@ set cbrange [-2.2:2.2]
 set cblabel 'log10 fitted ridge lambda'
 set palette defined (-2.2 '#a63603', -0.5 '#fd8d3c', 0.7 '#fdd0a2', 2.2 '#3182bd')
 unset key
-plot 'phase.dat' using 1:2:3 with image, '' using 1:2:4 with labels font ',10'
+plot 'phase.dat' using 1:2:3 with image, '' using 1:2:4 with labels font ',9'
 GP
   (cd "$OUT" && gnuplot phase.gp)
 fi
-{ echo "Learners: depth L in {${DEPTHS[*]}} x width H in {${WIDTHS[*]}} (M = 4 heads, d = 4, n = 12, noiseless,"
-  echo "$STEPS steps, seed 1; one learner per cell, so every interval is over prompts only). Each is compared on $P prompts"
-  echo "(seed 11, a prompt seed no earlier result used) with OLS, kNN(3) and each family's member closest to it:"
-  echo "gd:fit (one GD step), gd:fit:1..16 (step size and number of steps), sgd:fit (one pass), newton:fit"
-  echo "(Fu et al.'s iterative Newton, scale and steps), ridge:fit, fitted on the $FIT prompts that follow the scored ones. Closest ="
-  echo "least mean SPD / d over the window k = 0..11 except k = d and d+1; the runner-up's paired difference has a 95% bootstrap"
-  echo "interval over the $P prompts (significant when it excludes 0). Converged: the convergence rule on the"
-  echo "cell's half-budget run (lL_hH_half.h5: the same recipe, half the steps and warmup), trained for the"
-  echo "depth row (H = 64) and the width column (L = 4); 'untested' elsewhere."
+{ echo "Learners: depth L in {${DEPTHS[*]}} x width H in {${WIDTHS[*]}} (M = 4 heads, d = 4, n = 12, noiseless)."
+  echo "The depth row (H = 64) and the width column (L = 4) are cells of three seeds trained 20,000 steps"
+  echo "(checkpoints/depth/; L = 8, H = 64 is the shipped learner and its family, four seeds), each with"
+  echo "a half-budget run for the convergence rule; every other cell is one learner (seed 1) of $STEPS"
+  echo "steps (checkpoints/phase/), its convergence untested and its interval over prompts only. Each"
+  echo "cell is compared on $P prompts (seed 11) with OLS, kNN(3) and each family's member closest to"
+  echo "each seed: gd:fit (one GD step), gd:fit:1..16 (step size and number of steps), sgd:fit (one"
+  echo "pass), newton:fit (Fu et al.'s iterative Newton, scale and steps), ridge:fit, fitted on the $FIT"
+  echo "prompts that follow the scored ones. Closest = least mean SPD / d over the window k = 0..11"
+  echo "except k = d and d+1 (fixed before the learners were scored); the runner-up's paired"
+  echo "difference has a 95% interval over seeds, then prompts within a seed (two-stage bootstrap;"
+  echo "significant when it excludes 0); 'every seed agrees' when each seed's own closest family is the"
+  echo "same. A fitted value is the geometric mean over the seeds, each seed's value in brackets."
   echo
   echo "Reading the fitted lambda: ridge(lambda) predicts x'(X'X + lambda I)^-1 X'y. Far above the"
   echo "eigenvalues of X'X (about k(1 +- sqrt(d/k))^2, at most about 30 at k = 12, d = 4) that is"
@@ -112,9 +140,9 @@ fi
   echo "alpha = 1 / (2 lambda): there the fitted families nearly coincide and a large lambda means"
   echo "GD-like. lambda -> 0 is OLS. The heat map's colour is log10 of the fitted lambda."
   echo; echo '![phase diagram](phase.png)'; echo
-  echo '| L | H | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | converged |'
-  echo '|---:|---:|---|---:|---:|---|---:|---|---|'
-  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 ? "" : " (within noise)", $13 }' "$OUT/phase.csv"
+  echo '| L | H | seeds | steps | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | every seed agrees | converged |'
+  echo '|---:|---:|---:|---:|---|---:|---:|---|---:|---|---|---|'
+  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "" : " (within noise)", ($3 > 1 ? ($14 ? "yes" : "no") : "(1 seed)"), $16 }' "$OUT/phase.csv"
 } > "$OUT/summary.md"
 { echo; echo "Training commands (checkpoints/phase/commands.txt; resumed runs appear once per resume):"; echo
   echo '```sh'; sed "s|$ROOT/||g" "$CKDIR/commands.txt" 2>/dev/null; echo '```'; } >> "$OUT/summary.md"

@@ -1,0 +1,18 @@
+# gnuplot script written by iclprobe compare; rerun with: gnuplot plots.gp
+set datafile separator ','
+set key outside right top noenhanced
+set grid
+set logscale y
+set format y '10^{%L}'
+set terminal pngcairo size 1000,600
+set output 'spd_cell0.png'
+set title 'd8noisy: SPD / d to each learner (3 seeds, 95% intervals over seeds, then prompts)' noenhanced
+set xlabel 'k (examples in context)'
+set ylabel 'SPD / d'
+plot 'spd_cell0.csv' index 0 using 1:2:3:4 with yerrorlines lw 2 title 'ols', 'spd_cell0.csv' index 1 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:0.0625', 'spd_cell0.csv' index 2 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:0.25', 'spd_cell0.csv' index 3 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:1', 'spd_cell0.csv' index 4 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:fit', 'spd_cell0.csv' index 5 using 1:2:3:4 with yerrorlines lw 2 title 'gd:fit:1..16', 'spd_cell0.csv' index 6 using 1:2:3:4 with yerrorlines lw 2 title 'newton:fit'
+set terminal svg size 1000,600
+set output 'spd_cell0.svg'
+set title 'd8noisy: SPD / d to each learner (3 seeds, 95% intervals over seeds, then prompts)' noenhanced
+set xlabel 'k (examples in context)'
+set ylabel 'SPD / d'
+plot 'spd_cell0.csv' index 0 using 1:2:3:4 with yerrorlines lw 2 title 'ols', 'spd_cell0.csv' index 1 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:0.0625', 'spd_cell0.csv' index 2 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:0.25', 'spd_cell0.csv' index 3 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:1', 'spd_cell0.csv' index 4 using 1:2:3:4 with yerrorlines lw 2 title 'ridge:fit', 'spd_cell0.csv' index 5 using 1:2:3:4 with yerrorlines lw 2 title 'gd:fit:1..16', 'spd_cell0.csv' index 6 using 1:2:3:4 with yerrorlines lw 2 title 'newton:fit'

@@ -1,6 +1,10 @@
 // Pooled linear / MLP probes trained with LibTorch.
 #include "probes/gradient.hpp"
+
+#include <sys/mman.h>
+
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "core/errors.hpp"
@@ -38,6 +42,27 @@ torch::Tensor PooledProbeImpl::Alpha(bool detach) const {
   // alpha = softmax(10 s): the factor lets Adam move the pooling logits ten times faster than
   // the weights, so that pooling concentrates within a few hundred steps.
   return torch::softmax(kScoreScale * (detach ? scores.detach() : scores), /*dim=*/0);
+}
+
+torch::Tensor LargeEmpty(at::IntArrayRef sizes) {
+  std::int64_t n = 1;
+  for (auto v : sizes)
+    n *= v;
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  const std::size_t bytes = std::max<std::size_t>(1, std::size_t(n) * sizeof(float));
+  if (bytes < 4 * kHuge) return torch::empty(sizes, torch::kFloat32);
+  // Map 2 MiB more than needed and start at a 2 MiB boundary, so every page can be a huge one.
+  const std::size_t mapped = bytes + kHuge;
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return torch::empty(sizes, torch::kFloat32);
+  auto* start = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(base) + kHuge - 1) &
+                                        ~(std::uintptr_t(kHuge) - 1));
+#ifdef MADV_HUGEPAGE
+  ::madvise(start, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages stay small
+#endif
+  return torch::from_blob(
+      start, sizes, [base, mapped](void*) { ::munmap(base, mapped); },
+      torch::TensorOptions().dtype(torch::kFloat32));
 }
 
 namespace {
@@ -138,22 +163,30 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
       throw std::logic_error("probe: batched probes need features of one shape");
 
   // Standardise each probe's features with its own training statistics (per feature over
-  // training rows and positions); targets are shared.
-  std::vector<torch::Tensor> tr(G), va(G), te(G);
-  // Pooled features are kept as [N, H, T] (positions last) for ProbeStack::Forward.
-  auto layout = [&](const torch::Tensor& t) {
-    return o.pooled ? t.transpose(1, 2).contiguous() : t;
+  // training rows and positions); targets are shared. Each probe's rows are standardised in place
+  // and copied into its slice of the stacked tensors (pooled: [G, N, H, T], positions last, for
+  // ProbeStack::Forward), so the large buffers are allocated once: with a layer's states of tens
+  // of MB, fresh buffers per step of the preparation cost more in page faults than the epochs.
+  auto stacked = [&](const arma::uvec& rows) {
+    const long n = rows.n_elem;
+    return o.pooled ? LargeEmpty({G, n, H, T}) : LargeEmpty({G, n, H});
   };
-  for (int g = 0; g < G; ++g) {
-    auto xtr = Rows(features[g], train);
-    const auto flat = xtr.reshape({-1, H});
-    const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
-    tr[g] = layout((xtr - mu) / sd);
-    va[g] = layout((Rows(features[g], val) - mu) / sd);
-    te[g] = layout((Rows(features[g], test) - mu) / sd);
+  torch::Tensor xtr = stacked(train), xva = stacked(val), xte = stacked(test);
+  {
+    torch::NoGradGuard no_grad;
+    for (int g = 0; g < G; ++g) {
+      auto rows = Rows(features[g], train);
+      const auto flat = rows.reshape({-1, H});
+      const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
+      auto put = [&](torch::Tensor&& x, torch::Tensor& into) {
+        x.sub_(mu).div_(sd);
+        into[g].copy_(o.pooled ? x.transpose(1, 2) : x);
+      };
+      put(std::move(rows), xtr);
+      put(Rows(features[g], val), xva);
+      put(Rows(features[g], test), xte);
+    }
   }
-  const auto xtr = torch::stack(tr), xva = torch::stack(va), xte = torch::stack(te);
-  tr.clear(), va.clear(), te.clear();
   const arma::vec ymu = arma::mean(targets.cols(train), 1);
   arma::vec ysd = arma::stddev(targets.cols(train), 1, 1);
   ysd.transform([](double v) { return v > 1e-12 ? v : 1.0; });

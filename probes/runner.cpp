@@ -676,7 +676,7 @@ torch::Tensor LayerStates(const LayerJob& job) {
   const extract::ActivationsInfo& info = *job.src.info;
   const std::int64_t N = info.prompts, rows = job.run.r.block_rows;
   const int H = info.model.hidden, T = info.positions_per_prompt;
-  auto states = torch::empty({N, T, H}, torch::kFloat32);
+  auto states = LargeEmpty({N, T, H});
   for (std::int64_t r0 = 0; r0 < N; r0 += rows) {
     const std::int64_t cnt = std::min<std::int64_t>(rows, N - r0);
     const arma::fmat block = job.read(r0, cnt);

@@ -58,8 +58,8 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --learners "$LEARNERS" -
   echo "Mean SPD / d over the window, per seed (rows: reference learners; * = the seed's minimum with its paired 95% interval over prompts against the runner-up excluding 0, ~ = one that does not):"
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,/^$/p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
   echo; echo "Convergence of each cell (its half-budget run: the same recipe with half the steps and warmup; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's):"; echo
-  echo '```'; { grep -E '^(convergence of|  (not )?converged:)' "$OUT/compare.txt" || echo "no half-budget runs: convergence untested"; } | sed "s|$ROOT/||g"; echo '```'
-  echo; echo "Fitted members per seed:"; echo; echo '```'; grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$OUT/compare.txt" | sed 's/ (noise.*against:$/:/'; echo '```'
+  echo '```'; convergence_lines "$OUT/compare.txt"; echo '```'
+  echo; echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare.txt"; echo '```'
   echo; echo "Verdict at every k and over the window:"; echo
   verdict_table "$OUT/compare.verdicts.csv"
   for c in "${CELLS[@]}"; do

@@ -90,3 +90,15 @@ train_tiny_cell() {
 section() {
   awk -v t="$1" 'index($0, t) == 1 { on = 1 } on { print; if ($0 ~ /^\|/) seen = 1; else if (seen && $0 == "") exit }' "$2"
 }
+
+# convergence_lines COMPARE_TXT: compare's verdict lines on each half-budget run, paths relative
+# to the repository and the output folder.
+convergence_lines() {
+  { grep -E '^(convergence of|  (not )?converged:)' "$1" || echo "no half-budget runs: convergence untested"; } |
+    sed -e "s|$ROOT/||g" -e "s|$OUT/||g"
+}
+
+# fitted_members COMPARE_TXT: each seed's name and the members its :fit learners fitted.
+fitted_members() {
+  grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$1" | sed 's/ (noise.*against:$/:/'
+}

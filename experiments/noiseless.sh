@@ -49,7 +49,7 @@ done
     echo; echo "## Cell $cell"; echo
     echo "Convergence (the half-budget run against the full run of the same seed; the rule's table):"; echo
     echo '```'; sed -n '/^convergence of/,/converged/p' "$OUT/compare_$cell.txt" | sed "s|$ROOT/||g"; echo '```'; echo
-    echo "Fitted members per seed:"; echo; echo '```'; grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$OUT/compare_$cell.txt" | sed 's/ (noise.*against:$/:/'; echo '```'; echo
+    echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare_$cell.txt"; echo '```'; echo
     echo "Verdict at every k and over the window:"; echo
     verdict_table "$OUT/compare_$cell.verdicts.csv" "$cell"
     echo; echo "SPD / d per k, mean over seeds with its 95% interval (seeds, then prompts):"; echo

@@ -50,12 +50,12 @@ level_cell() {
   done
   echo "$files $CK/noise_${name}_half.h5 20000"
 }
-CELLARGS=(); declare -A STEPS_OF FIRST_OF
+CELLARGS=(); declare -A STEPS_OF FIRST_OF FILES_OF HALF_OF
 for pair in "${LEVELS[@]}"; do
   name=${pair##*:}
   read -r files half steps <<< "$(level_cell "$name")"
   CELLARGS+=(--cell "n$name=$files"); [ -f "$half" ] && CELLARGS+=(--half "$half")
-  STEPS_OF[$name]=$steps; FIRST_OF[$name]=${files%%,*}
+  STEPS_OF[$name]=$steps; FIRST_OF[$name]=${files%%,*}; FILES_OF[$name]=$files; HALF_OF[$name]=$half
 done
 # The paper's table: OLS and ridge at each training lambda, on a prompt seed (21) no earlier
 # result used.
@@ -123,7 +123,7 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
 { echo "## Behaviour: which reference learner each column matches"
   echo
   echo "Columns (cells): training (sigma/tau)^2 = $(for pair in "${LEVELS[@]}"; do printf '%s ' "${pair##*:}"; done)($DESC), seeds differ only in the training seed:"
-  for pair in "${LEVELS[@]}"; do name=${pair##*:}; read -r files half steps <<< "$(level_cell "$name")"
+  for pair in "${LEVELS[@]}"; do name=${pair##*:}; files=${FILES_OF[$name]}; half=${HALF_OF[$name]}
     echo "- **n$name**: $(echo "$files" | tr ',' '\n' | wc -l) seeds of ${STEPS_OF[$name]} steps ($(echo "$files" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="n$name" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv") (half-budget run: $(echo "$half" | sed -e "s|$ROOT/||" -e "s|$OUT/||"))."
   done
   echo
@@ -144,7 +144,7 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,/^$/p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
   echo
   echo "Convergence (each level's half-budget run against its seed-1 run; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's, on its 500 evaluation prompts):"
-  echo; echo '```'; { grep -E '^(convergence of|  (not )?converged:)' "$OUT/compare.txt" || echo "no half-budget runs: convergence untested"; } | sed -e "s|$ROOT/||g" -e "s|$OUT/||g"; echo '```'
+  echo; echo '```'; convergence_lines "$OUT/compare.txt"; echo '```'
   echo
   echo "Verdict at every k and over the window, per column:"
   echo; verdict_table "$OUT/compare.verdicts.csv"
@@ -154,13 +154,13 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   echo "## Fitted members: which lambda each seed is closest to"
   echo
   echo "The same seeds and prompts against the Bayes ridge (bayes) and the members of three families fitted per seed on the $FIT prompts after the scored ones: ridge:fit (lambda), gd:fit:1..16 (step size and number of steps from 0), newton:fit (Fu et al.'s iteration, scale and steps)."
-  echo; echo '```'; grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$OUT/compare_fit.txt" | sed 's/ (noise.*against:$/:/'; echo '```'; echo
+  echo; echo '```'; fitted_members "$OUT/compare_fit.txt"; echo '```'; echo
   echo "Window verdicts:"; echo
   verdict_table "$OUT/compare_fit.verdicts.csv" | awk 'NR <= 2 || /\*\*window\*\*/'
   if [ -n "$D8" ]; then
     echo; echo "## The paper's task at sigma^2 = 1/4: d = 8, n = 40"; echo
     echo "Cell d8noisy: L = 8, H = 64, M = 4, 20,000 steps, three seeds ($(echo "${D8#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, 'NR > 1 && $2 == "window" {print $15}' "$OUT/compare_d8.verdicts.csv") (half-budget run: checkpoints/behaviour/d8_n40_l8_h64_noise_1_4_half.h5). $P prompts of seed 21 with sigma = 0.5; the Bayes ridge is ridge:0.25; window k = 0..39 except k = 8, 9."
-    echo; echo '```'; { grep -E '^(convergence of|  (not )?converged:)' "$OUT/compare_d8.txt"; grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$OUT/compare_d8.txt" | sed 's/ (noise.*against:$/:/'; } | sed "s|$ROOT/||g"; echo '```'; echo
+    echo; echo '```'; convergence_lines "$OUT/compare_d8.txt"; fitted_members "$OUT/compare_d8.txt"; echo '```'; echo
     verdict_table "$OUT/compare_d8.verdicts.csv"
     echo; echo "SPD / d per k, mean over seeds with its 95% interval:"; echo
     spd_table "$OUT/compare_d8.cells.csv" d8noisy ols ridge:0.25 ridge:fit gd:fit:1..16 newton:fit

@@ -38,6 +38,12 @@ void DeclareOptions(OptionTable& t, ConstructArgs& a) {
   t.Value("distractors", &a.disguise.distractors, "distractors", "extra residual rows of "
        "prompt features that nothing reads (random projections of the current token, their "
        "squares and products; at most 4 times the program's own width)");
+  t.Value("context-distractors", &a.disguise.context_distractors, "context_distractors", "q: "
+       "d^2 + 5q extra rows of features of the prompt's x's that nothing reads (x x^T of the "
+       "token's example, q random projections u of its x, q random features v and s each of the "
+       "mean of x x^T so far, and the products u v and v s), so that the state has many "
+       "independent directions, as a trained learner's does; functions of X alone, so "
+       "uncorrelated with X'y (at most 4 times the program's own width)");
   t.Optional("decoy", &a.disguise.decoy, "decoy", "xty: a second, unused encoding M X'y (M fixed, "
        "random, invertible) written at block 2 like X'y: decodable but not used");
   t.Value("nuisance", &a.disguise.nuisance, "nuisance", "sigma: X'y at block 2 carries + sigma "

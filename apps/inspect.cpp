@@ -91,10 +91,11 @@ int RunInspect(int argc, char** argv) {
                           *c->rotation_seed)
             : "",
         c->ops.size());
-    if (c->distractors > 0 || !c->decoy.empty() || c->nuisance > 0)
+    if (c->distractors > 0 || c->context_distractors > 0 || !c->decoy.empty() || c->nuisance > 0)
       std::cout << fmt::format(
-          "  disguise: {} distractor rows, decoy {}{}, nuisance sigma {:g}\n", c->distractors,
-          c->decoy.empty() ? "none" : c->decoy,
+          "  disguise: {} distractor rows, {} context distractors, decoy {}{}, nuisance sigma "
+          "{:g}\n",
+          c->distractors, c->context_distractors, c->decoy.empty() ? "none" : c->decoy,
           c->decoy_noise > 0 ? fmt::format(" (its own nuisance sigma {:g})", c->decoy_noise) : "",
           c->nuisance);
     for (const auto& q : c->quantities)

@@ -355,6 +355,7 @@ void WriteConstruction(const std::string& path, const Construction& c,
                           "[H, H]: the rows name coordinates of h = Q^T h', so quantity q is "
                           "Q[:, rows]^T h'"));
     g.SetAttr("distractors", c.disguise.distractors);
+    g.SetAttr("context_distractors", c.disguise.context_distractors);
     g.SetAttr("decoy", c.disguise.decoy);
     g.SetAttr("nuisance", c.disguise.nuisance);
     g.SetAttr("decoy_noise", c.disguise.decoy_noise);
@@ -420,6 +421,8 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   r.steps = static_cast<int>(g.GetInt("steps"));
   if (g.HasAttr("start")) r.start = g.GetDouble("start");
   if (g.HasAttr("distractors")) r.distractors = static_cast<int>(g.GetInt("distractors"));
+  if (g.HasAttr("context_distractors"))
+    r.context_distractors = static_cast<int>(g.GetInt("context_distractors"));
   if (g.HasAttr("decoy")) r.decoy = g.GetString("decoy");
   if (g.HasAttr("nuisance")) r.nuisance = g.GetDouble("nuisance");
   if (g.HasAttr("decoy_noise")) r.decoy_noise = g.GetDouble("decoy_noise");

@@ -113,12 +113,23 @@ Program ParseProgram(const std::string& program);
 //   linear probe reads X'y from them: mean_yx (X'y / 2k, never read after block 2) carries
 //   sigma / n (P' x_k)^2 with another P', and gd:K writes w_1 at block 3 instead of 2 (every
 //   later block shifts by one); one-step gd's prediction moves to block 4.
+// - context distractors q: features of the prompt, not of the token alone, that nothing reads,
+//   so that the state has many independent directions as a trained learner's has (a random
+//   few of them can then be erased at little cost; the token distractors above span at most the
+//   token's quadratic features however many rows they take). Block 1 writes xx = x x^T of the
+//   token's example (x at its x-token, xprev at its y-token) and u = U x (q random features);
+//   block 2's attention takes v = V mean(xx) and s = S mean(xx) over the positions so far (q
+//   random features of the prefix's second moments each) and its MLP writes u (.) v and
+//   v (.) s. All are functions of the x's alone, never of y: with w ~ N(0, I) independent of X
+//   they have no linear correlation with X'y or any other quantity linear in w. d^2 + 5q rows,
+//   at most kMaxDistractorFactor times the program's own width.
 struct Disguise {
   int distractors = 0;
-  std::string decoy;       // "" or "xty"
-  double nuisance = 0;     // sigma >= 0
-  double decoy_noise = 0;  // sigma >= 0 of the decoy's own nuisance (needs decoy)
-  std::uint64_t seed = 1;  // the random maps of all three
+  int context_distractors = 0;  // q
+  std::string decoy;            // "" or "xty"
+  double nuisance = 0;          // sigma >= 0
+  double decoy_noise = 0;       // sigma >= 0 of the decoy's own nuisance (needs decoy)
+  std::uint64_t seed = 1;       // the random maps of every disguise
 };
 constexpr int kMaxDistractorFactor = 4;
 
@@ -208,7 +219,8 @@ struct ConstructionRecord {
   std::optional<std::uint64_t> rotation_seed;  // the basis is /construction/rotation [H, H]
   arma::mat rotation;                          // Q (H x H); empty when not rotated
   int distractors = 0;
-  std::string decoy;  // "" or the quantity with an unused copy ("xty")
+  int context_distractors = 0;  // q of Disguise (d^2 + 5q rows)
+  std::string decoy;            // "" or the quantity with an unused copy ("xty")
   double nuisance = 0;
   double decoy_noise = 0;              // decoy_xty = M X'y + decoy_noise (R x_k)^2
   arma::mat decoy_map;                 // M (d x d): decoy_xty = M X'y

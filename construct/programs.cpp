@@ -22,6 +22,7 @@ void CheckShape(int d, int n_max) {
 constexpr std::uint64_t kDecoyStream = 0x6465636f79ULL;     // "decoy"
 constexpr std::uint64_t kNuisanceStream = 0x6e756973ULL;    // "nuis"
 constexpr std::uint64_t kDistractorStream = 0x64697374ULL;  // "dist"
+constexpr std::uint64_t kContextStream = 0x63747874ULL;     // "ctxt"
 
 std::vector<double> RowMajor(const arma::mat& m) {
   const arma::mat t = m.t();
@@ -81,6 +82,18 @@ void AddDisguiseRows(Construction& c, int d) {
     c.nuisance_map = RowMajor(RandomOrthogonal(d, g.seed ^ kNuisanceStream));
     c.nuisance_map_mean = RowMajor(RandomOrthogonal(d, g.seed ^ (kNuisanceStream + 1)));
   }
+  if (g.context_distractors < 0)
+    throw core::InputError("construct", "context_distractors",
+                           "expected a count >= 0, got " + std::to_string(g.context_distractors));
+  if (g.context_distractors > 0) {
+    const int q = g.context_distractors;
+    c.layout.Add("ctx_xx", d * d);  // x x^T of the token's example
+    c.layout.Add("ctx_u", q);       // U x of the token's example
+    c.layout.Add("ctx_v", q);       // V mean(ctx_xx) over the positions so far
+    c.layout.Add("ctx_s", q);       // S mean(ctx_xx)
+    c.layout.Add("ctx_uv", q);      // u (.) v
+    c.layout.Add("ctx_vs", q);      // v (.) s
+  }
   if (g.distractors > 0) {
     const int q = g.distractors / 4, r = g.distractors % 4;
     if (q > 0) c.layout.Add("dist_a", q), c.layout.Add("dist_b", q);
@@ -127,14 +140,40 @@ void AddBlock1Disguise(Construction& c, int d) {
       c.ops.push_back(Parallel(from_y));
     }
   }
+  if (g.context_distractors > 0) {
+    // The token's example's x is x at its x-token and xprev at its y-token (the other is 0
+    // there, but at position 0, where the mov falls back to the token itself). U has entries of
+    // variance 1/d, so each u_j is N(0, 1); |x_j| <= 6 bounds the squares' |a| + |b| by 12.
+    data::Rng rng(g.seed, kContextStream);
+    const int q = g.context_distractors;
+    const std::vector<double> u = RandomMap(q, d, 1.0 / std::sqrt(double(d)), rng);
+    for (const char* from : {"x", "xprev"}) {
+      c.ops.push_back(Parallel(Mul(from, from, "ctx_xx", 1, 12.0, Op::kOuter)));
+      Op a = Aff(from, "ctx_u", 1);
+      a.matrix = u;
+      c.ops.push_back(Parallel(a));
+    }
+  }
 }
 
 // Extra ops of block 2's attention: the decoy's mean of M yx.
-void AddBlock2AttentionDisguise(Construction& c) {
-  if (c.disguise.decoy != "xty") return;
-  Op mean = Mean("yx", "mean_decoy");
-  mean.matrix = c.decoy_map;
-  c.ops.push_back(Parallel(mean));
+void AddBlock2AttentionDisguise(Construction& c, int d) {
+  if (c.disguise.decoy == "xty") {
+    Op mean = Mean("yx", "mean_decoy");
+    mean.matrix = c.decoy_map;
+    c.ops.push_back(Parallel(mean));
+  }
+  // v and s: q random features each of the prefix's mean of x x^T (entries of V and S of
+  // variance 1/d^2, so that v_j, s_j are of order 1: E x x^T = I).
+  if (c.disguise.context_distractors > 0) {
+    const int q = c.disguise.context_distractors;
+    data::Rng rng(c.disguise.seed, kContextStream + 1);
+    for (const char* out : {"ctx_v", "ctx_s"}) {
+      Op mean = Mean("ctx_xx", out);
+      mean.matrix = RandomMap(q, d * d, 1.0 / d, rng);
+      c.ops.push_back(Parallel(mean));
+    }
+  }
 }
 
 // Extra ops of block 2's MLP: the decoy, the nuisance, the distractors' products.
@@ -158,6 +197,13 @@ void AddBlock2MlpDisguise(Construction& c, double mean_range) {
     c.ops.push_back(Parallel(Mul("dist_a", "dist_a", "dist_sq", 1, 30.0)));
     c.ops.push_back(Parallel(Mul("dist_a", "dist_b", "dist_prod", 1, 30.0)));
   }
+  // |u_j| <= 6; |v_j| and |s_j| are sums of d^2 terms V_ji mean(xx)_i, below 10 but for rare
+  // prompts: a bound of 30 keeps the products in the GELU's quadratic range for all but
+  // outliers, whose products are merely less exact (nothing reads them).
+  if (g.context_distractors > 0) {
+    c.ops.push_back(Parallel(Mul("ctx_u", "ctx_v", "ctx_uv", 1, 30.0)));
+    c.ops.push_back(Parallel(Mul("ctx_v", "ctx_s", "ctx_vs", 1, 30.0)));
+  }
 }
 
 // The nuisance's removal, as a parallel op in the first MLP after block 2 (or as an op of its
@@ -170,13 +216,22 @@ void AddNuisanceRemoval(Construction& c, bool own_block) {
 
 void AddDisguiseQuantities(Construction& c) {
   const Disguise& g = c.disguise;
-  const int own = c.layout.width() - g.distractors - (g.decoy.empty() ? 0 : 2 * c.model.d) -
-                  (g.nuisance > 0 ? 2 * c.model.d : 0) - (g.decoy_noise > 0 ? c.model.d : 0);
+  const int d = c.model.d;
+  const int context_rows = g.context_distractors > 0 ? d * d + 5 * g.context_distractors : 0;
+  const int own = c.layout.width() - g.distractors - context_rows - (g.decoy.empty() ? 0 : 2 * d) -
+                  (g.nuisance > 0 ? 2 * d : 0) - (g.decoy_noise > 0 ? d : 0);
   if (g.distractors > kMaxDistractorFactor * own)
     throw core::InputError(
         "construct", "distractors",
         fmt::format("expected 0..{} ({} times the program's width {}), got {}",
                     kMaxDistractorFactor * own, kMaxDistractorFactor, own, g.distractors));
+  if (context_rows > kMaxDistractorFactor * own)
+    throw core::InputError(
+        "construct", "context_distractors",
+        fmt::format("expected 0..{} (their d^2 + 5q rows at most {} times the program's width "
+                    "{}), got {} ({} rows)",
+                    (kMaxDistractorFactor * own - d * d) / 5, kMaxDistractorFactor, own,
+                    g.context_distractors, context_rows));
   if (c.disguise.nuisance > 0) {
     for (auto& q : c.quantities)
       if (q.name == "xty") q.layer = 3;
@@ -236,7 +291,7 @@ void AddMoments(Construction& c, int d) {
   AddBlock1Disguise(c, d);
   c.ops.push_back(Mean("yx", "mean_yx"));
   c.ops.push_back(Parallel(Mean("xx", "mean_xx")));
-  AddBlock2AttentionDisguise(c);
+  AddBlock2AttentionDisguise(c, d);
   c.ops.push_back(Mul("mean_yx", "count", "xty", 1, r.mean));
   c.ops.push_back(Parallel(Mul("mean_xx", "count", "xtx", 1, r.mean_xx)));
   c.ops.push_back(Parallel(Mul("x", "x", "xtx", -1, r.xx, Op::kOuter)));
@@ -313,7 +368,7 @@ Construction OneStepGd(int d, int n_max, double alpha, const Disguise& disguise)
   c.ops.push_back(Mul("xprev", "y", "yx", 1, r.xy));
   AddBlock1Disguise(c, d);
   c.ops.push_back(Mean("yx", "mean_yx"));
-  AddBlock2AttentionDisguise(c);
+  AddBlock2AttentionDisguise(c, d);
   c.ops.push_back(Mul("mean_yx", "count", "xty", 1, r.mean));
   AddBlock2MlpDisguise(c, r.mean);
   AddNuisanceRemoval(c, /*own_block=*/true);

@@ -17,25 +17,31 @@
 # within X'y's rows (intervene --within; the whole state's probe reads and edits both copies),
 # and DAS's largest principal angle to X'y's rows. noisydecoy: the decoy carries a nuisance of
 # its own (--decoy-noise 2), so that it is not an exact copy across prompts, which no
-# interchange could tell from the used one.
+# interchange could tell from the used one. wide: 34 context distractors (--context-distractors:
+# 186 rows of features of the prompt's x's that nothing reads, uncorrelated with X'y), so that
+# the state has many independent directions as a trained learner's has, and a random erasure of
+# rank 4 can be nearly free. (Not combined with the nuisance: the context rows hold x_k x_k^T at
+# the y-token, from which a linear probe subtracts the nuisance sigma (P x_k)^2 exactly.)
 source "$(dirname "$0")/lib.sh"
 setup_out power
 mkdir -p "$RUNS"
 SUMMARY="$OUT/summary.md"; : > "$SUMMARY"
 if [ "$PROFILE" = full ]; then
-  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; VARIANTS=(plain distractors decoy noisydecoy nuisance)
+  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000
+  VARIANTS=(plain distractors decoy noisydecoy nuisance wide)
 else
   P=600; PAIRS=60; TRAIN=600; TEST=100; B=100; VARIANTS=(plain)
 fi
 K=4,8
 declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy xty"
-  [noisydecoy]="--decoy xty --decoy-noise 2" [nuisance]="--nuisance 32")
+  [noisydecoy]="--decoy xty --decoy-noise 2" [nuisance]="--nuisance 32"
+  [wide]="--context-distractors 34")
 # The state where X'y is written and read next; with the nuisance, state 2 holds X'y + sigma
 # (P x_k)^2 in its rows (what block 3 reads, removing the nuisance, before block 4 predicts): the
 # used state where a linear probe reads X'y as poorly as the trained learners' probes do. The
 # unused state: the last, after the prediction is formed.
-declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [noisydecoy]=2 [nuisance]=2)
-declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [noisydecoy]=3 [nuisance]=4)
+declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [noisydecoy]=2 [nuisance]=2 [wide]=2)
+declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [noisydecoy]=3 [nuisance]=4 [wide]=3)
 
 # pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as
 # "v [lo, hi]" from the three columns given.

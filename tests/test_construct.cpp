@@ -459,6 +459,8 @@ TEST(Construct, CliWritesACheckpointWithItsConstruction) {
       {"--program newton:4:0.1:-1", "--program: expected newton:K:C"},
       {"--program gd --check-prompts -1", "--check-prompts"},
       {"--program gd --distractors 100000", "--distractors: expected 0..188"},
+      {"--program gd --context-distractors 35", "--context-distractors: expected 0..34"},
+      {"--program gd --context-distractors -1", "--context-distractors: expected a count >= 0"},
       {"--program gd:2 --decoy xtx", "--decoy: a decoy of 'xtx' is not built"},
       {"--program gd --nuisance -2", "--nuisance: expected a finite sigma"},
       {"--program gd --decoy-noise 1", "--decoy-noise: is the decoy's own nuisance"},
@@ -702,6 +704,53 @@ TEST(Construct, DecoyHoldsAnUnusedCopyOfXty) {
     EXPECT_TRUE(torch::equal(cut("decoy_xty"), r.predictions)) << program;
     EXPECT_GT((cut("xty") - r.predictions).abs().max().item<double>(), 0.1) << program;
   }
+}
+
+// --context-distractors q: d^2 + 5q rows that nothing reads (zeroing them after block 1 or 2
+// leaves every prediction bit for bit, and the predictions are the plain program's up to the
+// rounding of sums over a wider GEMM, SPD/d <= 1e-8), holding x_k x_k^T at the y-token of
+// example k (each product to the relative 1e-3 of the noisy decoy's test), and functions of the
+// x's alone: the same prompts with every y negated (w -> -w, so X'y -> -X'y) leave them bit for
+// bit, so no quantity linear in w correlates with them.
+TEST(Construct, ContextDistractorsAreUnreadFeaturesOfTheXsAlone) {
+  const int d = 4, n = 12, k = 5, q = 20;
+  const Prompts prompts(15, 300);
+  construct::Disguise g;
+  g.context_distractors = q;
+  const auto spec = construct::ParseProgram("gd");
+  const auto c = construct::BuildProgram(spec, d, n, 0.02, g);
+  const auto plain_c = construct::BuildProgram(spec, d, n, 0.02);
+  ASSERT_EQ(c.model.hidden, plain_c.model.hidden + d * d + 5 * q);
+  auto m = construct::Compile(c);
+  auto plain = construct::Compile(plain_c);
+  const auto r = RunModel(m, prompts.tokens), p = RunModel(plain, prompts.tokens);
+  const auto diff = (r.predictions - p.predictions).to(torch::kFloat64);
+  EXPECT_LE((diff * diff).mean(0).max().item<double>() / d, 1e-8);
+  const int begin = c.layout["ctx_xx"].begin;
+  const int end = c.layout["ctx_vs"].begin + c.layout["ctx_vs"].size;
+  ASSERT_EQ(end - begin, d * d + 5 * q);
+  torch::NoGradGuard no_grad;
+  for (int state : {1, 2}) {
+    auto h = r.hidden[state].clone();
+    h.slice(2, begin, end).zero_();
+    EXPECT_TRUE(torch::equal(m->RunFrom(state, h), r.predictions)) << "state " << state;
+  }
+  const auto xx = RowsAfterK(r.hidden[2], c.layout["ctx_xx"], k);  // [N, d^2]
+  for (std::size_t i = 0; i < prompts.set.size(); ++i)
+    for (int a = 0; a < d; ++a)
+      for (int b = 0; b < d; ++b) {
+        const double want = prompts.set.x(a, k - 1, i) * prompts.set.x(b, k - 1, i);
+        EXPECT_NEAR(xx[i][a * d + b].item<double>(), want, 1e-3 * (std::abs(want) + 1.0));
+      }
+  auto flipped = prompts.tokens.clone();
+  flipped.select(2, 0).neg_();  // y sits in the first column of the y-tokens (0 at x-tokens)
+  const auto f = RunModel(m, flipped);
+  for (int state : {1, 2})
+    EXPECT_TRUE(
+        torch::equal(f.hidden[state].slice(2, begin, end), r.hidden[state].slice(2, begin, end)))
+        << "state " << state;
+  g.context_distractors = -1;
+  EXPECT_THROW(construct::BuildProgram(spec, d, n, 0.02, g), core::InputError);
 }
 
 // --decoy xty --decoy-noise sigma: the decoy rows hold M X'y + sigma (R x_k)^2 (each product to

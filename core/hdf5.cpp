@@ -423,6 +423,13 @@ bool Dataset::AllocatesOnWrite() const {
   return t == H5D_ALLOC_TIME_INCR || t == H5D_ALLOC_TIME_LATE;
 }
 
+bool Dataset::Filtered() const {
+  const Lock lock;
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  if (!dcpl.valid()) Fail("'" + file() + "': cannot read the storage of '" + name() + "'");
+  return H5Pget_nfilters(dcpl.id()) > 0;
+}
+
 bool Dataset::IsFloat() const {
   const Lock lock;
   Handle t(H5Dget_type(id()), H5Tclose);

@@ -104,6 +104,12 @@ struct DatasetOptions {
   std::vector<std::string> labels;
 };
 
+// A chunk cache smaller than any chunk: HDF5 then reads an unfiltered chunk straight into the
+// caller's buffer instead of through the cache (one copy fewer), the right choice for a dataset
+// read once, in order; a filtered (compressed) chunk read in parts would be decompressed once per
+// part.
+inline constexpr std::size_t kNoChunkCache = 1;
+
 class Dataset : public Object {
  public:
   Dataset(Handle h, std::string file, std::string name);
@@ -143,6 +149,8 @@ class Dataset : public Object {
   // Chunks that get their space at their first write (HDF5's default; see
   // DatasetOptions::allocate_on_resize).
   bool AllocatesOnWrite() const;
+  // Whether its chunks pass through filters (deflate, shuffle, ...).
+  bool Filtered() const;
   // The stored element: floating point (true/false) and its size in bytes.
   bool IsFloat() const;
   std::size_t ElementSize() const;
@@ -162,6 +170,7 @@ class Group : public Object {
   bool Exists(const std::string& path) const;
   Group OpenGroup(const std::string& path) const;
   Group CreateGroup(const std::string& path);
+  // chunk_cache_bytes: 0 = HDF5's default; kNoChunkCache for a dataset read once in order.
   Dataset OpenDataset(const std::string& path, std::size_t chunk_cache_bytes = 0) const;
   template <typename T>
   Dataset CreateDataset(const std::string& path, const Dims& dims,

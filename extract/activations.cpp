@@ -350,10 +350,23 @@ StoredTarget ReadTarget(const ActivationsInfo& info, const std::string& name) {
   return t;
 }
 
+namespace {
+
+// A layer's states are read once, in order, in blocks that need not align with the chunks:
+// unfiltered chunks bypass the chunk cache (read straight into the block), compressed ones go
+// through one large enough to hold the chunks a block straddles, so each is inflated once.
+h5::Dataset OpenHiddenOnce(const h5::File& file, int layer) {
+  h5::Dataset ds = file.OpenDataset(schema::Hidden(layer), h5::kNoChunkCache);
+  if (!ds.Filtered()) return ds;
+  return file.OpenDataset(schema::Hidden(layer), /*chunk_cache_bytes=*/8 << 20);
+}
+
+}  // namespace
+
 HiddenReader::HiddenReader(const ActivationsInfo& info, int layer)
     : path_(info.path),
       file_(h5::File::Open(info.path)),
-      ds_(file_.OpenDataset(schema::Hidden(layer), /*chunk_cache_bytes=*/8 << 20)),
+      ds_(OpenHiddenOnce(file_, layer)),
       layer_(layer),
       t_(info.positions_per_prompt),
       h_(info.model.hidden) {
@@ -361,7 +374,7 @@ HiddenReader::HiddenReader(const ActivationsInfo& info, int layer)
 }
 
 arma::fmat HiddenReader::Read(std::int64_t start, std::int64_t count) const {
-  arma::fmat buf(std::size_t(t_) * h_, count);
+  arma::fmat buf(std::size_t(t_) * h_, count, arma::fill::none);
   ds_.ReadRows(start, count, buf.memptr(), buf.n_elem);
   if (!buf.is_finite()) {
     const arma::uvec bad = arma::find_nonfinite(buf);

@@ -138,18 +138,24 @@ void RidgeProbe::Begin(const TargetStats& train) {
   loo_rows_ = 0;
 }
 
-void RidgeProbe::AccumulateHeldOut(const arma::mat& x, const arma::mat& y) {
-  arma::mat z = x;
-  z.each_col() -= mu_;
-  z.each_col() /= sigma_;
-  const arma::mat q = eigvec_.t() * z;
+void RidgeProbe::AccumulateHeldOut(arma::mat x, const arma::mat& y) {
+  x.each_col() -= mu_;
+  x.each_col() /= sigma_;
+  const arma::mat q = eigvec_.t() * x;
   arma::mat yc = y;
   yc.each_col() -= ybar_;
-  arma::mat rows(lambdas_.n_elem, x.n_cols);
-  for (arma::uword l = 0; l < lambdas_.n_elem; ++l) {
-    arma::mat bg = beta_;
-    bg.each_col() /= (eigval_ + lambdas_(l));
-    rows.row(l) = arma::sum(arma::square(yc - bg.t() * q), 0);
+  // Every lambda's predictions in one product (q packed once; each entry the same dot product
+  // as in a product of its own): columns l m .. l m + m - 1 of bg hold beta / (eigval + lambda_l).
+  const arma::uword m = beta_.n_cols, L = lambdas_.n_elem;
+  arma::mat bg(beta_.n_rows, L * m);
+  for (arma::uword l = 0; l < L; ++l) {
+    bg.cols(l * m, l * m + m - 1) = beta_;
+    bg.cols(l * m, l * m + m - 1).each_col() /= (eigval_ + lambdas_(l));
+  }
+  const arma::mat fits = bg.t() * q;  // (L m) x b
+  arma::mat rows(L, x.n_cols);
+  for (arma::uword l = 0; l < L; ++l) {
+    rows.row(l) = arma::sum(arma::square(yc - fits.rows(l * m, l * m + m - 1)), 0);
     heldout_sse_(l) += arma::accu(rows.row(l));
   }
   heldout_rows_.push_back(std::move(rows));
@@ -168,20 +174,30 @@ arma::vec RidgeProbe::held_out_row_sse() const {
   return out;
 }
 
-void RidgeProbe::AccumulateLoo(const arma::mat& x, const arma::mat& y) {
-  arma::mat z = x;
-  z.each_col() -= mu_;
-  z.each_col() /= sigma_;
-  const arma::mat q = eigvec_.t() * z;  // p x b
+void RidgeProbe::AccumulateLoo(arma::mat x, const arma::mat& y) {
+  x.each_col() -= mu_;
+  x.each_col() /= sigma_;
+  const arma::mat q = eigvec_.t() * x;  // p x b
   const arma::mat q2 = arma::square(q);
   arma::mat yc = y;
   yc.each_col() -= ybar_;
-  for (arma::uword l = 0; l < lambdas_.n_elem; ++l) {
-    const arma::vec g = 1.0 / (eigval_ + lambdas_(l));
-    const arma::rowvec h = 1.0 / double(n_) + g.t() * q2;  // leverage of each row
-    arma::mat bg = beta_;
-    bg.each_col() %= g;
-    const arma::mat resid = yc - bg.t() * q;  // m x b
+  // Every lambda's fitted values in one product, so q is packed once rather than once per
+  // lambda: columns l m .. l m + m - 1 of bg hold beta o g_l, g_l = 1 / (eigval + lambda_l), and
+  // rows l m .. l m + m - 1 of bg^T q are lambda_l's fits (each entry the same length-p dot
+  // product, in the same order, as a product of its own).
+  const arma::uword m = beta_.n_cols, L = lambdas_.n_elem;
+  arma::mat g(eigval_.n_elem, L), bg(beta_.n_rows, L * m);
+  for (arma::uword l = 0; l < L; ++l) {
+    g.col(l) = 1.0 / (eigval_ + lambdas_(l));
+    bg.cols(l * m, l * m + m - 1) = beta_;
+    bg.cols(l * m, l * m + m - 1).each_col() %= g.col(l);
+  }
+  const arma::mat fits = bg.t() * q;  // (L m) x b
+  for (arma::uword l = 0; l < L; ++l) {
+    // Leverage of each row, one lambda at a time: a product of all lambdas at once (gemm, not
+    // gemv) sums in another order and changes the last bits of the leave-one-out errors.
+    const arma::rowvec h = 1.0 / double(n_) + g.col(l).t() * q2;
+    const arma::mat resid = yc - fits.rows(l * m, l * m + m - 1);  // m x b
     const arma::rowvec r2 = arma::sum(arma::square(resid), 0);
     loo_sum_(l) += arma::accu(r2 / arma::square(1.0 - h));
   }

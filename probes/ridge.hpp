@@ -64,10 +64,10 @@ class RidgeProbe {
   void Begin(const TargetStats& train);
   // Second pass over the training rows (any blocking): adds leave-one-out squared errors per
   // lambda.
-  void AccumulateLoo(const arma::mat& x, const arma::mat& y);
+  void AccumulateLoo(arma::mat x, const arma::mat& y);  // x: standardised in place
   // Held-out rows (any blocking, same pass): adds their squared error for every lambda, so
   // that test errors need no third pass over the data.
-  void AccumulateHeldOut(const arma::mat& x, const arma::mat& y);
+  void AccumulateHeldOut(arma::mat x, const arma::mat& y);
   // Several ranks, each having accumulated its own rows (ranks in row order): sums the errors
   // and joins the held-out rows over ranks, so that every rank holds those of all rows
   // (collective; a no-op with one rank). Between the accumulation and Select.

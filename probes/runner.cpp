@@ -469,6 +469,20 @@ void StreamBlocks(const LayerJob& job, const dist::Range& share, F&& f) {
   }
 }
 
+// Rows [row0, row0 + rows) of the columns col0 + cols of a float block, as doubles: one pass, in
+// place of a submatrix copy, a column selection and a conversion (the same values).
+arma::mat GatherColumns(const arma::fmat& block, arma::uword row0, arma::uword rows,
+                        const arma::uvec& cols, arma::uword col0 = 0) {
+  arma::mat x(rows, cols.n_elem, arma::fill::none);
+  for (arma::uword j = 0; j < cols.n_elem; ++j) {
+    const float* from = block.colptr(col0 + cols(j)) + row0;
+    double* to = x.colptr(j);
+    for (arma::uword i = 0; i < rows; ++i)
+      to[i] = from[i];
+  }
+  return x;
+}
+
 // Ridge probes of one layer: pass 1 streams the training statistics of every (k, seed) and
 // target; the lambda sweep follows from one eigendecomposition each; pass 2 streams the
 // leave-one-out and held-out errors.
@@ -547,8 +561,7 @@ void RidgeOverLayer(const LayerJob& job) {
         if (loc.is_empty()) return;
         for (std::size_t a = 0; a < r.at.size(); ++a) {
           const int pos = ProbePosition(info, k, r.at[a]);
-          const arma::mat x = arma::conv_to<arma::mat>::from(
-              block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all).eval().cols(loc));
+          const arma::mat x = GatherColumns(block, pos * H, H, loc);
           fstats[i * A + a].Add(x);
           for (int v = 0; v < V; ++v)
             if (variants[v].at == r.at[a]) tstats[i * V + v].Add(x, variants[v].Y(s, k).cols(glob));
@@ -601,24 +614,30 @@ void RidgeOverLayer(const LayerJob& job) {
     }
   });
   // Pass 2: leave-one-out errors on training rows, held-out errors on test rows. `states(ki, a)`
-  // gives the block's states at position a after k = ks[ki] examples (H x rows, float64).
+  // gives where the block's states at position a after k = ks[ki] examples lie: a float matrix,
+  // its first row and the column of the block's first prompt (H rows, one column per prompt).
+  struct StatesAt {
+    const arma::fmat* m;
+    arma::uword row0, col0;
+  };
   const auto pass2 = [&](std::int64_t r0, std::int64_t cnt, const auto& states) {
     const auto train_rows = split_block(r0, cnt, Role::kTrain);
     const auto test_rows = split_block(r0, cnt, Role::kTest);
     pool.For(K * S, [&](std::int64_t i) {
       const int ki = int(i) / S, k = r.ks[ki], s = i % S;
-      std::vector<arma::mat> xs;  // per position
-      for (int a = 0; a < A; ++a)
-        xs.push_back(states(ki, a));
       const auto& [tl, tg] = train_rows[s];
       const auto& [hl, hg] = test_rows[s];
-      for (int v = 0; v < V; ++v) {
-        const arma::mat& xk = xs[at_index(v)];
-        const arma::mat& y = variants[v].Y(s, k);
-        if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(xk.cols(tl), y.cols(tg));
-        if (!hl.is_empty())
-          probes[i * V + v].AccumulateHeldOut(xk.cols(hl),
-                                              variants[v].values->values[k - 1].cols(hg));
+      for (int a = 0; a < A; ++a) {
+        const StatesAt at = states(ki, a);
+        const arma::mat train = GatherColumns(*at.m, at.row0, H, tl, at.col0);
+        const arma::mat held = GatherColumns(*at.m, at.row0, H, hl, at.col0);
+        for (int v = 0; v < V; ++v) {
+          if (at_index(v) != a) continue;
+          const arma::mat& y = variants[v].Y(s, k);
+          if (!tl.is_empty()) probes[i * V + v].AccumulateLoo(train, y.cols(tg));
+          if (!hl.is_empty())
+            probes[i * V + v].AccumulateHeldOut(held, variants[v].values->values[k - 1].cols(hg));
+        }
       }
     });
   };
@@ -627,8 +646,7 @@ void RidgeOverLayer(const LayerJob& job) {
       for (std::int64_t r0 = share.lo; r0 < share.hi; r0 += r.block_rows) {
         const std::int64_t cnt = std::min<std::int64_t>(r.block_rows, share.hi - r0);
         pass2(r0, cnt, [&](int ki, int a) {
-          return arma::conv_to<arma::mat>::from(
-              kept[ki * A + a].cols(r0 - share.lo, r0 - share.lo + cnt - 1));
+          return StatesAt{&kept[ki * A + a], 0, arma::uword(r0 - share.lo)};
         });
       }
       return;
@@ -636,8 +654,7 @@ void RidgeOverLayer(const LayerJob& job) {
     StreamBlocks(job, share, [&](std::int64_t r0, std::int64_t cnt, const arma::fmat& block) {
       pass2(r0, cnt, [&](int ki, int a) {
         const int pos = ProbePosition(info, r.ks[ki], r.at[a]);
-        return arma::conv_to<arma::mat>::from(
-            block.submat(arma::span(pos * H, pos * H + H - 1), arma::span::all));
+        return StatesAt{&block, arma::uword(pos) * H, 0};
       });
     });
   });

@@ -9,7 +9,8 @@ The initial weights and shuffles come from PyTorch's generator, not iclprobe's, 
 with iclprobe's in distribution, not digit for digit; both are printed. Time it as a whole
 process, like the iclprobe command. Only for comparison; iclprobe itself never needs Python.
 
-Usage: /usr/bin/python3 bench/probe_mlp_pytorch.py ACTIVATIONS PROBES TARGET K EPOCHS [THREADS=2]
+Usage: /usr/bin/python3 bench/probe_mlp_pytorch.py ACTIVATIONS PROBES TARGETS KS EPOCHS [THREADS=2]
+(TARGETS and KS comma-separated lists: every layer of each (target, k), one probe after another)
 """
 import sys
 
@@ -72,24 +73,29 @@ def fit(x, y, roles, epochs, seed, patience=4, batch=64):
 
 
 def main():
-    acts, probes, target, k, epochs = sys.argv[1:6]
-    k, epochs = int(k), int(epochs)
+    acts, probes, targets, ks, epochs = sys.argv[1:6]
+    targets, ks, epochs = targets.split(","), [int(k) for k in ks.split(",")], int(epochs)
     torch.set_num_threads(int(sys.argv[6]) if len(sys.argv) > 6 else 2)
     with h5py.File(probes, "r") as p:
         roles = p["splits/seed_0"][()]
-        r2_ours = p[f"metrics/{target}/mlp/model/r2"][()].reshape(-1)
+        # metrics/<target>/mlp/model/r2: row-major [layer, k, seed] (probes/probes_file.cpp)
+        ours = {t: p[f"metrics/{t}/mlp/model/r2"][()] for t in targets}
     n = len(roles)
     with h5py.File(acts, "r") as a:
-        y = torch.from_numpy(a[f"targets/{target}"][:n, k - 1]).reshape(n, -1)
         layers = sorted(a["hidden"].keys())
-        r2 = []
-        for layer in layers:  # one probe after another, as a Python user would write it
-            x = torch.from_numpy(a[f"hidden/{layer}"][:n, : 2 * k, :])
-            r2.append(fit(x, y, roles, epochs, seed=len(r2)))
-    print(f"PyTorch {torch.__version__}: {len(layers)} MLP probes of {target} at k={k}, one by one")
-    print("R2 PyTorch: " + " ".join(f"{v:+.3f}" for v in r2))
-    if len(r2_ours) == len(r2):
-        print("R2 iclprobe: " + " ".join(f"{v:+.3f}" for v in r2_ours))
+        for target in targets:  # one probe after another, as a Python user would write it
+            for ki, k in enumerate(ks):
+                y = torch.from_numpy(a[f"targets/{target}"][:n, k - 1]).reshape(n, -1)
+                r2 = []
+                for layer in layers:
+                    x = torch.from_numpy(a[f"hidden/{layer}"][:n, : 2 * k, :])
+                    r2.append(fit(x, y, roles, epochs, seed=len(r2)))
+                print(f"{target} k={k} R2 PyTorch:  " + " ".join(f"{v:+.3f}" for v in r2))
+                o = ours[target]
+                if o.ndim == 3 and o.shape[0] == len(layers) and o.shape[1] == len(ks):
+                    print(f"{target} k={k} R2 iclprobe: " + " ".join(f"{v:+.3f}" for v in o[:, ki, 0]))
+    print(f"PyTorch {torch.__version__}: {len(layers) * len(ks) * len(targets)} MLP probes "
+          f"({len(layers)} layers, k = {ks}, targets {targets}), one by one")
 
 
 if __name__ == "__main__":

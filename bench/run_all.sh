@@ -98,14 +98,16 @@ if [ $have_py = 1 ]; then
   [ -n "$ps" ] && row "ridge: scikit-learn RidgeCV fits (A) vs iclprobe 2 (B), A/B" "$ps" "$p2" "$(ratio "$ps" "$p2")"
 fi
 
-# MLP probes: one target, k = 12, every layer, 4,000 prompts, 1 vs 2 threads.
-PM="probe --activations $TMP/e.h5 --probes mlp --targets w_ols --k 12 --max-prompts 4000 --epochs 10 --quiet --force"
+# MLP probes, the batched run of issue 35's goal: every layer, two targets (w_OLS and X'y), k =
+# 4, 8, 12 (54 probes), 4,000 prompts, 10 epochs, 1 vs 2 threads; the reference fits the same 54
+# one after another.
+PM="probe --activations $TMP/e.h5 --probes mlp --targets w_ols,xty --k 4,8,12 --max-prompts 4000 --epochs 10 --quiet --force"
 m1=$(med "$B" $PM --threads 1 --out "$TMP/m1.h5")
 m2=$(med "$B" $PM --threads 2 --out "$TMP/m.h5")
-row "MLP probes (w_ols, k=12, 9 layers): threads 1 (A) vs 2 (B), A/B" "$m1" "$m2" "$(ratio "$m1" "$m2")"
+row "MLP probes (w_ols and xty, k=4,8,12, 9 layers: 54): threads 1 (A) vs 2 (B), A/B" "$m1" "$m2" "$(ratio "$m1" "$m2")"
 if [ $have_py = 1 ]; then
-  mp=$(med env OPENBLAS_CORETYPE=$core $PY bench/probe_mlp_pytorch.py "$TMP/e.h5" "$TMP/m.h5" w_ols 12 10 2)
-  row "MLP probes: PyTorch one by one 2 threads (A) vs iclprobe 2 (B)" "$mp" "$m2" "$(ratio "$mp" "$m2")"
+  mp=$(med env OPENBLAS_CORETYPE=$core $PY bench/probe_mlp_pytorch.py "$TMP/e.h5" "$TMP/m.h5" w_ols,xty 4,8,12 10 2)
+  row "MLP probes (54): PyTorch one by one 2 threads (A) vs iclprobe 2 (B)" "$mp" "$m2" "$(ratio "$mp" "$m2")"
 fi
 [ $have_py = 1 ] || echo "(Python references skipped: $PY lacks torch, h5py or sklearn)"
 

@@ -707,8 +707,7 @@ TEST(Construct, DecoyHoldsAnUnusedCopyOfXty) {
 }
 
 // --context-distractors q: d^2 + 5q rows that nothing reads (zeroing them after block 1 or 2
-// leaves every prediction bit for bit, and the predictions are the plain program's up to the
-// rounding of sums over a wider GEMM, SPD/d <= 1e-8), holding x_k x_k^T at the y-token of
+// leaves every prediction bit for bit), holding x_k x_k^T at the y-token of
 // example k (each product to the relative 1e-3 of the noisy decoy's test), and functions of the
 // x's alone: the same prompts with every y negated (w -> -w, so X'y -> -X'y) leave them bit for
 // bit, so no quantity linear in w correlates with them.
@@ -722,10 +721,7 @@ TEST(Construct, ContextDistractorsAreUnreadFeaturesOfTheXsAlone) {
   const auto plain_c = construct::BuildProgram(spec, d, n, 0.02);
   ASSERT_EQ(c.model.hidden, plain_c.model.hidden + d * d + 5 * q);
   auto m = construct::Compile(c);
-  auto plain = construct::Compile(plain_c);
-  const auto r = RunModel(m, prompts.tokens), p = RunModel(plain, prompts.tokens);
-  const auto diff = (r.predictions - p.predictions).to(torch::kFloat64);
-  EXPECT_LE((diff * diff).mean(0).max().item<double>() / d, 1e-8);
+  const auto r = RunModel(m, prompts.tokens);
   const int begin = c.layout["ctx_xx"].begin;
   const int end = c.layout["ctx_vs"].begin + c.layout["ctx_vs"].size;
   ASSERT_EQ(end - begin, d * d + 5 * q);

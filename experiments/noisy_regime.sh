@@ -11,8 +11,9 @@
 # with ridge codelengths (MDL) and the paired linear-MLP margin.
 #
 # Full profile: the learners live in checkpoints/noisy/ and checkpoints/behaviour/ (committed;
-# experiments/queues/*.txt train them). A level uses its 40,000-step seeds once all three have
-# finished (their 20,000-step seed-1 run is then the half-budget run), else its 20,000-step ones.
+# experiments/queues/*.txt train them). A level uses its 80,000-step seeds once all three have
+# finished (the 40,000-step seed-1 run is then the half-budget run), else its 40,000-step seeds
+# (half run: the 20,000-step seed 1), else its 20,000-step ones.
 source "$(dirname "$0")/lib.sh"
 setup_out noisy_regime
 if [ "$PROFILE" = full ]; then
@@ -39,11 +40,17 @@ fi
 level_cell() {
   local name=$1 f files="" s
   if [ "$PROFILE" = quick ]; then echo "$CK/noise_${name}_s1.h5,$CK/noise_${name}_s2.h5 $CK/noise_${name}_half.h5 40"; return; fi
-  for s in 1 2 3; do
-    f="$CK/noise_${name}_40k_s$s.h5"; finished "$f" || { files=""; break; }
-    files="${files:+$files,}$f"
+  local budget half_of
+  for budget in 80k:40k_s1 40k:; do
+    files=""; half_of=${budget#*:}
+    for s in 1 2 3; do
+      f="$CK/noise_${name}_${budget%%:*}_s$s.h5"; finished "$f" || { files=""; break; }
+      files="${files:+$files,}$f"
+    done
+    if [ -n "$files" ]; then
+      echo "$files $CK/noise_${name}${half_of:+_$half_of}.h5 ${budget%%k:*}000"; return
+    fi
   done
-  if [ -n "$files" ]; then echo "$files $CK/noise_$name.h5 40000"; return; fi
   for f in "$CK/noise_$name.h5" "$CK/noise_${name}_s2.h5" "$CK/noise_${name}_s3.h5"; do
     finished "$f" || { echo "experiments/noisy_regime: $f is missing or unfinished (experiments/queues/noise_seeds.txt trains it)" >&2; exit 2; }
     files="${files:+$files,}$f"

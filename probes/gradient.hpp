@@ -1,8 +1,9 @@
 // Gradient-trained probes in the paper's form (PAPER.md "Probing"): attention pooling over
 // positions with a learned, input-independent score vector s (alpha = softmax(s)), a learned
-// projection W_v, then FF = linear or a 2-layer GELU MLP. With pooling off the probe reads the
-// single state after k examples. Trained with Adam on standardised features and targets, with
-// early stopping on the validation split.
+// projection W_v, then FF = linear or a 2-layer GELU MLP (the tanh-approximated GELU, computed
+// by learners::FusedGelu). With pooling off the probe reads the single state after k examples.
+// Trained with Adam on standardised features and targets, with early stopping on the validation
+// split.
 #pragma once
 
 #include <torch/torch.h>

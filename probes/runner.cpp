@@ -99,6 +99,7 @@ std::string ProbeRequest::ToJson() const {
       {"pooling", pooled ? "attention" : "position"},
       {"at", at_names},
       {"mlp_hidden", gradient.mlp_hidden},
+      {"mlp_gelu", "tanh approximation, fused float32 kernel (learners/gelu.hpp)"},
       {"lr", gradient.lr},
       {"batch", gradient.batch},
       {"max_epochs", gradient.max_epochs},

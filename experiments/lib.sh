@@ -27,6 +27,9 @@ run() {
 # finish TITLE SUMMARY_FILE: writes README.md with the summary, the commands and the wall time.
 finish() {
   local wall=$(( $(date +%s) - START ))
+  # The text outputs name files relative to the repository, not as this machine's paths.
+  grep -rlZ -F --include='*.txt' --include='*.md' --include='*.csv' "$ROOT/" "$OUT" 2>/dev/null |
+    xargs -0 -r sed -i "s|$ROOT/||g" || true  # grep finds nothing: nothing to do
   {
     echo "# $1"
     echo

@@ -40,17 +40,16 @@ fi
 level_cell() {
   local name=$1 f files="" s
   if [ "$PROFILE" = quick ]; then echo "$CK/noise_${name}_s1.h5,$CK/noise_${name}_s2.h5 $CK/noise_${name}_half.h5 40"; return; fi
-  local budget half_of
-  for budget in 80k:40k_s1 40k:; do
-    files=""; half_of=${budget#*:}
+  local tag half steps
+  while read -r tag half steps; do  # seeds' file tag, the half run, the steps
+    files=""
     for s in 1 2 3; do
-      f="$CK/noise_${name}_${budget%%:*}_s$s.h5"; finished "$f" || { files=""; break; }
+      f="$CK/noise_${name}_${tag}_s$s.h5"; finished "$f" || { files=""; break; }
       files="${files:+$files,}$f"
     done
-    if [ -n "$files" ]; then
-      echo "$files $CK/noise_${name}${half_of:+_$half_of}.h5 ${budget%%k:*}000"; return
-    fi
-  done
+    if [ -n "$files" ]; then echo "$files $CK/$half.h5 $steps"; return; fi
+  done <<< "80k noise_${name}_40k_s1 80000
+40k noise_${name} 40000"
   for f in "$CK/noise_$name.h5" "$CK/noise_${name}_s2.h5" "$CK/noise_${name}_s3.h5"; do
     finished "$f" || { echo "experiments/noisy_regime: $f is missing or unfinished (experiments/queues/noise_seeds.txt trains it)" >&2; exit 2; }
     files="${files:+$files,}$f"

@@ -6,23 +6,38 @@
 # Full profile: the depth row of checkpoints/depth/ (L = 1, 2, 4: seeds 1-3, 20,000 steps, and a
 # half-budget run each) and the shipped recipe's family for L = 8 (checkpoints/d4_l8_h64.h5 and
 # family/d4_l8_h64_s2..s4.h5, the same recipe, with family/d4_l8_h64_half.h5); checkpoints/README.md.
+# A depth trained longer (issue 31: the budget chosen per cell from its learning curve) uses its
+# longest budget whose three seeds have all finished, 80,000 then 40,000 steps
+# (depth/d4_lL_h64_80k_sS.h5, _40k_sS.h5), the next shorter budget's seed-1 run its half run.
 source "$(dirname "$0")/lib.sh"
 setup_out depth
 LEARNERS="ols,ridge:0.1,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3"
 SHOWN=(ols ridge:fit gd:fit gd:fit:1..16 newton:fit)
-CELLS=(); HALVES=()
+CELLS=(); HALVES=(); declare -A STEPS_OF=()
 if [ "$PROFILE" = full ]; then
   P=2000; Q=100; FIT=500; CK="$ROOT/checkpoints"
-  DESC="H = 64, M = 4, d = 4, n = 12, noiseless, 20,000 steps, warmup 1,000, batch 64, lr 1e-3"
+  DESC="H = 64, M = 4, d = 4, n = 12, noiseless, 20,000 steps (L = 1, 4, 8; longer where noted), warmup 5% of the steps, batch 64, lr 1e-3"
   for L in 1 2 4; do
-    files=""
-    for s in 1 2 3; do
-      f="$CK/depth/d4_l${L}_h64_s$s.h5"
-      finished "$f" || { echo "experiments/depth: $f is missing or unfinished (experiments/train_queue.sh trains it)" >&2; exit 2; }
-      files="${files:+$files,}$f"
-    done
-    CELLS+=("L$L=$files"); HALVES+=(--half "$CK/depth/d4_l${L}_h64_half.h5")
+    files=""; half="$CK/depth/d4_l${L}_h64_half.h5"; STEPS_OF[L$L]=20000
+    while read -r tag steps halftag; do  # a longer budget, if all three of its seeds have finished
+      longer=""
+      for s in 1 2 3; do
+        f="$CK/depth/d4_l${L}_h64_${tag}_s$s.h5"; finished "$f" || { longer=""; break; }
+        longer="${longer:+$longer,}$f"
+      done
+      if [ -n "$longer" ]; then files=$longer; half="$CK/depth/d4_l${L}_h64_$halftag.h5"; STEPS_OF[L$L]=$steps; break; fi
+    done <<< "80k 80000 40k_s1
+40k 40000 s1"
+    if [ -z "$files" ]; then
+      for s in 1 2 3; do
+        f="$CK/depth/d4_l${L}_h64_s$s.h5"
+        finished "$f" || { echo "experiments/depth: $f is missing or unfinished (experiments/train_queue.sh trains it)" >&2; exit 2; }
+        files="${files:+$files,}$f"
+      done
+    fi
+    CELLS+=("L$L=$files"); HALVES+=(--half "$half")
   done
+  STEPS_OF[L8]=20000
   CELLS+=("L8=$CK/d4_l8_h64.h5,$CK/family/d4_l8_h64_s2.h5,$CK/family/d4_l8_h64_s3.h5,$CK/family/d4_l8_h64_s4.h5")
   HALVES+=(--half "$CK/family/d4_l8_h64_half.h5")
 else
@@ -50,7 +65,7 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --learners "$LEARNERS" -
 { echo "Cells: depth L ($DESC); seeds differ only in the training seed:"
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}
-    echo "- **$cell**: $(echo "${c#*=}" | tr ',' '\n' | wc -l) seeds ($(echo "${c#*=}" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv")."
+    echo "- **$cell**: $(echo "${c#*=}" | tr ',' '\n' | wc -l) seeds${STEPS_OF[$cell]:+ of ${STEPS_OF[$cell]} steps} ($(echo "${c#*=}" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv")."
   done
   echo
   echo "One compare: $P prompts of seed 11 (a prompt seed no earlier depth result used on these learners), reference learners $LEARNERS; the :fit members fitted per seed on the $FIT prompts after the scored ones. Verdicts: the closest learner by mean SPD / d, the runner-up and the paired margin with its 95% interval over seeds, then prompts within a seed (two-stage bootstrap); 'every seed agrees' when each seed's own closest learner is the same. The window leaves out k = d and d + 1, fixed before these learners were scored."

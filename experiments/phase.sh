@@ -41,8 +41,10 @@ done
 if [ -n "${TRAIN_ONLY:-}" ]; then echo "experiments/phase: trained; run again without TRAIN_ONLY for the comparison" >&2; exit 0; fi
 # Comparison: one compare per cell (each fits its own family members). The depth row (H = 64)
 # and the width column (L = 4) have three seeds of 20,000 steps each and a half-budget run
-# (checkpoints/depth/; L = 8, H = 64: the shipped learner and its family); the other cells keep
-# their single 6,000-step learner of checkpoints/phase/ (convergence untested).
+# (checkpoints/depth/; L = 8, H = 64: the shipped learner and its family); the other cells use
+# their single 20,000-step learner of the same recipe where it has been trained (checkpoints/depth/
+# d4_lL_hH_s1.h5, with a 10,000-step half run at L = 1, 2), else their single 6,000-step learner
+# of checkpoints/phase/ (convergence untested).
 LEARNERS="ols,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3"
 cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, its steps
   local L=$1 H=$2 f files=""
@@ -58,6 +60,12 @@ cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, i
     done
     echo "$files $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"
     return
+  fi
+  # Off the row and the column: the cell's single 20,000-step learner of the row's recipe, once
+  # trained (experiments/queues/phase_rest_20k.txt), else its 6,000-step phase learner.
+  f="$ROOT/checkpoints/depth/d4_l${L}_h${H}_s1.h5"
+  if [ "$PROFILE" = full ] && finished "$f"; then
+    echo "$f $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"; return
   fi
   echo "$CKDIR/l${L}_h$H.h5 $CKDIR/l${L}_h${H}_half.h5 $STEPS"
 }

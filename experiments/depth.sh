@@ -16,19 +16,13 @@ SHOWN=(ols ridge:fit gd:fit gd:fit:1..16 newton:fit)
 CELLS=(); HALVES=(); declare -A STEPS_OF=()
 if [ "$PROFILE" = full ]; then
   P=2000; Q=100; FIT=500; CK="$ROOT/checkpoints"
-  DESC="H = 64, M = 4, d = 4, n = 12, noiseless, 20,000 steps (L = 1, 4, 8; longer where noted), warmup 5% of the steps, batch 64, lr 1e-3"
+  DESC="H = 64, M = 4, d = 4, n = 12, noiseless, steps per cell below, warmup 5% of the steps, batch 64, lr 1e-3"
   for L in 1 2 4; do
-    files=""; half="$CK/depth/d4_l${L}_h64_half.h5"; STEPS_OF[L$L]=20000
-    while read -r tag steps halftag; do  # a longer budget, if all three of its seeds have finished
-      longer=""
-      for s in 1 2 3; do
-        f="$CK/depth/d4_l${L}_h64_${tag}_s$s.h5"; finished "$f" || { longer=""; break; }
-        longer="${longer:+$longer,}$f"
-      done
-      if [ -n "$longer" ]; then files=$longer; half="$CK/depth/d4_l${L}_h64_$halftag.h5"; STEPS_OF[L$L]=$steps; break; fi
-    done <<< "80k 80000 40k_s1
-40k 40000 s1"
-    if [ -z "$files" ]; then
+    base="$CK/depth/d4_l${L}_h64"
+    if files=$(finished_seeds "${base}_80k_s"{1,2,3}.h5); then half="${base}_40k_s1.h5"; STEPS_OF[L$L]=80000
+    elif files=$(finished_seeds "${base}_40k_s"{1,2,3}.h5); then half="${base}_s1.h5"; STEPS_OF[L$L]=40000
+    else
+      files=""; half="${base}_half.h5"; STEPS_OF[L$L]=20000
       for s in 1 2 3; do
         f="$CK/depth/d4_l${L}_h64_s$s.h5"
         finished "$f" || { echo "experiments/depth: $f is missing or unfinished (experiments/train_queue.sh trains it)" >&2; exit 2; }

@@ -51,6 +51,14 @@ finished() {
   [ -f "$1" ] && "$ICLPROBE" inspect "$1" | awk '$1 == "step" && $2 == $4 {ok = 1} END {exit !ok}'
 }
 
+# finished_seeds CKPT...: the checkpoints, comma-separated, when every one has finished; else
+# nothing and status 1 (a cell trained for a longer budget is used once all its seeds are done).
+finished_seeds() {
+  local f files=""
+  for f in "$@"; do finished "$f" || return 1; files="${files:+$files,}$f"; done
+  echo "$files"
+}
+
 # verdict_table VERDICTS_CSV [CELL]: compare's verdicts (every k, then the window k != d, d+1)
 # as a Markdown table, for one cell or every cell of the file.
 verdict_table() {

@@ -38,18 +38,10 @@ else
 fi
 # A level's learners: "FILES HALF STEPS" (FILES comma-separated).
 level_cell() {
-  local name=$1 f files="" s
+  local name=$1 f files=""
   if [ "$PROFILE" = quick ]; then echo "$CK/noise_${name}_s1.h5,$CK/noise_${name}_s2.h5 $CK/noise_${name}_half.h5 40"; return; fi
-  local tag half steps
-  while read -r tag half steps; do  # seeds' file tag, the half run, the steps
-    files=""
-    for s in 1 2 3; do
-      f="$CK/noise_${name}_${tag}_s$s.h5"; finished "$f" || { files=""; break; }
-      files="${files:+$files,}$f"
-    done
-    if [ -n "$files" ]; then echo "$files $CK/$half.h5 $steps"; return; fi
-  done <<< "80k noise_${name}_40k_s1 80000
-40k noise_${name} 40000"
+  if files=$(finished_seeds "$CK/noise_${name}_80k_s"{1,2,3}.h5); then echo "$files $CK/noise_${name}_40k_s1.h5 80000"; return; fi
+  if files=$(finished_seeds "$CK/noise_${name}_40k_s"{1,2,3}.h5); then echo "$files $CK/noise_$name.h5 40000"; return; fi
   for f in "$CK/noise_$name.h5" "$CK/noise_${name}_s2.h5" "$CK/noise_${name}_s3.h5"; do
     finished "$f" || { echo "experiments/noisy_regime: $f is missing or unfinished (experiments/queues/noise_seeds.txt trains it)" >&2; exit 2; }
     files="${files:+$files,}$f"

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "core/errors.hpp"
 #include "core/names.hpp"
@@ -226,6 +227,70 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
       os << fmt::format("  window k in {{{}}}: {}\n", WindowText(a.window), VerdictText(v));
     else
       os << fmt::format("  k={:<3} {}\n", v.k, VerdictText(v));
+  }
+}
+
+std::vector<HalfAgreement> CompareWithHalfRuns(
+    const CellAnalysis& a, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  // Verdicts of one cell by k (-1: the window).
+  auto of = [&](const std::string& cell) {
+    std::map<int, const Verdict*> m;
+    for (const Verdict& v : a.verdicts)
+      if (v.cell == cell) m[v.k] = &v;
+    if (m.empty()) throw std::invalid_argument("verdicts: no cell '" + cell + "' was analysed");
+    return m;
+  };
+  std::vector<HalfAgreement> out;
+  for (const auto& [cell, half] : pairs) {
+    const auto full = of(cell), short_run = of(half);
+    HalfAgreement h;
+    h.cell = cell;
+    h.half_cell = half;
+    for (const auto& [k, v] : full) {
+      const auto it = short_run.find(k);
+      if (it == short_run.end()) continue;
+      const Verdict& w = *it->second;
+      if (k < 0) {
+        h.closest = v->closest;
+        h.half_closest = w.closest;
+        h.significant = v->significant;
+        h.half_significant = w.significant;
+        continue;
+      }
+      if (v->closest.empty() || w.closest.empty()) continue;
+      ++h.ks;
+      if (v->closest != w.closest) {
+        h.differ.push_back(k);
+        if (v->significant && w.significant) h.differ_significant.push_back(k);
+      }
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
+  auto list = [](const std::vector<int>& ks) {
+    std::string s;
+    for (int k : ks) s += (s.empty() ? "" : ",") + std::to_string(k);
+    return s;
+  };
+  auto verdict = [](const std::string& closest, bool significant) {
+    return closest.empty() ? std::string("no learner")
+                           : closest + (significant ? " (significant)" : " (within noise)");
+  };
+  for (const HalfAgreement& x : h) {
+    os << fmt::format(
+        "\nverdict at half the steps, {} against {}: over the window {} at half the steps, {} "
+        "for the cell: {}; per k the same closest learner at {} of {} k",
+        x.half_cell, x.cell, verdict(x.half_closest, x.half_significant),
+        verdict(x.closest, x.significant), x.closest == x.half_closest ? "the same" : "different",
+        x.ks - static_cast<int>(x.differ.size()), x.ks);
+    if (!x.differ.empty())
+      os << fmt::format(" (differs at k = {}; both verdicts significant at {})", list(x.differ),
+                        x.differ_significant.empty() ? "none of them"
+                                                     : "k = " + list(x.differ_significant));
+    os << "\n";
   }
 }
 

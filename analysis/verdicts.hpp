@@ -71,6 +71,25 @@ void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
 void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);
 // Per cell: the window's verdict, then one line per k.
 void PrintVerdicts(std::ostream& os, const CellAnalysis& a);
+// A cell's verdicts against those of its half-budget run, compared as a cell of its own on the
+// same prompts: does the answer depend on training length? (The convergence rule cannot pass a
+// learner whose error keeps falling as a power law of the steps, yet its verdict may be the
+// same at half the steps.) Per k and over the window: the two closest learners, and the k at
+// which they differ.
+struct HalfAgreement {
+  std::string cell, half_cell;
+  std::string closest, half_closest;  // over the window
+  bool significant = false, half_significant = false;  // each window verdict's margin
+  int ks = 0;                         // k compared: those with a closest learner in both
+  std::vector<int> differ;            // the k whose closest learners differ
+  std::vector<int> differ_significant;  // ... where both verdicts are significant
+};
+// `pairs`: (cell, its half run's cell), both analysed in `a`. Throws std::invalid_argument when
+// a name is not a cell of `a`.
+std::vector<HalfAgreement> CompareWithHalfRuns(
+    const CellAnalysis& a, const std::vector<std::pair<std::string, std::string>>& pairs);
+void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h);
+
 // A figure per cell: SPD / d per k of every reference learner, log scale, 95% intervals over
 // seeds and prompts (PNG and SVG).
 PlotFiles PlanCellPlots(const CellAnalysis& a);

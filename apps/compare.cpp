@@ -45,6 +45,10 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "its seed, half the steps and warmup; repeatable, one per cell is enough): test the "
        "convergence rule on its full run (held-out error / d within max(5%, the paired 95% "
        "interval) at every k != d, d+1) and mark the cell's verdicts converged or not");
+  t.Switch("half-verdict", "with --half: also compare each half-budget run, as a cell of its "
+       "own named CELL@half, on the same prompts, and say at which k its closest learner differs "
+       "from its cell's: whether the verdict depends on the training length, which the "
+       "convergence rule cannot say for a learner whose error still falls with every doubling");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
        "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), "
        "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and the family's member closest to each "
@@ -285,6 +289,26 @@ int RunCompare(int argc, char** argv) {
     cells.push_back(std::move(cell));
   }
   const auto halves = MatchHalves(a.halves, infos);
+  const bool half_verdict = vm.count("half-verdict") > 0;
+  if (half_verdict && halves.empty())
+    throw std::invalid_argument("--half-verdict: needs a --half run to compare");
+  // Each half run compared as a cell of its own beside its full run's cell.
+  std::vector<std::pair<std::string, std::string>> half_cells;  // (cell, its half run's cell)
+  std::vector<std::size_t> half_models;                           // index into `halves`
+  if (half_verdict)
+    for (std::size_t h = 0; h < halves.size(); ++h) {
+      const std::string& full = names[halves[h].second];
+      const auto owner = std::find_if(cells.begin(), cells.end(), [&](const analysis::Cell& c) {
+        return std::find(c.models.begin(), c.models.end(), full) != c.models.end();
+      });
+      const std::string half_cell = owner->name + "@half";
+      for (const auto& c : cells)
+        if (c.name == half_cell)
+          throw std::invalid_argument("--half-verdict: the name '" + half_cell +
+                                      "' of a half run's cell is taken by another cell");
+      half_cells.emplace_back(owner->name, half_cell);
+      half_models.push_back(h);
+    }
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
@@ -317,6 +341,8 @@ int RunCompare(int argc, char** argv) {
       if (std::find(cell.models.begin(), cell.models.end(), names[j]) != cell.models.end())
         cell.converged = evidence.back().converged && cell.converged != "no" ? "yes" : "no";
   }
+  for (std::size_t i = 0; i < half_models.size(); ++i)
+    cells.push_back({half_cells[i].second, {half_cells[i].first + "/half"}});
 
   std::vector<analysis::LearnerUnderTest> models;
   for (std::size_t c = 0; c < infos.size(); ++c) {
@@ -331,8 +357,15 @@ int RunCompare(int argc, char** argv) {
     models.push_back(
         analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
   }
+  // A half run reads the prompts of its full run's task.
+  for (std::size_t i = 0; i < half_models.size(); ++i) {
+    const auto& [half, full] = halves[half_models[i]];
+    models.push_back(analysis::TransformerUnderTest(half_cells[i].first + "/half",
+                                                    models[full].task,
+                                                    learners::LoadCheckpoint(half.path)));
+  }
   Progress progress("compare",
-                    static_cast<long long>(infos.size()) * std::min(req.ilwd_prompts, req.prompts),
+                    static_cast<long long>(models.size()) * std::min(req.ilwd_prompts, req.prompts),
                     vm.count("quiet") > 0, "contexts");
   const analysis::CompareResult result =
       analysis::RunCompare(models, req, [&](long long done, long long) { progress.Update(done); });
@@ -340,6 +373,8 @@ int RunCompare(int argc, char** argv) {
   const analysis::CellAnalysis verdicts = analysis::AnalyseCells(result, cells);
   analysis::PrintCompareSummary(std::cout, result, req.learner_specs);
   analysis::PrintVerdicts(std::cout, verdicts);
+  if (half_verdict)
+    analysis::PrintHalfAgreement(std::cout, analysis::CompareWithHalfRuns(verdicts, half_cells));
   // Plots are planned and their folder checked before anything is written; the tables take
   // their final names only after the plots are drawn.
   analysis::PlotFiles plots;

@@ -54,7 +54,7 @@ else
   HALVES+=(--half "$RUNS/l1_half.h5")
 fi
 CELLARGS=(); for c in "${CELLS[@]}"; do CELLARGS+=(--cell "$c"); done
-run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --learners "$LEARNERS" --prompts $P --ilwd-prompts $Q \
+run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --half-verdict --learners "$LEARNERS" --prompts $P --ilwd-prompts $Q \
   --fit-prompts $FIT --seed 11 --threads 1 --quiet --force --plot-dir "$OUT/figs" --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 { echo "Cells: depth L ($DESC); seeds differ only in the training seed:"
   for c in "${CELLS[@]}"; do
@@ -68,6 +68,8 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --learners "$LEARNERS" -
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,/^$/p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
   echo; echo "Convergence of each cell (its half-budget run: the same recipe with half the steps and warmup; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's):"; echo
   echo '```'; convergence_lines "$OUT/compare.txt"; echo '```'
+  echo; echo "Verdict at half the steps (each half-budget run compared as a cell of its own, CELLNAME@half, on the same prompts; where the rule fails because the error still falls with every doubling, this says whether the answer changes with the training length):"; echo
+  half_verdict_lines "$OUT/compare.txt"
   echo; echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare.txt"; echo '```'
   echo; echo "Verdict at every k and over the window:"; echo
   verdict_table "$OUT/compare.verdicts.csv"

@@ -60,11 +60,11 @@ finished_seeds() {
 }
 
 # verdict_table VERDICTS_CSV [CELL]: compare's verdicts (every k, then the window k != d, d+1)
-# as a Markdown table, for one cell or every cell of the file.
+# as a Markdown table, for one cell or every cell of the file but the half-budget runs' (CELL@half).
 verdict_table() {
   echo "| cell | k | closest | SPD / d | runner-up | margin [95%] | significant | every seed agrees | converged |"
   echo "|---|---|---|---:|---|---|---|---|---|"
-  awk -F, -v want="${2:-}" 'NR > 1 && (want == "" || $1 == want) {
+  awk -F, -v want="${2:-}" 'NR > 1 && (want == "" ? $1 !~ /@half$/ : $1 == want) {
       k = ($2 == "window") ? "**window**" : $3
       stable = ($13 == 1) ? "yes" : "no (" $14 ")"
       if ($4 == 1) stable = "(1 seed)"
@@ -107,6 +107,13 @@ section() {
 convergence_lines() {
   { grep -E '^(convergence of|  (not )?converged:)' "$1" || echo "no half-budget runs: convergence untested"; } |
     sed -e "s|$ROOT/||g" -e "s|$OUT/||g"
+}
+
+# half_verdict_lines COMPARE_TXT...: compare --half-verdict's lines, each cell's verdict against
+# its half-budget run's on the same prompts (does the answer depend on the training length?).
+half_verdict_lines() {
+  { grep -h '^verdict at half the steps' "$@" || echo "no half-budget runs compared"; } |
+    sed 's/^verdict at half the steps, /- /'
 }
 
 # fitted_members COMPARE_TXT: each seed's name and the members its :fit learners fitted.

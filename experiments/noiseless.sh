@@ -31,7 +31,7 @@ fi
 for c in "${CELLS[@]}"; do
   cell=${c%%=*}
   half=()
-  if [ -f "${HALF[$cell]:-}" ]; then half=(--half "${HALF[$cell]}"); fi
+  if [ -f "${HALF[$cell]:-}" ]; then half=(--half "${HALF[$cell]}" --half-verdict); fi
   run "$ICLPROBE" compare --cell "$c" "${half[@]}" --learners "$LEARNERS" --prompts $P \
     --ilwd-prompts $Q --fit-prompts $FIT --seed 11 --threads 1 --quiet --force \
     --plot-dir "$OUT/figs_$cell" --csv "$OUT/compare_$cell.csv" > "$OUT/compare_$cell.txt"
@@ -40,7 +40,7 @@ done
 { echo "Cells (each a recipe; seeds differ only in the training seed):"
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}; n=$(echo "${c#*=}" | tr ',' '\n' | wc -l)
-    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, 'NR > 1 && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (half-budget run: ${HALF[$cell]#$ROOT/})."
+    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (half-budget run: ${HALF[$cell]#$ROOT/})."
   done
   echo
   echo "Every compare: $P prompts of seed 11 (a prompt seed no earlier result used), reference learners $LEARNERS; the :fit ones are fitted per seed on the $FIT prompts after the scored ones (gd:fit: one step's alpha; gd:fit:1..16: alpha and the number of steps; newton:fit: Fu et al.'s iteration, its scale C and step count). Verdicts: the closest learner by mean SPD / d, the runner-up and the paired margin with its 95% interval over seeds, then prompts within a seed (two-stage bootstrap); 'every seed agrees' when each seed's own closest learner is the same. The window leaves out k = d and d + 1, fixed before these learners were scored."
@@ -49,6 +49,8 @@ done
     echo; echo "## Cell $cell"; echo
     echo "Convergence (the half-budget run against the full run of the same seed; the rule's table):"; echo
     echo '```'; sed -n '/^convergence of/,/converged/p' "$OUT/compare_$cell.txt" | sed "s|$ROOT/||g"; echo '```'; echo
+    echo "Verdict at half the steps (the half-budget run compared as a cell of its own, $cell@half, on the same prompts: does the answer change with the training length?):"; echo
+    half_verdict_lines "$OUT/compare_$cell.txt"; echo
     echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare_$cell.txt"; echo '```'; echo
     echo "Verdict at every k and over the window:"; echo
     verdict_table "$OUT/compare_$cell.verdicts.csv" "$cell"
@@ -59,7 +61,7 @@ done
     echo; echo "ILWD / d per k (implicit linear weights on the first $Q contexts), mean over seeds:"; echo
     printf '| k |'; printf ' %s |' "${SHOWN[@]::${#SHOWN[@]}-1}"; echo; printf '|---:|'; printf -- '---:|%.0s' "${SHOWN[@]::${#SHOWN[@]}-1}"; echo
     awk -F, -v cell="$cell" -v names="${SHOWN[*]::${#SHOWN[@]}-1}" 'BEGIN { n = split(names, want, " ") }
-      NR > 1 && index($1, cell "/") == 1 && $7 != "" { s[$3, $2] += $7; c[$3, $2]++; if ($3 + 0 > kmax) kmax = $3 + 0 }
+      NR > 1 && index($1, cell "/seed") == 1 && $7 != "" { s[$3, $2] += $7; c[$3, $2]++; if ($3 + 0 > kmax) kmax = $3 + 0 }
       END { for (k = 0; k <= kmax; k++) { printf "| %d |", k; for (j = 1; j <= n; j++) printf " %s |", c[k, want[j]] ? sprintf("%.2e", s[k, want[j]] / c[k, want[j]]) : "-"; printf "\n" } }' "$OUT/compare_$cell.csv"
     echo; echo "![SPD per k]($(cd "$OUT" && ls figs_$cell/*.png | head -1))"
   done; } > "$OUT/summary.md"

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/test_util.hpp"
 
@@ -172,7 +175,52 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
       "checkpoint,half,k,in_window,full_error,half_error,diff,diff_lo,diff_hi,allowed,within");
   EXPECT_EQ(CountLines(evidence), 1 + 7);
 
+  // --half-verdict compares the half run as a cell of its own on the same prompts: its rows
+  // must be those of a separate compare of the half run alone (the closest learner and the SPD
+  // of the closest two, per k and over the window), and the printed agreement must follow them.
+  const std::string common =
+      " --learners ols,zero,ridge:fit --prompts 20 --ilwd-prompts 2 --fit-prompts 10 --seed 5 "
+      "--threads 1 --quiet --csv ";
+  const auto hv = RunIclprobe("compare --cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") +
+                              " --half " + (tmp / "s1_half.h5") + " --half-verdict" + common +
+                              (tmp / "hv.csv"));
+  ASSERT_EQ(hv.exit_code, 0) << hv.err;
+  const auto alone = RunIclprobe("compare -c " + (tmp / "s1_half.h5") + common + (tmp / "alone.csv"));
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  // cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd of each row of one cell.
+  auto rows = [](const std::string& csv, const std::string& cell) {
+    std::vector<std::string> out;
+    std::istringstream in(csv);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(cell + ",", 0) != 0) continue;
+      std::string fields = line.substr(cell.size());
+      std::size_t at = 0;
+      for (int i = 0; i < 7 && at != std::string::npos; ++i) at = fields.find(',', at + 1);
+      out.push_back(fields.substr(0, at));
+    }
+    return out;
+  };
+  const std::string hv_verdicts = icl::test::ReadFile(tmp / "hv.verdicts.csv");
+  const auto half_rows = rows(hv_verdicts, "c@half");
+  ASSERT_EQ(half_rows.size(), 7u + 1u) << hv_verdicts;  // k = 0..6 and the window
+  EXPECT_EQ(half_rows, rows(icl::test::ReadFile(tmp / "alone.verdicts.csv"), "s1_half"));
+  auto window_closest = [&](const std::string& cell) {
+    const auto r = rows(hv_verdicts, cell).back();  // ,window,,seeds,closest,...
+    std::size_t at = 0;
+    for (int i = 0; i < 4; ++i) at = r.find(',', at) + 1;
+    return r.substr(at, r.find(',', at) - at);
+  };
+  const bool same = window_closest("c") == window_closest("c@half");
+  EXPECT_NE(hv.out.find("verdict at half the steps, c@half against c: over the window " +
+                        window_closest("c@half")),
+            std::string::npos)
+      << hv.out;
+  EXPECT_NE(hv.out.find(std::string("for the cell: ") + (same ? "the same" : "different")),
+            std::string::npos)
+      << hv.out;
+
   const std::vector<std::pair<std::string, std::string>> cases = {
+      {"compare -c " + (tmp / "s1.h5") + " --half-verdict", "--half-verdict: needs a --half run"},
       {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "deep_half.h5"),
        "no --checkpoint or --cell file is its full run"},
       {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s2_half.h5"), "another seed"},

@@ -61,7 +61,10 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" --learners ols,ridge:0.0625,ridge:0.111
   --prompts $P --ilwd-prompts $Q --seed 21 --threads 1 --quiet --force --plot-dir "$OUT/figs" \
   --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 # The fitted members: which lambda (and GD / Newton member) each seed is closest to.
-run "$ICLPROBE" compare "${CELLARGS[@]}" --learners bayes,ridge:fit,gd:fit:1..16,newton:fit \
+# --half-verdict: each column's half-budget run compared as a cell of its own on the same prompts
+# (does the fitted verdict change with the training length?).
+HV=(); for a in "${CELLARGS[@]}"; do [ "$a" = --half ] && HV=(--half-verdict); done
+run "$ICLPROBE" compare "${CELLARGS[@]}" "${HV[@]}" --learners bayes,ridge:fit,gd:fit:1..16,newton:fit \
   --prompts $P --ilwd-prompts $Q --fit-prompts $FIT --seed 21 --threads 1 --quiet --force \
   --csv "$OUT/compare_fit.csv" > "$OUT/compare_fit.txt"
 # The paper's task (d = 8, n = 40) at sigma^2 = 1/4.
@@ -155,6 +158,8 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   echo; echo '```'; fitted_members "$OUT/compare_fit.txt"; echo '```'; echo
   echo "Window verdicts:"; echo
   verdict_table "$OUT/compare_fit.verdicts.csv" | awk 'NR <= 2 || /\*\*window\*\*/'
+  echo; echo "At half the steps (each column's half-budget run, seed 1, compared as a cell of its own on the same prompts; its verdict against the column's):"; echo
+  half_verdict_lines "$OUT/compare_fit.txt"
   if [ -n "$D8" ]; then
     echo; echo "## The paper's task at sigma^2 = 1/4: d = 8, n = 40"; echo
     echo "Cell d8noisy: L = 8, H = 64, M = 4, 20,000 steps, three seeds ($(echo "${D8#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, 'NR > 1 && $2 == "window" {print $15}' "$OUT/compare_d8.verdicts.csv") (half-budget run: checkpoints/behaviour/d8_n40_l8_h64_noise_1_4_half.h5). $P prompts of seed 21 with sigma = 0.5; the Bayes ridge is ridge:0.25; window k = 0..39 except k = 8, 9."

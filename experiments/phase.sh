@@ -61,9 +61,13 @@ cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, i
     echo "$files $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"
     return
   fi
-  # Off the row and the column: the cell's single 20,000-step learner of the row's recipe, once
-  # trained (experiments/queues/phase_rest_20k.txt), else its 6,000-step phase learner.
+  # Off the row and the column: the cell's 20,000-step learners of the row's recipe, once
+  # trained — seeds 1-3 where all three are (experiments/queues/phase_more.txt), else seed 1
+  # (experiments/queues/phase_rest_20k.txt) — else its 6,000-step phase learner.
   f="$ROOT/checkpoints/depth/d4_l${L}_h${H}_s1.h5"
+  if [ "$PROFILE" = full ] && files=$(finished_seeds "$ROOT/checkpoints/depth/d4_l${L}_h${H}_s"{1,2,3}.h5); then
+    echo "$files $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"; return
+  fi
   if [ "$PROFILE" = full ] && finished "$f"; then
     echo "$f $ROOT/checkpoints/depth/d4_l${L}_h${H}_half.h5 20000"; return
   fi
@@ -137,8 +141,9 @@ fi
   echo "(checkpoints/depth/; L = 8, H = 64 is the shipped learner and its family, four seeds), each with"
   echo "a half-budget run for the convergence rule; every other cell is one learner (seed 1), of 20,000"
   echo "steps and the same recipe where it has been trained (checkpoints/depth/d4_lL_hH_s1.h5; a 10,000-step"
-  echo "half run at L = 1, 2; none at L = 8, whose convergence is untested), else of $STEPS steps (checkpoints/phase/,"
-  echo "convergence untested), its interval over prompts only (phase.csv's steps column says which). Each"
+  echo "half run at L = 1, 2; none at L = 8, whose convergence is untested), or three (seeds 1-3) where"
+  echo "seeds 2 and 3 have been trained too, else of $STEPS steps (checkpoints/phase/, convergence"
+  echo "untested); a one-learner cell's interval is over prompts only (phase.csv's seeds and steps columns say which). Each"
   echo "cell is compared on $P prompts (seed 11) with OLS, kNN(3) and each family's member closest to"
   echo "each seed: gd:fit (one GD step), gd:fit:1..16 (step size and number of steps), sgd:fit (one"
   echo "pass), newton:fit (Fu et al.'s iterative Newton, scale and steps), ridge:fit, fitted on the $FIT"

@@ -272,7 +272,8 @@ std::vector<HalfAgreement> CompareWithHalfRuns(
 void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
   auto list = [](const std::vector<int>& ks) {
     std::string s;
-    for (int k : ks) s += (s.empty() ? "" : ",") + std::to_string(k);
+    for (int k : ks)
+      s += (s.empty() ? "" : ",") + std::to_string(k);
     return s;
   };
   auto verdict = [](const std::string& closest, bool significant) {
@@ -287,9 +288,9 @@ void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
         verdict(x.closest, x.significant), x.closest == x.half_closest ? "the same" : "different",
         x.ks - static_cast<int>(x.differ.size()), x.ks);
     if (!x.differ.empty())
-      os << fmt::format(" (differs at k = {}; both verdicts significant at {})", list(x.differ),
-                        x.differ_significant.empty() ? "none of them"
-                                                     : "k = " + list(x.differ_significant));
+      os << fmt::format(
+          " (differs at k = {}; both verdicts significant at {})", list(x.differ),
+          x.differ_significant.empty() ? "none of them" : "k = " + list(x.differ_significant));
     os << "\n";
   }
 }

@@ -78,10 +78,10 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a);
 // which they differ.
 struct HalfAgreement {
   std::string cell, half_cell;
-  std::string closest, half_closest;  // over the window
+  std::string closest, half_closest;                   // over the window
   bool significant = false, half_significant = false;  // each window verdict's margin
-  int ks = 0;                         // k compared: those with a closest learner in both
-  std::vector<int> differ;            // the k whose closest learners differ
+  int ks = 0;                           // k compared: those with a closest learner in both
+  std::vector<int> differ;              // the k whose closest learners differ
   std::vector<int> differ_significant;  // ... where both verdicts are significant
 };
 // `pairs`: (cell, its half run's cell), both analysed in `a`. Throws std::invalid_argument when

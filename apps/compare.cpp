@@ -294,7 +294,7 @@ int RunCompare(int argc, char** argv) {
     throw std::invalid_argument("--half-verdict: needs a --half run to compare");
   // Each half run compared as a cell of its own beside its full run's cell.
   std::vector<std::pair<std::string, std::string>> half_cells;  // (cell, its half run's cell)
-  std::vector<std::size_t> half_models;                           // index into `halves`
+  std::vector<std::size_t> half_models;                         // index into `halves`
   if (half_verdict)
     for (std::size_t h = 0; h < halves.size(); ++h) {
       const std::string& full = names[halves[h].second];
@@ -360,9 +360,8 @@ int RunCompare(int argc, char** argv) {
   // A half run reads the prompts of its full run's task.
   for (std::size_t i = 0; i < half_models.size(); ++i) {
     const auto& [half, full] = halves[half_models[i]];
-    models.push_back(analysis::TransformerUnderTest(half_cells[i].first + "/half",
-                                                    models[full].task,
-                                                    learners::LoadCheckpoint(half.path)));
+    models.push_back(analysis::TransformerUnderTest(
+        half_cells[i].first + "/half", models[full].task, learners::LoadCheckpoint(half.path)));
   }
   Progress progress("compare",
                     static_cast<long long>(models.size()) * std::min(req.ilwd_prompts, req.prompts),

@@ -181,11 +181,12 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
   const std::string common =
       " --learners ols,zero,ridge:fit --prompts 20 --ilwd-prompts 2 --fit-prompts 10 --seed 5 "
       "--threads 1 --quiet --csv ";
-  const auto hv = RunIclprobe("compare --cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") +
-                              " --half " + (tmp / "s1_half.h5") + " --half-verdict" + common +
-                              (tmp / "hv.csv"));
+  const auto hv =
+      RunIclprobe("compare --cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") + " --half " +
+                  (tmp / "s1_half.h5") + " --half-verdict" + common + (tmp / "hv.csv"));
   ASSERT_EQ(hv.exit_code, 0) << hv.err;
-  const auto alone = RunIclprobe("compare -c " + (tmp / "s1_half.h5") + common + (tmp / "alone.csv"));
+  const auto alone =
+      RunIclprobe("compare -c " + (tmp / "s1_half.h5") + common + (tmp / "alone.csv"));
   ASSERT_EQ(alone.exit_code, 0) << alone.err;
   // cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd of each row of one cell.
   auto rows = [](const std::string& csv, const std::string& cell) {
@@ -195,7 +196,8 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
       if (line.rfind(cell + ",", 0) != 0) continue;
       std::string fields = line.substr(cell.size());
       std::size_t at = 0;
-      for (int i = 0; i < 7 && at != std::string::npos; ++i) at = fields.find(',', at + 1);
+      for (int i = 0; i < 7 && at != std::string::npos; ++i)
+        at = fields.find(',', at + 1);
       out.push_back(fields.substr(0, at));
     }
     return out;
@@ -207,7 +209,8 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
   auto window_closest = [&](const std::string& cell) {
     const auto r = rows(hv_verdicts, cell).back();  // ,window,,seeds,closest,...
     std::size_t at = 0;
-    for (int i = 0; i < 4; ++i) at = r.find(',', at) + 1;
+    for (int i = 0; i < 4; ++i)
+      at = r.find(',', at) + 1;
     return r.substr(at, r.find(',', at) - at);
   };
   const bool same = window_closest("c") == window_closest("c@half");

@@ -293,8 +293,8 @@ int RunCompare(int argc, char** argv) {
   if (half_verdict && halves.empty())
     throw std::invalid_argument("--half-verdict: needs a --half run to compare");
   // Each half run compared as a cell of its own beside its full run's cell.
-  std::vector<std::pair<std::string, std::string>> half_cells;  // (cell, its half run's cell)
-  std::vector<std::size_t> half_models;                         // index into `halves`
+  // (cell, its half run's cell), in the order of `halves`; empty without --half-verdict.
+  std::vector<std::pair<std::string, std::string>> half_cells;
   if (half_verdict)
     for (std::size_t h = 0; h < halves.size(); ++h) {
       const std::string& full = names[halves[h].second];
@@ -307,7 +307,6 @@ int RunCompare(int argc, char** argv) {
           throw std::invalid_argument("--half-verdict: the name '" + half_cell +
                                       "' of a half run's cell is taken by another cell");
       half_cells.emplace_back(owner->name, half_cell);
-      half_models.push_back(h);
     }
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
@@ -341,7 +340,7 @@ int RunCompare(int argc, char** argv) {
       if (std::find(cell.models.begin(), cell.models.end(), names[j]) != cell.models.end())
         cell.converged = evidence.back().converged && cell.converged != "no" ? "yes" : "no";
   }
-  for (std::size_t i = 0; i < half_models.size(); ++i)
+  for (std::size_t i = 0; i < half_cells.size(); ++i)
     cells.push_back({half_cells[i].second, {half_cells[i].first + "/half"}});
 
   std::vector<analysis::LearnerUnderTest> models;
@@ -358,8 +357,8 @@ int RunCompare(int argc, char** argv) {
         analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
   }
   // A half run reads the prompts of its full run's task.
-  for (std::size_t i = 0; i < half_models.size(); ++i) {
-    const auto& [half, full] = halves[half_models[i]];
+  for (std::size_t i = 0; i < half_cells.size(); ++i) {
+    const auto& [half, full] = halves[i];
     models.push_back(analysis::TransformerUnderTest(
         half_cells[i].first + "/half", models[full].task, learners::LoadCheckpoint(half.path)));
   }

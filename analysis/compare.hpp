@@ -1,6 +1,6 @@
 // Which learning algorithm does a learner match? Squared prediction difference (SPD) and
-// implicit linear weight difference (ILWD) per number of examples k (PAPER.md "Comparison
-// metrics").
+// implicit linear weight difference (ILWD) per number of examples k (docs/paper.md
+// "Comparison metrics").
 #pragma once
 
 #include <armadillo>

@@ -106,7 +106,7 @@ void RidgePath(const arma::mat& x, const arma::vec& y, int k, const arma::vec& q
 }
 
 // x_{k+1}^T w after each of `passes` passes of SGD (batch 1, examples 1..k in order) from w = 0:
-// w <- w - 2 alpha (x_i x_i^T w - y_i x_i), PAPER.md's SGD; pass 1 is its one-pass learner.
+// w <- w - 2 alpha (x_i x_i^T w - y_i x_i), docs/paper.md's SGD; pass 1 is its one-pass learner.
 void SgdPasses(const arma::mat& x, const arma::vec& y, int k, const arma::vec& query, double alpha,
                int passes, double* out) {
   arma::vec w(x.n_rows, arma::fill::zeros);

@@ -1,4 +1,4 @@
-// Which iterate at which layer (issue 33): a learner's prediction read out of every layer,
+// Which iterate at which layer: a learner's prediction read out of every layer,
 // matched to the iterates of GD, Newton and the ridge path (Fu et al. 2023's comparison), with
 // bootstrap intervals over prompts and over the seeds of a cell.
 #pragma once
@@ -20,7 +20,7 @@ namespace icl::analysis {
 // for every family.
 //   gd:ALPHA:T             batch GD from 0, w_t = w_{t-1} - 2 ALPHA (X^T X w_{t-1} - X^T y)
 //   sgd:ALPHA:T            SGD (batch 1, the k examples in order) from 0; iterate t is the
-//                          weights after t passes (pass 1: PAPER.md's one-pass SGD)
+//                          weights after t passes (pass 1: docs/paper.md's one-pass SGD)
 //   newton:T[:C[:LAMBDA]]  Newton-Schulz iterates (learners/classical.hpp's newton)
 //   ridge-path:HI:LO:T     ridge with lambda from HI down to LO, T values log-spaced (iterate t
 //                          is the t-th lambda)

@@ -1,4 +1,4 @@
-// The trace stage (issue 33): the learners of one cell (and their controls) read out at every
+// The trace stage: the learners of one cell (and their controls) read out at every
 // layer on the same prompts, matched to each algorithm's iterates; what `iclprobe trace` runs
 // and analysis/trace_file.hpp stores.
 #pragma once

@@ -1,4 +1,4 @@
-// iclprobe: one program, a subcommand per stage (DESIGN.md).
+// iclprobe: one program, a subcommand per stage (docs/design.md "The data flow").
 #include <csignal>
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Benchmark (issue 35): where a training step's time goes, by LibTorch operator. Runs the
+// Benchmark: where a training step's time goes, by LibTorch operator. Runs the
 // trainer's per-shard work (forward, MSE loss, backward) of the shipped configuration on one
 // thread under the legacy autograd profiler and prints each operator's self time (its time
 // less that of the operators it called) as a share of the profiled wall time, with the step's

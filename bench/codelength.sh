@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 32's speed figure: ridge probes with their online codelength (probe --codelength, every
+# Speed figure: ridge probes with their online codelength (probe --codelength, every
 # layer and k) against the same ridge probes without it, on one activations file of the shipped
 # learner: medians of REPS whole commands, and the ratio (goal: at most 3x). The codelength reads
 # nothing more (its per-block statistics come from the probes' one pass); what it adds is a Gram

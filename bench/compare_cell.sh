@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 31's speed figure: `compare` of one cell (three seeds of the d = 4, L = 8, H = 64 recipe)
+# Speed figure: `compare` of one cell (three seeds of the d = 4, L = 8, H = 64 recipe)
 # against the same work on one of its checkpoints, with fitted families, on 2,000 prompts: the
 # classical learners' predictions are computed once per task and shared by the seeds; the
 # transformer's forward passes and the fits are per seed. Medians of REPS whole commands, on one

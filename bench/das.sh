@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 34's speed figure: DAS for one layer of the shipped learner (L = 8, H = 64; state 1, the
+# Speed figure: DAS for one layer of the shipped learner (L = 8, H = 64; state 1, the
 # costliest to run on from: 7 blocks forward and back per step), 10,000 training pairs, m = d,
 # the w counterfactual under OLS at the query, until the held-out IIA stops improving (the
 # command's stopping rule: an epoch gaining < 0.001 halves the learning rate, twice, then it

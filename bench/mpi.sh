@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 17's figures: extract and ridge probes as one process and as mpirun -np 1 / -np 2, in
+# Figures for several processes: extract and ridge probes as one process and as mpirun -np 1 / -np 2, in
 # one invocation, medians of REPS whole commands, printed as ratios. Beside them: the disk's
 # sequential write rate (dd, fdatasync), which bounds extract, and the single-process binary on
 # 2 threads (the other way to use two cores).

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Reference for the MLP-probe benchmark: the attention-pooled MLP probe of `iclprobe probe
---probes mlp` (PAPER.md "Probing", probes/gradient.hpp) written with PyTorch's Python front end,
+--probes mlp` (docs/paper.md "Probing", probes/gradient.hpp) written with PyTorch's Python front end,
 fitted one layer after another, on the split that iclprobe used (read from its probes.h5): the
 same features (the first 2k positions, standardised with training statistics), standardised
 targets, probe (pooling logits scaled by 10, W_v, Linear H->256, tanh-GELU, Linear 256->m), Adam

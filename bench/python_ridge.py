@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 36's figure: the Python module's ridge_probe on arrays against the CLI's ridge on the
+"""Speed figure: the Python module's ridge_probe on arrays against the CLI's ridge on the
 same states in a file, and against scikit-learn's RidgeCV on the same arrays (when installed).
 
 Usage: PYTHONPATH=build/python /usr/bin/python3 bench/python_ridge.py ACTIVATIONS CLI_SECONDS REPS

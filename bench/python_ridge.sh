@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 36's speed goal: the Python module's ridge_probe on a [20000, 9, 12, 64] array (the
+# Speed goal: the Python module's ridge_probe on a [20000, 9, 12, 64] array (the
 # shipped L8/H64 learner's 9 states after k = 1..12 examples) within 1.5x of the CLI's ridge on
 # the same states in a file, and its speed against scikit-learn's RidgeCV on the same arrays.
 # Usage: bench/python_ridge.sh [REPS=3] [PROMPTS=20000]   (from the repository root after a

@@ -1,5 +1,5 @@
 #!/bin/bash
-# One command for issue 15's figures: each stage of iclprobe timed on 1 and on 2 threads (whole
+# One command for the speed figures: each stage of iclprobe timed on 1 and on 2 threads (whole
 # commands; training per step, from the trainer's own step times), next to the plain
 # Python/PyTorch (and scikit-learn) reference programs of bench/, in the same invocation, medians
 # of REPS runs, printed as ratios (the figures that count on these noisy machines). Also the
@@ -98,7 +98,7 @@ if [ $have_py = 1 ]; then
   [ -n "$ps" ] && row "ridge: scikit-learn RidgeCV fits (A) vs iclprobe 2 (B), A/B" "$ps" "$p2" "$(ratio "$ps" "$p2")"
 fi
 
-# MLP probes, the batched run of issue 35's goal: every layer, two targets (w_OLS and X'y), k =
+# MLP probes, the batched run of the speed goal: every layer, two targets (w_OLS and X'y), k =
 # 4, 8, 12 (54 probes), 4,000 prompts, 10 epochs, 1 vs 2 threads; the reference fits the same 54
 # one after another.
 PM="probe --activations $TMP/e.h5 --probes mlp --targets w_ols,xty --k 4,8,12 --max-prompts 4000 --epochs 10 --quiet --force"

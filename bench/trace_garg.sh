@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 33's speed figure: iclprobe trace on a learner of Garg et al.'s published shape (d = 20,
+# Speed figure: iclprobe trace on a learner of Garg et al.'s published shape (d = 20,
 # 12 layers, width 256, 8 heads, 41 examples; random weights in their tensor names, imported with
 # iclprobe import), 2,000 scored prompts end to end: the ridge readout per layer (Fu et al.'s, on
 # 4,000 fit prompts; two passes over them) and the lens, matched to the default algorithms

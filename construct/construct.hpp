@@ -1,7 +1,7 @@
 // construct/: transformers whose weights we write. A small compiler lowers a program of the
-// paper's RAW operations (PAPER.md "Constructions": mov, mean, mul, aff) over named row ranges
-// of the hidden state to the weights of the same Transformer class `train` produces, and records
-// which rows hold which quantity after which layer: ground truth for probes.
+// paper's RAW operations (docs/paper.md "Constructions": mov, mean, mul, aff) over named row
+// ranges of the hidden state to the weights of the same Transformer class `train` produces, and
+// records which rows hold which quantity after which layer: ground truth for probes.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +91,7 @@ constexpr int kMaxNewtonSteps = 20;
 // Parses a program; throws core::InputError (setting "program") saying what was expected.
 Program ParseProgram(const std::string& program);
 
-// What makes a construction look trained (issue 30), each exact or with a stated error:
+// What makes a construction look trained, each exact or with a stated error:
 // - distractors: that many extra residual rows of prompt features nothing reads: random
 //   projections of the current token's x and y (block 1), and squares and products of pairs of
 //   them (block 2), of the size of the computed quantities (entries ~ N(0, 9) and their
@@ -151,16 +151,16 @@ struct Construction {
   std::vector<double> decoy_noise_map;                             // R (d x d row-major)
 };
 
-// The `gd` program (PAPER.md Theorem 1): `steps` steps of batch GD from w0 = 0 on the examples
-// so far, w_{t+1} = w_t - 2 alpha (X_k^T X_k w_t - X_k^T y_k); the prediction at the x-token of
-// example k+1 is x_{k+1}^T w_K (one step: 2 alpha x_{k+1}^T X_k^T y_k). Block 1: mov x_i to the
-// y-token, multiply by y_i (and x_i x_i^T for K > 1); block 2: mean over positions, rescale by
-// their number (X_k^T y_k, X_k^T X_k) and w_1 = 2 alpha X_k^T y_k; blocks 3..K+1: one GD step
-// each (aff + matvec mul in one MLP); block K+2: the prediction.
+// The `gd` program (docs/paper.md "Constructions", Theorem 1): `steps` steps of batch GD from
+// w0 = 0 on the examples so far, w_{t+1} = w_t - 2 alpha (X_k^T X_k w_t - X_k^T y_k); the
+// prediction at the x-token of example k+1 is x_{k+1}^T w_K (one step: 2 alpha x_{k+1}^T X_k^T
+// y_k). Block 1: mov x_i to the y-token, multiply by y_i (and x_i x_i^T for K > 1); block 2:
+// mean over positions, rescale by their number (X_k^T y_k, X_k^T X_k) and w_1 = 2 alpha X_k^T
+// y_k; blocks 3..K+1: one GD step each (aff + matvec mul in one MLP); block K+2: the prediction.
 Construction GdProgram(int d, int n_max, double alpha, int steps = 1,
                        const Disguise& disguise = {});
 
-// The `newton:K:C[:LAMBDA]` program (issue 30): K steps of Newton-Schulz on A = X_k^T X_k +
+// The `newton:K:C[:LAMBDA]` program: K steps of Newton-Schulz on A = X_k^T X_k +
 // lambda I from the fixed start Y_0 = C I, Y_t = Y_{t-1} (2 I - A Y_{t-1}), and the iterates
 // w_t = Y_t X_k^T y_k; the same iteration as the classical learner newton:K:C:LAMBDA. It
 // converges to A^{-1} (w_t to ridge:LAMBDA) when 0 < C lambda_max(A) < 2: then Y_t =

@@ -308,8 +308,9 @@ void AddEmbeddingRows(Layout& L, int d, int n_max) {
 // Every iterate's prediction x_{k+1}^T w_t goes into the one row "pred", which the readout
 // reads: each replaces the one before (an aff of -1 beside the product), so the state after the
 // block that writes iterate t holds that iterate's prediction and no earlier one, and the
-// model's own readout applied to that state (the "logit lens") reads it (issue 33's ground
-// truth). Returns the ops that write iterate t's prediction (t = 1: into a zero row).
+// model's own readout applied to that state (the "logit lens") reads it (the ground truth of
+// tests/test_trace.cpp). Returns the ops that write iterate t's prediction (t = 1: into a zero
+// row).
 std::vector<Op> WritePrediction(int t, double range) {
   std::vector<Op> ops{Mul("x", "w", "pred", 1, range)};
   if (t >= 2) ops.push_back(Parallel(Aff("pred", "pred", -1)));

@@ -1,5 +1,5 @@
 // A random orthogonal change of basis of the residual stream, folded into a model's weights:
-// constructions whose quantities do not sit on their own axes (issue 30).
+// constructions whose quantities do not sit on their own axes.
 #include <cmath>
 
 #include "construct/construct.hpp"

@@ -18,7 +18,7 @@ namespace icl::core {
 // same speed there (bench_train: 67-72 GFLOP/s either way), and the same float32 summation order
 // as on the Intel AVX-512 machines, which the tests' known answers and bit-exact resume fixtures
 // were made on (with the Haswell kernels six of them failed on Zen 4: tolerances that follow the
-// kernels' rounding, not the arithmetic, noted in the issues).
+// kernels' rounding, not the arithmetic; commit 5ef245c).
 std::string BlasCoreOverride();
 
 // True for OpenBLAS's generic x86-64 cores (Prescott, Core2, ..., Sandybridge: no AVX2), the

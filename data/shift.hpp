@@ -1,7 +1,7 @@
-// Out-of-distribution prompts (Garg et al.'s evaluation battery, PAPER.md "Beyond the paper"):
-// a shift of the context examples and, separately, of the query whose label is predicted after
-// k examples. The algorithms a learner might run separate most where prompts leave the
-// training distribution.
+// Out-of-distribution prompts (Garg et al.'s evaluation battery, docs/paper.md
+// "Garg et al.'s learners"): a shift of the context examples and, separately, of the query whose
+// label is predicted after k examples. The algorithms a learner might run separate most where
+// prompts leave the training distribution.
 #pragma once
 
 #include <cstdint>

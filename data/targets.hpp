@@ -58,8 +58,9 @@ struct PrefixTargets {
 void ComputePrefixTargets(const arma::mat& x, const arma::vec& y, double ridge_lambda,
                           PrefixTargets& out);
 
-// Targets of a whole prompt set, laid out like the HDF5 datasets of DESIGN.md:
-// w_ols, w_ridge, xty are d x n x N (== [N, n, d]); xtx is (d*d) x n x N (== [N, n, d, d]).
+// Targets of a whole prompt set, laid out like the HDF5 datasets of docs/design.md
+// "activations.h5": w_ols, w_ridge, xty are d x n x N (== [N, n, d]); xtx is (d*d) x n x N
+// (== [N, n, d, d]).
 struct TargetSet {
   double ridge_lambda = 0.0;
   arma::cube w_ols, w_ridge, xty, xtx;

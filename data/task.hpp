@@ -1,4 +1,5 @@
-// Linear-regression task distributions and the seeded prompt sampler (PAPER.md "Tasks and tokens").
+// Linear-regression task distributions and the seeded prompt sampler (docs/paper.md
+// "Tasks and tokens").
 #pragma once
 
 #include <armadillo>

@@ -1,4 +1,5 @@
-// Token layout of a prompt (DESIGN.md): x-token [0, x_j] then y-token [y_j, 0_d], width d+1.
+// Token layout of a prompt (docs/design.md "Conventions"): x-token [0, x_j] then y-token
+// [y_j, 0_d], width d+1.
 #pragma once
 
 #include <armadillo>

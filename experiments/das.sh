@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (2): distributed alignment search. Per state, an m = d subspace at the query whose
+# Distributed alignment search. Per state, an m = d subspace at the query whose
 # interchange from B makes the model output A's query times B's OLS weights (the w
 # counterfactual), scored by held-out IIA with 95% intervals, against a random subspace of the
 # same size, no interchange and the ridge probe's own directions interchanged.
@@ -38,4 +38,4 @@ else
     --out "$RUNS/gd_decoy.h5" > /dev/null
   das gd_decoy_xty "$RUNS/gd_decoy.h5" xty gd:0.05 2
 fi
-finish "Distributed alignment search (issue 34, item 2)" "$SUMMARY"
+finish "Distributed alignment search" "$SUMMARY"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (5): distributed alignment search beyond the one learner of experiments/das.sh. The
+# Distributed alignment search beyond the one learner of experiments/das.sh. The
 # w counterfactual under OLS at the query (A's query with B's OLS weights), m = d = 4, held-out
 # IIA pooled over k with 95% intervals, against a random subspace of the same m and no
 # interchange, with the ceiling (the model itself on B's examples and A's query):
@@ -38,4 +38,4 @@ else
     --d 4 --n 8 --force --out "$RUNS/gd_noisydecoy.h5" > /dev/null
   das gd_noisydecoy_xty "$RUNS/gd_noisydecoy.h5" xty gd:0.05 2 1,2,4
 fi
-finish "Distributed alignment search on the family, the depth row and over m (issue 34, item 5)" "$SUMMARY"
+finish "Distributed alignment search on the family, the depth row and over m" "$SUMMARY"

@@ -6,7 +6,7 @@
 # Full profile: the depth row of checkpoints/depth/ (L = 1, 2, 4: seeds 1-3, 20,000 steps, and a
 # half-budget run each) and the shipped recipe's family for L = 8 (checkpoints/d4_l8_h64.h5 and
 # family/d4_l8_h64_s2..s4.h5, the same recipe, with family/d4_l8_h64_half.h5); checkpoints/README.md.
-# A depth trained longer (issue 31: the budget chosen per cell from its learning curve) uses its
+# A depth trained longer (the budget chosen per cell from its learning curve) uses its
 # longest budget whose three seeds have all finished, 80,000 then 40,000 steps
 # (depth/d4_lL_h64_80k_sS.h5, _40k_sS.h5), the next shorter budget's seed-1 run its half run.
 source "$(dirname "$0")/lib.sh"

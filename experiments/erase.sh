@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (3): LEACE erasure of X'y and of w_OLS from each layer's states at the y-token of
+# LEACE erasure of X'y and of w_OLS from each layer's states at the y-token of
 # example k and the query, the model run on, error per k against the model's own, the zero
 # predictor's and a random erasure of the same rank (95% intervals over prompts).
 # Full profile: the shipped L = 8 family (4 seeds) and its random-init twin. --quick: the
@@ -31,4 +31,4 @@ else
   run "$ICLPROBE" construct --program gd --alpha 0.05 --d 4 --n 8 --force --out "$RUNS/gd.h5" > /dev/null
   erase gd "$RUNS/gd.h5" xty
 fi
-finish "LEACE erasure (issue 34, item 3)" "$SUMMARY"
+finish "LEACE erasure" "$SUMMARY"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (5): LEACE erasure on the depth row (L = 1, 2, 4, H = 64, seeds 1-3; the L = 8 family
+# LEACE erasure on the depth row (L = 1, 2, 4, H = 64, seeds 1-3; the L = 8 family
 # is in results/erase): X'y erased from each state's y-token of example k and query, the
 # model run on, error per k against the model's own, the zero predictor's and a random erasure of
 # the same rank (95% intervals over prompts). --quick: the compiled one-step gd, in seconds.
@@ -30,4 +30,4 @@ else
   run "$ICLPROBE" construct --program gd --alpha 0.05 --d 4 --n 8 --force --out "$RUNS/gd.h5" > /dev/null
   erase gd "$RUNS/gd.h5" xty
 fi
-finish "LEACE erasure on the depth row (issue 34, item 5)" "$SUMMARY"
+finish "LEACE erasure on the depth row" "$SUMMARY"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30: the constructions as ground truth. Each program (gd:3, newton:3, and the converged
+# The constructions as ground truth. Each program (gd:3, newton:3, and the converged
 # newton:12 at two lambdas) against its classical learner, and a ridge probe of every iterate
 # (a learner target) and of X'X at every state, plain and under several rotations of the
 # residual stream; the summary gives each iterate's R2 in the state that writes it and in the
@@ -83,7 +83,7 @@ for sigma in "${SIGMAS[@]}"; do
 done
 rm -f "$RUNS"/*.h5 "$RUNS"/*.csv "$RUNS"/*.txt
 {
-  echo "Constructions as ground truth (issue 30); d = $D, n = $N, $P prompts per run."
+  echo "Constructions as ground truth; d = $D, n = $N, $P prompts per run."
   echo
   echo "Behaviour (\`behaviour.csv\`): SPD/d of each compiled newton:K:0.03:lambda from the classical"
   echo "learner of the same spec and from ridge:lambda, max over k = 0..$((N - 1)):"

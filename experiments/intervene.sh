@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18: is what the probes read *used*? Per learner of the family: ridge probes of w_ols and
+# Is what the probes read *used*? Per learner of the family: ridge probes of w_ols and
 # X'y at k = d and k = 8, then interchange interventions along each probe's direction at every
 # layer (edits at the probed y-token, and through the query), with the random-direction
 # control; the slopes by layer next to the probe R2, per learner and over the family.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 19: the paper's third experiment at CPU scale. Learners on a grid of depth L x width H
+# The paper's third experiment at CPU scale. Learners on a grid of depth L x width H
 # (d = 4, n = 12, noiseless), each compared with the best-fitting member of each algorithm
 # family (gd:fit, sgd:fit, ridge:fit, fitted per learner on prompts disjoint from the scored
 # ones) and with OLS and kNN; the closest family per (L, H), a heat map, and the commands.
-# The full profile's learners live in checkpoints/phase/ (committed: a session can end before
+# The full profile's learners live in checkpoints/phase/ (committed: training can stop before
 # the grid is trained) and are trained, or resumed, only where unfinished.
 source "$(dirname "$0")/lib.sh"
 setup_out phase

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (4): what each causal test finds where X'y is used and where it is not, on the
+# What each causal test finds where X'y is used and where it is not, on the
 # rotated one-step gd construction (alpha 0.05, d = 4, n = 12) plain, with 64 distractor rows,
 # with the unused decoy M X'y, and with the nuisance (sigma = 32: the ridge probe of X'y reads
 # it with R2 ~0.3-0.6 where it is written, as the trained learners' probes do). Per variant, the
@@ -103,4 +103,4 @@ for v in "${VARIANTS[@]}"; do
   fi
   echo "| $v | | swap, share of GD's change (pooled; states 1 and $u) | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == 1 && \$3 == \"pooled\"" "5 6 7") | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == $u && \$3 == \"pooled\"" "5 6 7") | — |"
 done >> "$SUMMARY"
-finish "Power of the causal tests on constructions (issue 34, item 4)" "$SUMMARY"
+finish "Power of the causal tests on constructions" "$SUMMARY"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13: where X'y, w_OLS and X'X become decodable, on a family of independently trained
+# Where X'y, w_OLS and X'X become decodable, on a family of independently trained
 # learners of one recipe, every score with its 95% bootstrap interval. Per learner: its own
 # random-init twin and the shared fixed-w twin as controls; ridge at every k on all prompts,
 # attention-pooled linear and MLP probes at k = d and k = n on the first GRAD prompts; then the
@@ -61,7 +61,7 @@ for i in "${!LEARNERS[@]}"; do
   run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --control "$RUNS/acts_init_$L.h5" --control "$RUNS/acts_fixedw.h5" \
     --targets w_ols,xty,xtx --probes ridge --codelength $CLB --threads 1 --quiet --force \
     --out "$OUT/$L/probes_ridge.h5" --csv "$OUT/$L/probes_ridge.csv" > /dev/null
-  # Where the hypotheses differ (issue 32): k < d, where noiseless w_OLS (minimum norm), one GD
+  # Where the hypotheses differ: k < d, where noiseless w_OLS (minimum norm), one GD
   # step (X'y), three Newton steps and ridge(0.1) are different vectors, read at the y-token of
   # example k and at the x-token of example k + 1, where the prediction is read.
   run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --control "$RUNS/acts_init_$L.h5" --control "$RUNS/acts_fixedw.h5" \

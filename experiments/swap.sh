@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 34 (1): whole-context counterfactuals. A's query runs on B's context state at each layer;
+# Whole-context counterfactuals. A's query runs on B's context state at each layer;
 # the share of each learner's counterfactual change (B's first k examples, A's query) that the
 # model reproduces, per layer, pooled over k = 1..n-1, with 95% intervals over pairs.
 # Full profile: the shipped L = 8 family (4 seeds) and its random-init twin (the control: a model
@@ -47,4 +47,4 @@ else
   swap gd "$RUNS/gd.h5"
   table "compiled one-step gd (alpha 0.02, d = 4, n = 8): block 2 reads the context into the query" gd
 fi
-finish "Whole-context counterfactuals (issue 34, item 1)" "$SUMMARY"
+finish "Whole-context counterfactuals" "$SUMMARY"

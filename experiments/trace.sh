@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 33: which iterate of Newton, GD and the ridge path does each layer's prediction match
+# Which iterate of Newton, GD and the ridge path does each layer's prediction match
 # (Fu et al. 2023's comparison), over the seeds of each trained cell, against each seed's
 # random-init twin, with two-stage bootstrap intervals over seeds and prompts.
 # Full profile: the shipped L = 8 family (4 seeds; ridge readout and the lens), the depth row
@@ -78,4 +78,4 @@ else
     --prompts $P --bootstrap $B --seed 11 --threads 1 --quiet --force --out "$OUT/gd4_lens.h5" > "$OUT/gd4_lens.txt"
   table "$OUT/gd4_lens" "compiled gd:4 (alpha 0.02), lens readout"
 fi
-finish "Which iterate at which layer (issue 33)" "$SUMMARY"
+finish "Which iterate at which layer" "$SUMMARY"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue 31's learners, trained one after another on one core: each line of the queue is a run
-# (its output and its train options); a finished run is skipped, an unfinished one resumed
-# (train --resume is exact), a missing one started. Safe to stop (kill) and start again.
+# The convergence rule's learners (checkpoints/README.md), trained one after another on one core:
+# each line of the queue is a run (its output and its train options); a finished run is skipped,
+# an unfinished one resumed (train --resume is exact), a missing one started. Safe to stop (kill)
+# and start again.
 # Runs go to runs/queue/; the finished ones are exported to checkpoints/depth/ by hand (see
-# checkpoints/README.md) and skipped from then on; an unfinished one committed at the end of a
-# session in checkpoints/depth/resume/ is resumed from there. Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
+# checkpoints/README.md) and skipped from then on; an unfinished one committed when training
+# stopped, in checkpoints/depth/resume/, is resumed from there. Usage: experiments/train_queue.sh [QUEUE_FILE]   (default: the queue
 # below). A queue file holds lines `NAME OPTIONS`, '#' comments, and may set its own recipe and
 # export folder with lines `recipe OPTIONS` and `shipped FOLDER` (relative to the repository).
 # Pause for a benchmark with kill -STOP / -CONT on the train process.
@@ -46,8 +47,8 @@ lines "$@" | while read -r name opts; do
   [ -n "$name" ] || continue
   out="$RUNS/$name.h5"
   if finished "$out"; then continue; fi
-  # Shipped already (exported, on a fresh machine runs/ is empty), or committed resumably at the
-  # end of a session: skip it, or resume from the committed checkpoint.
+  # Shipped already (exported, on a fresh machine runs/ is empty), or committed resumably when
+  # training stopped: skip it, or resume from the committed checkpoint.
   if [ -f "$SHIPPED/$name.h5" ]; then continue; fi
   if [ ! -f "$out" ] && [ -f "$SHIPPED/resume/$name.h5" ]; then
     cp "$SHIPPED/resume/$name.h5" "$out"

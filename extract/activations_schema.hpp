@@ -44,7 +44,7 @@ struct Dataset {
 };
 
 // Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims,
-// the learner targets (issue 30) last, in the order given.
+// the learner targets (classical learners' weights after k examples) last, in the order given.
 std::vector<Dataset> PerPromptDatasets(int n, int d,
                                        const std::vector<std::string>& learner_targets = {});
 

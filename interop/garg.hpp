@@ -1,4 +1,4 @@
-// Learners trained elsewhere (issue 16): reading their tensors and mapping Garg et al.'s GPT-2
+// Learners trained elsewhere: reading their tensors and mapping Garg et al.'s GPT-2
 // in-context regression layout ("What can transformers learn in context?", 2022) onto iclprobe's
 // transformer, which computes the same function:
 //   _read_in Linear(d -> H) on width-d tokens (x-token x, y-token [y, 0, ..., 0]) becomes

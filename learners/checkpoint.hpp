@@ -1,6 +1,7 @@
-// Checkpoints: one self-describing HDF5 file per learner (DESIGN.md). /params/<module path>
-// float32 datasets; root attrs format, format_version, created_by, model_config, train_config,
-// task_config, step; /train_state holds the AdamW moments that an exact resume needs.
+// Checkpoints: one self-describing HDF5 file per learner (docs/design.md "checkpoint.h5").
+// /params/<module path> float32 datasets; root attrs format, format_version, created_by,
+// model_config, train_config, task_config, step; /train_state holds the AdamW moments that an
+// exact resume needs.
 #pragma once
 
 #include <torch/torch.h>

@@ -167,7 +167,7 @@ void SgdLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) co
   arma::vec w(d, arma::fill::zeros);
   for (int k = 1; k < n; ++k) {
     const auto xi = x.col(k - 1);
-    // w_i = w_{i-1} - 2 alpha (x_i x_i^T w_{i-1} - y_i x_i), PAPER.md
+    // w_i = w_{i-1} - 2 alpha (x_i x_i^T w_{i-1} - y_i x_i), docs/paper.md "Reference learners"
     w -= 2.0 * alpha_ * (arma::dot(xi, w) - y(k - 1)) * xi;
     out.weights.col(k) = w;
   }

@@ -1,5 +1,6 @@
-// The classical in-context learners the transformer is compared with (PAPER.md "Reference
-// learners"): OLS, ridge, Bayes ridge, one-step GD, one-pass SGD, kNN and the zero predictor.
+// The classical in-context learners the transformer is compared with (docs/paper.md
+// "Reference learners"): OLS, ridge, Bayes ridge, one-step GD, one-pass SGD, kNN and the zero
+// predictor.
 #pragma once
 
 #include <armadillo>
@@ -97,8 +98,8 @@ class SgdLearner : public ClassicalLearner {
 
 // K steps of Newton-Schulz on A = X^T X + lambda I from the fixed start Y_0 = C I:
 // Y_{t+1} = Y_t (2 I - A Y_t), then w = Y_K X^T y (w = 0 with no example). With no per-prompt
-// scale the iteration is what a transformer's weights can compile (issue 30). It converges to
-// A^{-1} (so w to ridge:lambda, or for lambda = 0 and k >= d to OLS) exactly when
+// scale the iteration is what a transformer's weights can compile (construct/'s newton program).
+// It converges to A^{-1} (so w to ridge:lambda, or for lambda = 0 and k >= d to OLS) exactly when
 // 0 < C < 2 / lambda_max(A); then ||I - A Y_t|| = ||I - C A||^(2^t). For a prompt outside that
 // range the iterates grow without bound and the learner reports them as they come (possibly
 // infinite). With lambda = 0 and fewer independent examples than d, A is singular: along its

@@ -1,4 +1,4 @@
-// AdamW over one flat buffer (issue 15): every parameter of a module becomes a view into one
+// AdamW over one flat buffer: every parameter of a module becomes a view into one
 // float32 tensor, and every gradient a view into another, so that zeroing the gradients, the
 // clipping norm and the AdamW update are a handful of large kernels instead of a few for each of
 // the module's ~100 tensors. The update itself is LibTorch's AdamW, applied to the flat buffer:

@@ -1,4 +1,4 @@
-// The transformer in-context learner (PAPER.md "Learner architecture"): input projection
+// The transformer in-context learner (docs/paper.md "Learner architecture"): input projection
 // (d+1 -> H), learned absolute positions, L pre-LayerNorm blocks (causal multi-head attention,
 // GELU(tanh) MLP of width mlp_ratio * H), final LayerNorm, readout H -> 1 at the x-tokens.
 #pragma once

@@ -1,4 +1,4 @@
-// Gradient-trained probes in the paper's form (PAPER.md "Probing"): attention pooling over
+// Gradient-trained probes in the paper's form (docs/paper.md "Probing"): attention pooling over
 // positions with a learned, input-independent score vector s (alpha = softmax(s)), a learned
 // projection W_v, then FF = linear or a 2-layer GELU MLP (the tanh-approximated GELU, computed
 // by learners::FusedGelu). With pooling off the probe reads the single state after k examples.

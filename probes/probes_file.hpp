@@ -71,7 +71,7 @@ struct ProbeResults {
   arma::cube target_map_r2;
   std::vector<std::string> target_map_names;
   double code_precision = 0;
-  // Learner targets of the activations (issue 30): target name ("w_gd_0.05_3") -> spec.
+  // Learner targets of the activations: target name ("w_gd_0.05_3") -> spec.
   std::map<std::string, std::string> learner_targets;
   // The file these fields were read from, kept open: ReadRidgeReadout reads the weights from
   // the same file that passed the checks, never a file put at `path` since.

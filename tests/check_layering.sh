@@ -1,8 +1,8 @@
 #!/bin/sh
-# DESIGN.md's arrows, checked on the sources: each library folder includes only the folders
-# below it (docs/ARCHITECTURE.md), libraries do not parse command lines, do not name
-# command-line options in their messages, do not set process-wide thread counts, and each file
-# format's name is spelled by its one owner.
+# The arrows of docs/design.md "Folders and layering", checked on the sources: each library
+# folder includes only the folders below it (docs/ARCHITECTURE.md), libraries do not parse
+# command lines, do not name command-line options in their messages, do not set process-wide
+# thread counts, and each file format's name is spelled by its one owner.
 cd "$(dirname "$0")/.." || exit 2
 status=0
 fail() { echo "layering: $1"; status=1; }

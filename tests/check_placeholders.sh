@@ -1,5 +1,5 @@
 #!/bin/sh
-# No message reaches the user with an unrendered or dangling {name} placeholder (issue 28, 8).
+# No message reaches the user with an unrendered or dangling {name} placeholder.
 # The program renders {name} in every message as the option --name (apps/main.cpp); this checks,
 # on the sources, that every {name} in a string literal of the libraries and apps names an
 # option some subcommand really has. Usage: check_placeholders.sh ICLPROBE_BINARY

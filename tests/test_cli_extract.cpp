@@ -321,7 +321,7 @@ TEST_F(CliExtract, DiskFullIsOneLineExitTwoAndNoFinishedFile) {
 // recomputes from the rows on disk (VerifyRows), and catches edits: a changed attribute fails
 // the cheap check; a changed hidden-state value passes the cheap check (it reads no rows) and
 // fails the full one, which names the group of 32 prompts that holds it.
-// --learner-targets (issue 30): each learner's weights after k examples under its own name, the
+// --learner-targets: each learner's weights after k examples under its own name, the
 // spec kept in an attribute, covered by the row digests, and readable by probe. ridge:0.1 comes
 // from the classical learner (a d x d solve per k) and w_ridge from data::IncrementalRidge (dual
 // form and Sherman-Morrison updates): two independent paths to the same weights.

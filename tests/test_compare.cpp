@@ -224,7 +224,7 @@ TEST(PairedTable, FindsThePlantedDiagonalAndRefusesToStarATie) {
   EXPECT_EQ(minima, 1);
 }
 
-// The fitted families (issue 19): a family's fit to a member of that family finds the planted
+// The fitted families: a family's fit to a member of that family finds the planted
 // hyperparameter. Its SPD is then exactly 0 at the planted value and grows on both sides, and
 // Brent's search narrows log(value) to a bracket of about 1e-6, so the value comes back to ~1e-6
 // relative (1e-4 leaves room for a flat minimum).

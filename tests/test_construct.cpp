@@ -96,7 +96,7 @@ TEST(Construct, MulMultipliesWithinItsDerivedBound) {
   // Truncation: relative 2 * 0.1675 s^2 (a^2 + b^2) <= 1.34e-4 with s (|a| + |b|) <= 0.02.
   // Rounding: the four float32 GELU values (~ s|a+b|/2 each) lose 6e-8 of that, amplified by 1/(4 k
   // s^2) into an absolute error ~ 6e-8 * |a+b| / (k s) <= 6e-8 * R^2 / (0.02 k) with R = |a| + |b|
-  // bound. Together below 1e-3 * (|ab| + 1) for this program's range; the issue asks <= 1e-2.
+  // bound. Together below 1e-3 * (|ab| + 1) for this program's range; the requirement is <= 1e-2.
   const auto err = (got - want).abs() / (want.abs() + 1.0);
   EXPECT_LE(err.max().item<double>(), 1e-3);
   // The scalar model of the primitive says the same.
@@ -172,7 +172,7 @@ TEST(Construct, OuterAndMatVecProductsWithinTheirDerivedBound) {
                b = x.unsqueeze(2).expand({8, 2 * n, d, d}).flatten(2);
     const auto got = rows(mlp(1, h), "xx");
     EXPECT_TRUE(((got - a * b).abs() <= bound(a, b, 12.0, 1.0)).all().item<bool>());
-    // Within the issue's 1e-2 of the product's size.
+    // Within the required 1e-2 of the product's size.
     EXPECT_LE(((got - a * b).abs() / ((a * b).abs() + 1.0)).max().item<double>(), 1e-2);
   }
   {  // Block 3: w += 2 alpha (xty - xtx w): an exact aff and a matvec of d^2 products.
@@ -249,7 +249,7 @@ TEST(Construct, MatMatProductWithinItsDerivedBound) {
       << ((got - want).abs() / bound).max().item<double>();
 }
 
-// Done when (issue 30): newton:K:C:lambda matches the classical newton:K:C:lambda and ridge:lambda
+// The requirement: newton:K:C:lambda matches the classical newton:K:C:lambda and ridge:lambda
 // to SPD/d <= 1e-4 at every k on 2,000 prompts, d = 4, n = 12, lambda in {1/4, 4/9}. K = 12
 // and C = 0.03: C lambda_max(A) < 2 for every one of 10,000 prompts' prefixes (counted below),
 // and the slowest direction (the smallest eigenvalue of A is >= lambda) contracts as
@@ -289,7 +289,7 @@ TEST(Construct, NewtonProgramPredictsLikeTheClassicalNewtonAndRidge) {
 // 1e-3 at most; gd's three steps pass it on with gains below 1 (2 alpha lambda < 2), and
 // Newton-Schulz damps the error of every step but the last (Y' = 2Y - YAY is stationary in Y
 // at Y = A^-1). So predictions move by a relative 1e-3 at most, SPD/d by (1e-3)^2 E[y^2] / d
-// = 1e-6 (E[y^2] = d): the issue's 1e-4 holds with a margin of 100.
+// = 1e-6 (E[y^2] = d): the required 1e-4 holds with a margin of 100.
 TEST(Construct, RotationKeepsPredictionsAndRotatesEveryState) {
   const int d = 4, n = 12;
   data::TaskConfig task;
@@ -362,8 +362,8 @@ TEST(Construct, GdModelPredictsLikeTheGdLearner) {
   EXPECT_GT(r.entries[1].spd.mean(n - 1), 1e-2);             // and it is not OLS
 }
 
-// The library names the setting ("program"), not the option (issue 29, item 7): the program
-// renders it as --program.
+// The library names the setting ("program"), not the option (libraries know no option names;
+// docs/design.md "Folders and layering"): the program renders it as --program.
 TEST(Construct, BadProgramIsAnInputErrorNamingTheSetting) {
   for (const char* program :
        {"ridge", "gd:0", "gd:x", "gd:17", "gd:", "newton", "newton:3", "newton:0:0.1",
@@ -525,7 +525,7 @@ TEST(Construct, ProbesFindXtyExactlyWhereTheConstructionWroteIt) {
   EXPECT_GT(alpha(2 * 3 - 1), 0.5) << alpha.t();
 }
 
-// Ground truth for the query position (issue 32): on the gd model block 2 writes X'y at the
+// Ground truth for the query position: on the gd model block 2 writes X'y at the
 // x-token of example k+1 as well (the mean of y x over positions <= t times their count), and
 // block 3 reads it there (pred = 2 alpha x_{k+1}^T X'y). Probed there (`--at query`), X'y is
 // exact from layer 2 on, and absent before: at the x-token, blocks 0-1 hold x_{k+1} and a y x
@@ -560,7 +560,7 @@ TEST(Construct, QueryProbesReadXtyAtTheXTokenWhereBlock3ReadsIt) {
       << rep.out;
 }
 
-// Ground truth for every iterate (issue 30): on gd:3 and newton:3 (plain and rotated) a ridge
+// Ground truth for every iterate: on gd:3 and newton:3 (plain and rotated) a ridge
 // probe finds each iterate w_t, stored as a learner target, with R2 >= 0.999 in the state the
 // construction says holds it and below 0.99 in the state before, and X'X likewise. k <= d + 2:
 // for large k, X'X ~ k I makes every iterate nearly a multiple of X'y. The programs' settings

@@ -1,4 +1,4 @@
-// core/: the spec parser, whole-string numbers, the thread pool and the error kinds (issue 29).
+// core/: the spec parser, whole-string numbers, the thread pool and the error kinds.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -80,7 +80,7 @@ TEST(Das, TargetsAreTheAlgorithmsCounterfactuals) {
 // X_k'y_k in rows xty (Q[:, xty] after the rotation), which block 3 multiplies with x_{k+1}.
 // Swapping exactly that subspace from B gives 2 alpha x_A . X_B'y_B, GD's xty counterfactual: IIA 1
 // up to the construction's product error (1e-3 relative; test_construct). DAS with m = d reaches
-// IIA >= 0.99 there, its subspace within 5 degrees of Q[:, xty] (the criteria); a random
+// IIA >= 0.99 there, its subspace within 5 degrees of Q[:, xty] (the required criteria); a random
 // subspace of the same size does not (it swaps parts of x and other rows). DAS starts from the
 // ridge probe's directions, which here are X'y's rows already (to 0.01 degree): this checks that
 // the training keeps a solution; TurnsBackToXtyFromAStartOffIt checks that it finds one.
@@ -140,7 +140,7 @@ TEST(Das, TurnsBackToXtyFromAStartOffIt) {
 // Which subspace inside it is not decided by the interchange: with U = [A; B] in the two copies'
 // coordinates, U U' moves xty by (A A' + A B' M) dX'y, which is dX'y for A = I, B = 0 and on a
 // whole family of mixtures of the copies (for d = 1: B/A = M). Interchange accuracy alone cannot
-// tell the used copy from the decoy here (the "DAS finds the used encoding" criterion);
+// tell the used copy from the decoy here (the "DAS finds the used encoding" criterion);
 // see the README's DAS section.
 TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
   const data::TaskConfig task = Task(4, 8);
@@ -166,7 +166,7 @@ TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
 // at principal angles atan of M's gains, 30-59 degrees, to either copy) now pass on B's decoy
 // nuisance: IIA below 0.99 (0.89 measured). From its default start (the ridge probe, which
 // weighs the exact copy over the noisy one) DAS reaches IIA >= 0.99 with the used copy's rows:
-// largest angle to xty <= 5 degrees, smallest angle to the decoy >= 45 degrees (the issue's
+// largest angle to xty <= 5 degrees, smallest angle to the decoy >= 45 degrees (the
 // criterion). Started at the mixture instead, DAS stays near it (measured: IIA 0.96-0.97,
 // largest angle to xty 60 degrees): for d = 1 the loss along the arc from the mixture (angle
 // t*) to xty is (cos^2 t + M cos t sin t - 1)^2 Var dX'y + sin^2(2t)/4 4 Var d(Rx)^2, and its

@@ -1,6 +1,6 @@
 // Every dataset iclprobe writes names its axes (HDF5 dimension labels, H5DS; h5py shows them as
 // dims[i].label): checked with H5DSget_label on every dataset of every file kind, made by the
-// program itself (issue 29).
+// program itself.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 

@@ -101,7 +101,7 @@ TEST(Erase, CompiledGdLosesWhatKnowingNothingCostsWhenXtyIsErased) {
 // unerased model's: 4 random whitened directions of about 100 take about 4% of X'y's readout
 // with them (an increase of about 0.03 where the interval's half-width is about 0.08). The
 // rotation does not matter to either eraser (both are equivariant under an orthogonal change of
-// basis of h); it is there because the ground truth names the rotated construction.
+// basis of h); it is there because the ground truth asked for is the rotated construction.
 TEST(Erase, OnAWideRotatedGdARandomErasureOfTheSameRankIsNearlyFree) {
   construct::Disguise g;
   g.context_distractors = 28;

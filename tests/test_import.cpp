@@ -102,7 +102,7 @@ void ExpectHalfOfFixtureRefused(const TempDir& tmp, const std::string& fixture,
 // imported model computes the same sums in another order (its input projection multiplies a
 // zero coordinate, the attention's q, k, v come from one fused product), so the two agree to
 // float32 rounding accumulated over 2 blocks of width 32: relative ~1e-6 on values of order 1,
-// far inside the issue's 1e-5.
+// far inside the required 1e-5.
 TEST(Import, GargSafetensorsReproducesThePyTorchForward) {
   TempDir tmp;
   const std::string out = tmp / "garg.h5";
@@ -273,7 +273,7 @@ TEST(Import, HostileTorchSaveArchivesAreRefused) {
   ExpectHalfOfFixtureRefused(tmp, "model.pt", "not a readable torch.save archive");
 }
 
-// Reliability round two (issue 28, class 3): inputs that crashed the importer. Each is refused
+// Inputs that crashed the importer before commit a67d39f. Each is refused
 // with one line, exit 2 (a crash would be 128 + the signal), and no output.
 TEST(Import, DeepNestingZeroWidthsAndHugeViewsAreRefusedNotCrashed) {
   TempDir tmp;

@@ -43,7 +43,7 @@ TempDir* InterveneGd::dir_ = nullptr;
 // Block 2 writes X'y into the rows `xty` at the y-token of example k and at the next x-token;
 // block 3 forms the prediction 2 alpha x_q^T X'y from the x-token's own copy. So an edit of the
 // state after block 2 that moves the probe's reading by dv, added at both positions, changes
-// the prediction by 2 alpha x_q^T dv: slope 1, up to the mul primitive's error (the issue's
+// the prediction by 2 alpha x_q^T dv: slope 1, up to the mul primitive's error (the required
 // bound 0.02). Added at the y-token alone it changes nothing the prediction reads (slope 0),
 // and after block 3 the prediction is already formed (slope 0). An edit of the same norm in a
 // random direction is uncorrelated with the predicted change: its interval holds 0.
@@ -82,7 +82,7 @@ TEST_F(InterveneGd, SlopeIsOneWhereTheConstructionWritesXtyAndZeroWhereItIsNotRe
   }
 }
 
-// A learner target (issue 30) is a weight target like w_ols: on gd:3 (alpha 0.02, d = 3,
+// A learner target is a weight target like w_ols: on gd:3 (alpha 0.02, d = 3,
 // n = 6) the iterate w_3 is written into the rows w by block 4, at the y-token of example k and
 // at the next x-token, and block 5 predicts x_q^T w_3 from the x-token's copy: an edit after
 // block 4 through the query moves the prediction by x_q^T dw (slope 1, up to the mul's error),
@@ -114,13 +114,13 @@ TEST(InterveneLearnerTarget, SlopeIsOneWhereTheIterateIsReadAndZeroAfter) {
   EXPECT_FALSE(std::filesystem::exists(tmp / "j.h5"));
 }
 
-// The decoy (issue 34, item 4): gd with an unused copy decoy_xty = M X'y, rotated. A probe fitted
-// within the decoy's rows alone reads X'y exactly (M is invertible: R2 >= 0.999) and its edit,
-// kept inside those rows, moves nothing (slope interval within +-0.05 of 0; the float32 rounding
-// of the rotated weights leaves ~1e-6); the same within the used rows moves the prediction as
-// GD would (slope 1 up to the mul's error, 0.02). The whole state's ridge probe reads both
-// copies, and its covariance-metric edit moves both (slope 1), which is why the issue asks for
-// the decoy-only probe.
+// The decoy (as in experiments/power.sh): gd with an unused copy decoy_xty = M X'y, rotated. A
+// probe fitted within the decoy's rows alone reads X'y exactly (M is invertible: R2 >= 0.999)
+// and its edit, kept inside those rows, moves nothing (slope interval within +-0.05 of 0; the
+// float32 rounding of the rotated weights leaves ~1e-6); the same within the used rows moves the
+// prediction as GD would (slope 1 up to the mul's error, 0.02). The whole state's ridge probe
+// reads both copies, and its covariance-metric edit moves both (slope 1), which is why the test
+// uses the decoy-only probe.
 TEST(InterveneDecoy, AnEditWithinTheDecoyMovesNothingAndOneWithinTheUsedCopyMovesAsGd) {
   TempDir tmp;
   Ok(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --decoy xty --rotate 7 --out " +

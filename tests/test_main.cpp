@@ -14,7 +14,7 @@ namespace {
 // Some known answers (float32 compiled constructions, bit-exact resume fixtures) were derived
 // under OpenBLAS's AVX-512 kernels, and a machine's environment may choose others (this
 // workplace sets OPENBLAS_CORETYPE=Haswell on AMD Zen 4, where six tests then fail: their
-// tolerances follow those kernels' summation order, not the arithmetic; noted in the issues).
+// tolerances follow those kernels' summation order, not the arithmetic; commit 5ef245c).
 // On a CPU with AVX-512 the test programs run the SkylakeX kernels whatever the environment
 // says, so the suite checks the same arithmetic on every such machine.
 void PinTestKernels(char** argv) {

@@ -1,4 +1,4 @@
-// extract and probe under `mpirun -np 2` (issue 17): the same activations file as one process
+// extract and probe under `mpirun -np 2`: the same activations file as one process
 // writes, dataset for dataset (h5diff), also after an interrupted two-rank run is resumed; the
 // same probes (ridge to 1e-10 relative, gradient probes exactly); errors once, exit 2.
 #include <gtest/gtest.h>

@@ -264,7 +264,7 @@ TEST(RidgeProbe, LambdaZeroWithFewerRowsThanFeaturesIsRefused) {
   EXPECT_THROW(p.Prepare(fs), std::invalid_argument);
 }
 
-// Batched fits (issue 15): probes of several layers trained as one batched model give each
+// Batched fits: probes of several layers trained as one batched model give each
 // probe the result of fitting it alone. Every operation acts on each probe's slice separately
 // (batched products, per-slice softmax and means, elementwise Adam), so with one intra-op
 // thread the arithmetic of slice g does not depend on the batch, and the results are equal.

@@ -305,8 +305,8 @@ TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {
                                  " --plot-dir " + (tmp / "figs"));
   EXPECT_EQ(plots.exit_code, 2);
   EXPECT_NE(plots.err.find("--plot-dir"), std::string::npos) << plots.err;
-  // Options of one learner's report are refused with several files, not ignored (issue 29:
-  // --compare-targets was dropped silently).
+  // Options of one learner's report are refused with several files, not ignored (before
+  // commit 26f3257 --compare-targets was dropped silently).
   for (const std::string& option :
        std::vector<std::string>{"--compare-targets", "--interventions " + (tmp / "x.h5")}) {
     const auto one_only =
@@ -453,7 +453,7 @@ void WritePlantedWeights(const std::string& path, const std::string& planted, un
 
 }  // namespace
 
-// Known answer (issue 32 a): planted representations that carry w_ols, or w_ridge(lambda),
+// Known answer: planted representations that carry w_ols, or w_ridge(lambda),
 // linearly are told apart at k < d under noise: the planted target is preferred at its layer,
 // its margin exceeding the same margin at the embedding and in a random control (paired
 // intervals above 0). The true w is refused, and its ceiling (R2 of E[w | prompt]) is reported.
@@ -578,10 +578,11 @@ analysis::ProbeResults PlantedProbeDraws(bool linear, int draws, unsigned seed,
 
 }  // namespace
 
-// Issue 32 (b): on a linear encoding the MLP is called better (its paired margin's interval
-// above 0) in at most 10 of 100 draws (a 95% interval errs one-sidedly in 2.5% of them; the
-// draws share y and the split, so 10 leaves room for their dependence); on a nonlinear one it
-// is called better in most draws, with the margin's sign right, and beyond a linear embedding.
+// The MLP-versus-linear verdict: on a linear encoding the MLP is called better (its paired
+// margin's interval above 0) in at most 10 of 100 draws (a 95% interval errs one-sidedly in 2.5%
+// of them; the draws share y and the split, so 10 leaves room for their dependence); on a
+// nonlinear one it is called better in most draws, with the margin's sign right, and beyond a
+// linear embedding.
 TEST(Report, CompareProbesSignsThePlantedNonlinearityAndRarelyFavoursTheMlpOnALinearCode) {
   int mlp_better_on_linear = 0, draws = 0;
   for (unsigned seed : {1u, 2u, 3u, 4u}) {
@@ -643,7 +644,7 @@ TEST(Report, CompareProbesOnTheCommandLine) {
   }
 }
 
-// Issue 32 item 4: how far apart the targets are. Noiseless, from k = d on w_ols = w (X has full
+// How far apart the targets are. Noiseless, from k = d on w_ols = w (X has full
 // column rank; the Bayes ridge at sigma = 0 is OLS too), so each maps onto the other with R2 1
 // (to rounding); at k = 1 w_ols is w
 // projected on x_1, which no fixed map recovers from w, nor w from it.

@@ -1,7 +1,7 @@
-// Issue 33's ground truth: on compiled gd:K and newton:K programs, where every block that
-// updates w writes its prediction into the row the readout reads, matching each layer's lens
-// prediction to the algorithms' iterates recovers the compiled schedule, and the rate tells a
-// second-order method from GD.
+// Ground truth for `iclprobe trace`: on compiled gd:K and newton:K programs, where every block
+// that updates w writes its prediction into the row the readout reads, matching each layer's
+// lens prediction to the algorithms' iterates recovers the compiled schedule, and the rate tells
+// a second-order method from GD.
 #include <gtest/gtest.h>
 
 #include <cmath>

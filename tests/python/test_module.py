@@ -1,4 +1,4 @@
-"""Tests of the iclprobe Python module (issue 36), run by ctest with Debian's python3:
+"""Tests of the iclprobe Python module, run by ctest with Debian's python3:
     python3 tests/python/test_module.py ICLPROBE_BINARY WORKDIR
 Exits 77 (ctest: skipped) when numpy or the module cannot be imported, with the reason.
 Known answers: the module's ridge probe on arrays equals the CLI's probes.h5 on the same states

@@ -50,6 +50,7 @@ void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
   // clang-format on
   AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Output("csv");
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ int RunBaselines(int argc, char** argv) {
   std::unique_ptr<core::AtomicOutput> out;
   if (vm.count("csv"))
     out = std::make_unique<core::AtomicOutput>(
-        csv, "csv", core::OutputOptions{vm.count("force") > 0, checkpoints, false, true});
+        csv, "csv", core::OutputOptions{vm.count("force") > 0, InputPaths(t.specs(), vm), false, true});
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   std::vector<analysis::ErrorCurve> curves;

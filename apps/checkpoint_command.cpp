@@ -27,7 +27,8 @@ void RunCheckpointCommand(const CheckpointCommand& cmd, const po::variables_map&
   const std::string csv = !cmd.csv.empty()
                               ? cmd.csv
                               : std::filesystem::path(cmd.out).replace_extension(".csv").string();
-  const std::vector<std::string> inputs = {cmd.checkpoint};
+  std::vector<std::string> inputs = cmd.inputs;
+  inputs.push_back(cmd.checkpoint);
   const bool force = vm.count("force") > 0;
   core::RequireDistinctOutputs({{"out", cmd.out}, {"csv", csv}});
   core::AtomicOutput h5out(cmd.out, "out", {force, inputs, false, true});

@@ -80,6 +80,9 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   // clang-format on
   AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
+  // A half run is read with its evaluation log beside it.
+  t.Input("checkpoint").Input("cell", {}, /*named_list=*/true).Input("half", {".train.csv"});
+  t.Output("csv").Output("plot-dir");
 }
 
 // One --cell value: NAME=FILE,FILE,...
@@ -322,8 +325,8 @@ int RunCompare(int argc, char** argv) {
     learners::CheckReadsTask(info, task);
   CheckThreads(a.threads);
   std::unique_ptr<CompareOutputs> out;
-  std::vector<std::string> inputs = files;
-  inputs.insert(inputs.end(), a.halves.begin(), a.halves.end());
+  std::vector<std::string> inputs = InputPaths(t.specs(), vm);
+  inputs.insert(inputs.end(), files.begin(), files.end());
   if (vm.count("csv"))
     out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0, !halves.empty());
   const std::string gnuplot =

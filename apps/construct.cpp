@@ -66,6 +66,7 @@ void DeclareOptions(OptionTable& t, ConstructArgs& a) {
   t.Optional("out,o", &a.out, "out", "checkpoint to write (required)");
   t.Switch("force", "overwrite an existing --out");
   // clang-format on
+  t.Output("out");
 }
 
 }  // namespace

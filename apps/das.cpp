@@ -57,6 +57,7 @@ void DeclareOptions(OptionTable& t, intervene::DasRequest& req, DasArgs& a) {
   t.Switch("quiet,q", "no progress lines");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Output("out").Output("csv");
 }
 
 void FillRequest(intervene::DasRequest& req, const DasArgs& a, const po::variables_map& vm) {
@@ -112,7 +113,8 @@ int RunDas(int argc, char** argv) {
     return 0;
   FillRequest(req, a, vm);
   RunCheckpointCommand(
-      {"das", a.checkpoint, a.out, a.csv, "the DAS file", a.threads}, vm,
+      {"das", a.checkpoint, a.out, a.csv, "the DAS file", a.threads, InputPaths(t.specs(), vm)},
+      vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
         req.subspaces = ConstructionSubspaces(a.checkpoint, l.model->config.hidden);
         const bool quiet = vm.count("quiet") > 0;

@@ -39,6 +39,7 @@ void DeclareOptions(OptionTable& t, intervene::EraseRequest& req, EraseArgs& a) 
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Output("out").Output("csv");
 }
 
 void FillRequest(intervene::EraseRequest& req, const EraseArgs& a, const po::variables_map& vm) {
@@ -73,7 +74,8 @@ int RunErase(int argc, char** argv) {
     return 0;
   FillRequest(req, a, vm);
   RunCheckpointCommand(
-      {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads}, vm,
+      {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads, InputPaths(t.specs(), vm)},
+      vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
         const long long layers =
             req.layers.empty() ? l.model->config.layers + 1 : req.layers.size();

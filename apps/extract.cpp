@@ -70,6 +70,7 @@ void DeclareOptions(OptionTable& t, ExtractArgs& a) {
   // clang-format on
   AddShiftOptions(t, &a.shifts, /*query=*/false);
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Output("out");
 }
 
 }  // namespace
@@ -149,6 +150,7 @@ int RunExtract(int argc, char** argv) {
 
   extract::ExtractOptions eo;
   eo.force = vm.count("force") > 0;
+  eo.inputs = InputPaths(t.specs(), vm);
   eo.resume = vm.count("resume") > 0;
   eo.stop_after_batches = stop_after;
   // Under mpirun rank 0 reports for all ranks.

@@ -57,6 +57,7 @@ void DeclareOptions(OptionTable& t, ImportArgs& a) {
   t.Optional("out,o", &a.out, "out", "the iclprobe checkpoint to write (required)");
   t.Switch("force", "overwrite an existing --out file");
   // clang-format on
+  t.Input("in").Output("out");
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ int RunImport(int argc, char** argv) {
   core::RequireRegularInput(in, "in");
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
-  so.inputs = {in};
+  so.inputs = InputPaths(t.specs(), vm);
   // The lock first, held to the end: nothing touches the output's names (its partial file
   // among them) while another run may be writing them.
   const core::OutputLock lock(out, "out");

@@ -31,6 +31,8 @@ void DeclareOptions(OptionTable& t, InspectArgs& a) {
   t.Switch("force", "overwrite an existing --export file");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  // A half run is read with its evaluation log beside it.
+  t.Input("checkpoint").Input("half", {".train.csv"}).Output("export");
 }
 
 }  // namespace
@@ -71,7 +73,7 @@ int RunInspect(int argc, char** argv) {
   }
   learners::SaveOptions so;
   so.force = vm.count("force") > 0;
-  so.inputs = {checkpoint};  // --force never replaces the file being exported
+  so.inputs = InputPaths(t.specs(), vm);  // --force never replaces a file this run reads
   so.field = "export";
   if (vm.count("export") && export_path.empty())
     throw std::invalid_argument("--export: expected the file to write, got an empty name");

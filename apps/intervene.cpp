@@ -66,6 +66,7 @@ void DeclareOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneA
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Input("probes").Output("out").Output("csv");
 }
 
 // The request from the options, checked before any file is opened.
@@ -124,7 +125,7 @@ int RunIntervene(int argc, char** argv) {
   core::RequireRegularInput(probes_path, "probes");
   const std::string csv =
       vm.count("csv") ? a.csv : std::filesystem::path(out).replace_extension(".csv").string();
-  const std::vector<std::string> inputs = {checkpoint, probes_path};
+  const std::vector<std::string> inputs = InputPaths(t.specs(), vm);
   const bool force = vm.count("force") > 0;
   core::RequireDistinctOutputs({{"out", out}, {"csv", csv}});
   core::AtomicOutput h5out(out, "out", {force, inputs, false, true});

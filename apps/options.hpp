@@ -35,7 +35,20 @@ struct OptionSpec {
   std::string default_text;  // as --help shows it (shortest round-trip text for numbers)
   std::string help;
   std::string field;  // the setting it fills, as the program names it ("train.lr"); "" for switches
+  // Whether the value names a file the run reads or writes: the table of every subcommand's
+  // inputs, from which each run's outputs learn what --force must never replace.
+  enum class Role { kSetting, kInput, kOutput };
+  Role role = Role::kSetting;
+  // Files read beside an input, as suffixes that replace its ".h5" (a run's ".train.csv").
+  std::vector<std::string> companions;
+  // The value is NAME=FILE,FILE,... (compare --cell): the files are the part after '='.
+  bool named_list = false;
 };
+
+std::string RoleName(OptionSpec::Role role);  // "setting", "input", "output"
+
+// `path` with its ".h5" extension (if any) replaced by `suffix`: "runs/a.h5" + ".train.csv".
+std::string CompanionPath(const std::string& path, const std::string& suffix);
 
 std::string KindName(OptionSpec::Kind kind);  // "switch", "value", "implicit", "list"
 
@@ -111,6 +124,13 @@ class OptionTable {
     return *this;
   }
 
+  // Marks the declared option `name` as naming files the run reads (with the files read beside
+  // each: CompanionPath suffixes), or writes. Every file option of a subcommand is marked, so
+  // that InputPaths() knows every input (a test checks the table against the registry).
+  OptionTable& Input(const std::string& name, std::vector<std::string> companions = {},
+                     bool named_list = false);
+  OptionTable& Output(const std::string& name);
+
   const std::string& subcommand() const { return subcommand_; }
   const std::vector<OptionSpec>& specs() const { return specs_; }
   po::options_description& description() { return description_; }
@@ -135,6 +155,11 @@ std::vector<OptionSpec> SpecsOf(const std::string& subcommand,
   std::apply([&](auto&... a) { declare(table, a...); }, targets);
   return table.specs();
 }
+
+// Every file the parsed command line names through an input option, with the files read beside
+// them: what no output of the run may replace, --force or not.
+std::vector<std::string> InputPaths(const std::vector<OptionSpec>& specs,
+                                    const po::variables_map& vm);
 
 // Every subcommand's options, in the order of `iclprobe --help` (each table built with
 // targets of its own, so reading the registry sets nothing).

@@ -83,6 +83,7 @@ void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("activations").Input("control").Output("out").Output("csv");
 }
 
 // Best layer per target, probe and source at the largest k probed (mean over seeds).
@@ -161,11 +162,9 @@ int RunProbe(int argc, char** argv) {
   CheckThreads(a.threads);
   const bool force = vm.count("force") > 0;
   core::RequireRegularInput(req.activations, "activations");
-  std::vector<std::string> inputs = {req.activations};
-  for (const auto& c : req.controls) {
+  for (const auto& c : req.controls)
     core::RequireRegularInput(c, "control");
-    inputs.push_back(c);
-  }
+  const std::vector<std::string> inputs = InputPaths(t.specs(), vm);
   core::RequireDistinctOutputs({{"out", a.out}, {"csv", a.csv}});
   // Under mpirun rank 0 holds the outputs, writes them and reports; every rank probes.
   const bool root = dist::IsRoot();

@@ -22,6 +22,7 @@ struct ReportArgs {
               compare_probes;
   analysis::OnsetRule rule;
   bool force = false;
+  std::vector<std::string> inputs;  // every file read (InputPaths): never replaced
 };
 
 void DeclareOptions(OptionTable& t, ReportArgs& a) {
@@ -61,6 +62,7 @@ void DeclareOptions(OptionTable& t, ReportArgs& a) {
   t.Optional("out,o", &a.out, "out", "write the tables to this file instead of stdout");
   t.Switch("force", "overwrite an existing --out file");
   // clang-format on
+  t.Input("probes").Input("interventions").Input("trace").Output("out").Output("plot-dir");
 }
 
 // The inputs: regular files, no file twice (the same file twice, or a link to it, would be two
@@ -196,7 +198,7 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
     plots = analysis::PlanPlots(r, onsets, a.rule);
     for (const auto& e : edits)
       analysis::PlanInterventionPlots(e, plots);
-    analysis::PreparePlotFolder(plots, a.plot_dir, {r.path}, a.force, "report");
+    analysis::PreparePlotFolder(plots, a.plot_dir, a.inputs, a.force, "report");
   }
   // The table is committed only after the plots: a failed gnuplot (or a disk that fills while
   // they are drawn) leaves no table under its final name.
@@ -224,7 +226,7 @@ int RunTraceReport(const ReportArgs& a, const po::variables_map& vm, analysis::T
   analysis::PlotFiles plots;
   if (!gnuplot.empty()) {
     analysis::PlanTracePlots(r, plots);
-    analysis::PreparePlotFolder(plots, a.plot_dir, a.traces, a.force, "report");
+    analysis::PreparePlotFolder(plots, a.plot_dir, a.inputs, a.force, "report");
   }
   if (file) file->WriteText(tables.str());
   if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
@@ -265,7 +267,8 @@ int RunReport(int argc, char** argv) {
     throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + a.metric + "'");
   a.rule.Validate();
   std::unique_ptr<core::AtomicOutput> file;
-  const std::vector<std::string>& inputs = a.traces.empty() ? a.probes_files : a.traces;
+  a.inputs = InputPaths(t.specs(), vm);
+  const std::vector<std::string>& inputs = a.inputs;
   if (vm.count("out"))
     file = std::make_unique<core::AtomicOutput>(a.out, "out",
                                                 core::OutputOptions{a.force, inputs, false, true});

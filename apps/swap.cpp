@@ -41,6 +41,7 @@ void DeclareOptions(OptionTable& t, intervene::SwapRequest& req, SwapArgs& a) {
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Output("out").Output("csv");
 }
 
 void FillRequest(intervene::SwapRequest& req, const SwapArgs& a, const po::variables_map& vm) {
@@ -78,7 +79,8 @@ int RunSwap(int argc, char** argv) {
     return 0;
   FillRequest(req, a, vm);
   RunCheckpointCommand(
-      {"swap", a.checkpoint, a.out, a.csv, "the swaps file", a.threads}, vm,
+      {"swap", a.checkpoint, a.out, a.csv, "the swaps file", a.threads, InputPaths(t.specs(), vm)},
+      vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
         const long long layers =
             req.layers.empty() ? l.model->config.layers + 1 : req.layers.size();

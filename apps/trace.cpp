@@ -1,5 +1,5 @@
 // iclprobe trace: which iterate of GD, Newton or the ridge path does each layer's prediction
-// match, with intervals over seeds and prompts, against the learners' controls (issue 33).
+// match, with intervals over seeds and prompts, against the learners' controls.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -70,6 +70,8 @@ void DeclareOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  t.Input("checkpoint").Input("control").Input("activations").Input("control-activations");
+  t.Output("out").Output("csv");
 }
 
 // The request from the options, checked before any file is opened.
@@ -183,9 +185,7 @@ int RunTrace(int argc, char** argv) {
   stem.replace_extension("");
   const std::string layers_csv = stem.string() + ".layers.csv",
                     rates_csv = stem.string() + ".rates.csv";
-  std::vector<std::string> inputs = a.checkpoints;
-  for (const auto* list : {&a.controls, &a.activations, &a.control_activations})
-    inputs.insert(inputs.end(), list->begin(), list->end());
+  const std::vector<std::string> inputs = InputPaths(t.specs(), vm);
   core::RequireDistinctOutputs(
       {{"out", a.out}, {"csv", csv}, {"csv", layers_csv}, {"csv", rates_csv}});
   const core::OutputOptions oo{vm.count("force") > 0, inputs, false, true};

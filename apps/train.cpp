@@ -79,6 +79,8 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
   t.Switch("quiet,q", "no progress bar");
   // clang-format on
   AddThreadsOption(t, &a.threads);
+  // --out is read too with --resume, and it replaces itself: a checkpoint, not an input.
+  t.Output("out");
 }
 
 // --resume takes the configuration from the checkpoint: an option that would change it is an
@@ -104,7 +106,14 @@ void CheckResume(const po::variables_map& vm, const std::string& out) {
 // Checks on the checkpoint path (a regular file or absent, its folder writable) and on the
 // log beside it, before any work.
 void CheckLog(const TrainArgs& a, const std::string& csv) {
-  if (!a.resume && fs::exists(csv) && !a.force)
+  // A log without its checkpoint is what a run stopped before its first checkpoint leaves:
+  // nothing to resume, so a plain re-run replaces it (StartTrainLog) instead of asking for
+  // --force, which --resume could not satisfy either.
+  const bool leftover = !a.resume && !fs::exists(a.out) && learners::IsTrainLog(csv);
+  if (leftover && !a.quiet)
+    std::cerr << "iclprobe train: note: replacing '" << csv
+              << "', the log of a run stopped before its first checkpoint\n";
+  if (!a.resume && !leftover && fs::exists(csv) && !a.force)
     throw std::invalid_argument("--out: the evaluation log '" + csv +
                                 "' exists; pass --force to overwrite it or --resume to continue "
                                 "its run");

@@ -41,6 +41,9 @@ struct Lock {
   std::lock_guard<std::recursive_mutex> guard{Hdf5Mutex()};
 };
 
+// The longest fixed-length string attribute read (a file is not trusted: the size is its claim).
+constexpr std::size_t kMaxFixedString = std::size_t(1) << 24;
+
 // The innermost description HDF5 left on its error stack ("truncated file: eof = ...",
 // "No space left on device"), or "" when there is none.
 std::string StackDetail() {
@@ -225,6 +228,23 @@ void SetScalar(Object& obj, const std::string& attr, T value) {
   if (H5Awrite(a.id(), NativeType<T>(), &value) < 0) Fail(obj.Where(attr) + ": cannot write");
 }
 
+// Throws unless the attribute holds exactly one value: a scalar dataspace, or a list of one
+// entry (as h5py writes `attrs[name] = [v]`). An H5Aread of a list into one value would write
+// past it, so every single-value read checks this first.
+void RequireScalarSpace(const Object& obj, hid_t attr_id, const std::string& attr,
+                        const char* kind) {
+  Handle space(H5Aget_space(attr_id), H5Sclose);
+  const H5S_class_t cls = H5Sget_simple_extent_type(space.id());
+  if (cls == H5S_SCALAR) return;
+  if (cls == H5S_SIMPLE) {
+    const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+    if (n == 1) return;
+    Fail(obj.Where(attr) + ": expected " + kind + ", got a list of " + std::to_string(n) +
+         " entries");
+  }
+  Fail(obj.Where(attr) + ": expected " + kind + ", got an empty (null) attribute");
+}
+
 template <typename T>
 T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
   const Lock lock;
@@ -235,6 +255,8 @@ T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
   const bool ok =
       std::is_integral_v<T> ? cls == H5T_INTEGER : (cls == H5T_INTEGER || cls == H5T_FLOAT);
   if (!ok) Fail(obj.Where(attr) + ": expected " + kind);
+  // The shape first: reading an array attribute into one value would write past it.
+  RequireScalarSpace(obj, a.id(), attr, kind);
   if constexpr (std::is_integral_v<T>) {
     // Unsigned 64-bit values above INT64_MAX would wrap.
     if (H5Tget_sign(type.id()) == H5T_SGN_NONE && H5Tget_size(type.id()) >= sizeof(T)) {
@@ -244,8 +266,6 @@ T GetScalar(const Object& obj, const std::string& attr, const char* kind) {
         Fail(obj.Where(attr) + ": value " + std::to_string(u) + " is out of range");
     }
   }
-  Handle space(H5Aget_space(a.id()), H5Sclose);
-  if (H5Sget_simple_extent_npoints(space.id()) != 1) Fail(obj.Where(attr) + ": expected a scalar");
   T v{};
   if (H5Aread(a.id(), NativeType<T>(), &v) < 0) Fail(obj.Where(attr) + ": cannot read " + kind);
   return v;
@@ -349,7 +369,22 @@ std::vector<std::string> Object::GetStringList(const std::string& attr) const {
     return core::json::StringList(GetString(attr), Where(attr));
   }
   const hsize_t n = ListLength(*this, a.id(), attr);
-  if (H5Tis_variable_str(type.id()) <= 0) Fail(Where(attr) + ": expected variable-length strings");
+  if (H5Tis_variable_str(type.id()) <= 0) {
+    // Fixed-length strings (numpy's 'S' arrays): n entries of `size` bytes, each cut at its NUL.
+    const std::size_t size = H5Tget_size(type.id());
+    if (size == 0 || size > kMaxFixedString || n * size > kMaxFixedString)
+      Fail(Where(attr) + ": " + std::to_string(n) + " fixed-length strings of " +
+           std::to_string(size) + " bytes");
+    std::string buf(n * size, '\0');
+    if (n > 0 && H5Aread(a.id(), type.id(), buf.data()) < 0) Fail(Where(attr) + ": cannot read");
+    std::vector<std::string> out;
+    for (hsize_t i = 0; i < n; ++i) {
+      std::string e = buf.substr(i * size, size);
+      e.erase(std::find(e.begin(), e.end(), '\0'), e.end());
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
   Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mem.id(), H5T_VARIABLE);
   H5Tset_cset(mem.id(), H5Tget_cset(type.id()));
@@ -362,11 +397,20 @@ std::vector<std::string> Object::GetStringList(const std::string& attr) const {
   return out;
 }
 
+bool Object::IsListAttr(const std::string& attr) const {
+  const Lock lock;
+  Handle a = OpenAttr(*this, attr);
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  return H5Sget_simple_extent_type(space.id()) == H5S_SIMPLE &&
+         H5Sget_simple_extent_ndims(space.id()) == 1;
+}
+
 std::string Object::GetString(const std::string& attr) const {
   const Lock lock;
   Handle a = OpenAttr(*this, attr);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   if (H5Tget_class(type.id()) != H5T_STRING) Fail(Where(attr) + ": expected a string");
+  RequireScalarSpace(*this, a.id(), attr, "a string");
   if (H5Tis_variable_str(type.id()) > 0) {
     Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.id(), H5T_VARIABLE);
@@ -380,6 +424,8 @@ std::string Object::GetString(const std::string& attr) const {
   }
   // Fixed-length strings (as written by some other tools).
   const std::size_t size = H5Tget_size(type.id());
+  if (size == 0 || size > kMaxFixedString)
+    Fail(Where(attr) + ": a fixed-length string of " + std::to_string(size) + " bytes");
   std::string s(size, '\0');
   if (H5Aread(a.id(), type.id(), s.data()) < 0) Fail(Where(attr) + ": cannot read");
   s.erase(std::find(s.begin(), s.end(), '\0'), s.end());

@@ -59,6 +59,9 @@ class Object {
   bool HasAttr(const std::string& attr) const;
   // Names of the attributes, in name order (at most 100,000: a file is not trusted).
   std::vector<std::string> AttrNames() const;
+  // Whether the attribute is stored as a list (a rank-1 dataspace, even of one entry), as the
+  // list setters write it; false for a scalar.
+  bool IsListAttr(const std::string& attr) const;
   void SetAttr(const std::string& attr, const std::string& value);  // UTF-8 string
   void SetAttr(const std::string& attr, const char* value) { SetAttr(attr, std::string(value)); }
   void SetAttr(const std::string& attr, std::int64_t value);

@@ -409,9 +409,10 @@ void Extraction::ClaimOutput() {
                                  "it or {force} to start over");
     // Path checks, the input's identity, and the lock against a second writer, before any work;
     // an unfinished partial file is kept for --resume.
+    std::vector<std::string> inputs = opt_.inputs;
+    inputs.push_back(cfg_.checkpoint);
     output_.emplace(cfg_.out, "out",
-                    core::OutputOptions{opt_.force,
-                                        {cfg_.checkpoint},
+                    core::OutputOptions{opt_.force, inputs,
                                         /*keep_partial=*/true,
                                         /*lock=*/false});
     const double have = opt_.resume && fs::exists(partial_) ? double(fs::file_size(partial_)) : 0;

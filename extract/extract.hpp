@@ -1,6 +1,6 @@
 // Extraction: run a checkpoint over a seeded prompt set and stream every layer's hidden
 // states, its predictions and the regression targets to an HDF5 activations file
-// (DESIGN.md "activations.h5"), resumably and deterministically.
+// (docs/design.md "activations.h5"), resumably and deterministically.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,7 @@ struct ExtractOptions {
   bool force = false;                    // replace an existing output or partial file
   bool resume = false;                   // continue <out>.partial from its n_complete
   std::int64_t stop_after_batches = -1;  // testing: stop as if interrupted after K batches
+  std::vector<std::string> inputs;       // files read besides the checkpoint: never replaced
 };
 
 struct ExtractProgress {

@@ -25,12 +25,30 @@ std::string TrainLogPath(const std::string& checkpoint) {
   return p.string() + ".train.csv";
 }
 
+namespace {
+
+// The header's columns; the reference column is OLS for a noiseless task, the Bayes ridge
+// (lambda = noise^2 / w_scale^2) for a noisy one, where OLS interpolates at k = d and is no
+// benchmark.
+constexpr const char* kLogColumns = "step,lr,train_loss,eval_loss,k,model_error,";
+std::string LogHeader(bool noisy_task) {
+  return std::string(kLogColumns) + (noisy_task ? "bayes_error" : "ols_error");
+}
+
+}  // namespace
+
 void StartTrainLog(const std::string& path, bool noisy_task) {
   core::AtomicOutput log(path, "out", {/*force=*/true, {}, false, /*lock=*/false});
-  // The reference column: OLS for a noiseless task, the Bayes ridge (lambda = noise^2 /
-  // w_scale^2) for a noisy one, where OLS interpolates at k = d and is no benchmark.
-  log.CommitText(std::string("step,lr,train_loss,eval_loss,k,model_error,") +
-                 (noisy_task ? "bayes_error\n" : "ols_error\n"));
+  log.CommitText(LogHeader(noisy_task) + "\n");
+}
+
+bool IsTrainLog(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  std::ifstream in(path);
+  std::string first;
+  if (!in || !std::getline(in, first)) return false;
+  return first == LogHeader(false) || first == LogHeader(true);
 }
 
 void TruncateTrainLog(const std::string& path, std::int64_t step, const std::string& field) {

@@ -18,6 +18,11 @@ std::string TrainLogPath(const std::string& checkpoint);
 // Writes a fresh log holding only the header (atomically, replacing an old one).
 void StartTrainLog(const std::string& path, bool noisy_task);
 
+// True when `path` is a regular file that begins with a training log's header: with no
+// checkpoint beside it, the leftover of a run stopped before its first checkpoint (nothing in it
+// can be resumed), which a new run of that name may replace.
+bool IsTrainLog(const std::string& path);
+
 // Keeps the header and the rows of steps <= `step` (rows written after the last checkpoint of
 // an interrupted run are evaluated again on resume); rewritten atomically. A missing log is
 // left missing. Throws core::InputError (setting `field`) for a row without a step number.

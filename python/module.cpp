@@ -901,7 +901,14 @@ class ResultsFile {
     py::dict out;
     for (const auto& name : file_.AttrNames()) {
       py::object v = py::none();
-      // The attribute's type decides which getter succeeds.
+      // The attribute's shape and type decide which getter succeeds: a list stays a list,
+      // even of one entry.
+      const bool list = file_.IsListAttr(name);
+      if (list && (TryGet(v, [&] { return py::cast(file_.GetStringList(name)); }) ||
+                   TryGet(v, [&] { return py::cast(file_.GetIntList(name)); }))) {
+        out[py::str(name)] = v;
+        continue;
+      }
       if (TryGet(v, [&] { return py::cast(file_.GetString(name)); }) ||
           TryGet(v, [&] { return py::cast(file_.GetStringList(name)); }) ||
           TryGet(v, [&] { return py::cast(file_.GetInt(name)); }) ||

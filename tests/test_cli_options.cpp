@@ -4,6 +4,9 @@
 // registry. Also the option-text parsers of apps/ (lists, lambdas, splits).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <map>
 #include <regex>
 #include <set>
@@ -115,8 +118,8 @@ TEST(CliOptions, SharedOptionsAgreeAcrossSubcommands) {
     }
 }
 
-// A default is shown as the shortest text that reads back as the same value (issue 29: extract
-// showed --ridge-lambda (=0.10000000000000001)), and --help, built from the registry, lists
+// A default is shown as the shortest text that reads back as the same value (extract
+// once showed --ridge-lambda (=0.10000000000000001)), and --help, built from the registry, lists
 // exactly its options with those defaults.
 TEST(CliOptions, HelpShowsTheRegistrysOptionsAndShortestDefaults) {
   const auto registry = cli::OptionRegistry();
@@ -157,4 +160,167 @@ TEST(CliOptions, ListParsersRefuseWhatTheyCannotRead) {
   EXPECT_THROW(cli::ParseSplit("0.8,0.2"), std::invalid_argument);
   EXPECT_EQ(cli::ParseFamilies("ridge,mlp").size(), 2u);
   EXPECT_THROW(cli::ParseFamilies("ridge,svm"), std::invalid_argument);
+}
+
+// ---- The table of inputs -------------------------------------------------------------------
+
+namespace {
+
+// The files every subcommand reads and writes, as the registry marks them: a new file option
+// must be classified here too (so a new input cannot be forgotten by --force).
+const std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> kFiles = {
+    {"baselines", {{"checkpoint"}, {"csv"}}},
+    {"train", {{}, {"out"}}},
+    {"inspect", {{"checkpoint", "half"}, {"export"}}},
+    {"extract", {{"checkpoint"}, {"out"}}},
+    {"probe", {{"activations", "control"}, {"out", "csv"}}},
+    {"compare", {{"checkpoint", "cell", "half"}, {"csv", "plot-dir"}}},
+    {"report", {{"probes", "interventions", "trace"}, {"out", "plot-dir"}}},
+    {"construct", {{}, {"out"}}},
+    {"import", {{"in"}, {"out"}}},
+    {"intervene", {{"checkpoint", "probes"}, {"out", "csv"}}},
+    {"trace", {{"checkpoint", "control", "activations", "control-activations"}, {"out", "csv"}}},
+    {"swap", {{"checkpoint"}, {"out", "csv"}}},
+    {"erase", {{"checkpoint"}, {"out", "csv"}}},
+    {"das", {{"checkpoint"}, {"out", "csv"}}},
+};
+
+}  // namespace
+
+TEST(CliOptions, EveryFileOptionIsMarkedInputOrOutput) {
+  const auto registry = cli::OptionRegistry();
+  ASSERT_EQ(registry.size(), kFiles.size());
+  for (const auto& [sub, specs] : registry) {
+    SCOPED_TRACE(sub);
+    ASSERT_TRUE(kFiles.count(sub));
+    std::set<std::string> in, out;
+    for (const auto& s : specs) {
+      if (s.role == cli::OptionSpec::Role::kInput) in.insert(s.name);
+      if (s.role == cli::OptionSpec::Role::kOutput) out.insert(s.name);
+      // Only strings name files; a setting's help that speaks of a file to read or write is
+      // a file option left unmarked.
+      if (s.role != cli::OptionSpec::Role::kSetting) {
+        EXPECT_EQ(s.type, "string") << s.name;
+      }
+    }
+    EXPECT_EQ(in, kFiles.at(sub).first);
+    EXPECT_EQ(out, kFiles.at(sub).second);
+  }
+}
+
+TEST(CliOptions, InputPathsListEveryInputWithItsCompanions) {
+  EXPECT_EQ(cli::CompanionPath("runs/h.h5", ".train.csv"), "runs/h.train.csv");
+  EXPECT_EQ(cli::CompanionPath("runs/h", ".train.csv"), "runs/h.train.csv");
+  cli::OptionTable t("compare");
+  std::vector<std::string> cks, cells, halves;
+  std::string csv;
+  t.List("checkpoint,c", &cks, "checkpoints", "").List("cell", &cells, "cells", "");
+  t.List("half", &halves, "halves", "").Optional("csv", &csv, "csv", "");
+  t.Input("checkpoint").Input("cell", {}, true).Input("half", {".train.csv"}).Output("csv");
+  boost::program_options::variables_map vm;
+  const char* argv[] = {"compare", "-c", "a.h5", "--cell", "x=b.h5,c.h5", "--half", "h.h5",
+                        "--csv", "o.csv"};
+  boost::program_options::store(
+      boost::program_options::parse_command_line(9, argv, t.description()), vm);
+  boost::program_options::notify(vm);
+  EXPECT_EQ(cli::InputPaths(t.specs(), vm),
+            (std::vector<std::string>{"a.h5", "b.h5", "c.h5", "h.h5", "h.train.csv"}));
+  EXPECT_THROW(t.Input("no-such-option"), std::logic_error);
+}
+
+// --force replaces an output, never a file the run reads: for every subcommand, every input
+// option of the registry (and the files read beside it) given again as each output option.
+TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
+  test::TempDir dir;
+  const auto P = [&](const std::string& name) { return dir / name; };
+  const auto ok = [](const std::string& args) {
+    const auto r = test::RunIclprobe(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  };
+  const std::string tiny = "--d 3 --n 5 --layers 2 --hidden 16 --heads 2 --batch 8 --eval-every 5 "
+                           "--save-every 5 --eval-prompts 16 --threads 1 --quiet ";
+  ok("train " + tiny + "--steps 20 --warmup 4 --seed 1 --out " + P("run.h5"));
+  ok("train " + tiny + "--steps 20 --warmup 4 --seed 2 --out " + P("run2.h5"));
+  ok("train " + tiny + "--steps 10 --warmup 2 --seed 1 --out " + P("half.h5"));
+  ok("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + P("gd.h5"));
+  ok("construct --program gd --d 3 --n 6 --init-only --seed 2 --out " + P("init.h5"));
+  ok("extract -c " + P("gd.h5") + " --prompts 100 --threads 1 --quiet --out " + P("acts.h5"));
+  ok("extract -c " + P("init.h5") + " --prompts 100 --threads 1 --quiet --out " + P("ctrl.h5"));
+  ok("probe -a " + P("acts.h5") + " --targets xty --probes ridge --k 3 --threads 1 --quiet --out " +
+     P("probes.h5"));
+  ok("intervene -c " + P("gd.h5") + " --probes " + P("probes.h5") + " --target xty --response " +
+     "gd:0.05 --layers 2 --k 3 --pairs 20 --threads 1 --quiet --out " + P("iv.h5"));
+  ok("trace -c " + P("gd.h5") + " --algorithms gd:0.05:2 --prompts 40 --bootstrap 20 --quiet " +
+     "--out " + P("trace.h5"));
+  std::filesystem::copy_file(P("gd.h5"), P("in.pt"));
+  // One command per input option (long names, so the inputs can be found in it); outputs are
+  // appended by the test.
+  const std::vector<std::pair<std::string, std::string>> bases = {
+      {"baselines", "baselines --checkpoint " + P("gd.h5") + " --prompts 5 --learners ols"},
+      {"inspect", "inspect --checkpoint " + P("run.h5") + " --half " + P("half.h5") +
+                      " --threads 1"},
+      {"extract", "extract --checkpoint " + P("gd.h5") + " --prompts 10 --threads 1 --quiet"},
+      {"probe", "probe --activations " + P("acts.h5") + " --control " + P("ctrl.h5") +
+                    " --targets xty --k 3 --threads 1 --quiet"},
+      {"compare", "compare --checkpoint " + P("run.h5") + " --half " + P("half.h5") +
+                      " --prompts 5 --ilwd-prompts 1 --learners ols --threads 1 --quiet"},
+      {"compare", "compare --cell c=" + P("run.h5") + "," + P("run2.h5") +
+                      " --prompts 5 --ilwd-prompts 1 --learners ols --threads 1 --quiet"},
+      {"report", "report --probes " + P("probes.h5") + " --interventions " + P("iv.h5")},
+      {"report", "report --trace " + P("trace.h5")},
+      {"import", "import --in " + P("in.pt") + " --heads 2"},
+      {"intervene", "intervene --checkpoint " + P("gd.h5") + " --probes " + P("probes.h5") +
+                        " --target xty --response gd:0.05 --layers 2 --k 3 --pairs 20 "
+                        "--threads 1 --quiet"},
+      {"trace", "trace --checkpoint " + P("gd.h5") + " --control " + P("init.h5") +
+                    " --activations " + P("acts.h5") + " --control-activations " + P("ctrl.h5") +
+                    " --algorithms gd:0.05:2 --prompts 20 --fit-prompts 40 --quiet"},
+      {"swap", "swap --checkpoint " + P("gd.h5") + " --learners ols --pairs 4 --k 3 --quiet"},
+      {"erase", "erase --checkpoint " + P("gd.h5") + " --layers 2 --k 3 --fit-prompts 50 -N 20 "
+                    "--quiet"},
+      {"das", "das --checkpoint " + P("gd.h5") + " --quantity xty --algorithm gd:0.05 --layers 2 "
+                  "--m 1 --k 3 --train-pairs 20 --test-pairs 10 --epochs 1 --quiet"},
+  };
+  const auto registry = cli::OptionRegistry();
+  std::set<std::pair<std::string, std::string>> covered;
+  for (const auto& [sub, base] : bases) {
+    std::istringstream words(base);
+    std::vector<std::string> w{std::istream_iterator<std::string>(words), {}};
+    const auto& specs = registry.at(sub);
+    for (const auto& in : specs) {
+      if (in.role != cli::OptionSpec::Role::kInput) continue;
+      const auto at = std::find(w.begin(), w.end(), "--" + in.name);
+      if (at == w.end() || at + 1 == w.end()) continue;
+      covered.insert({sub, in.name});
+      std::vector<std::string> files;
+      std::string value = *(at + 1);
+      if (in.named_list) value = value.substr(value.find('=') + 1);
+      std::istringstream parts(value);
+      for (std::string f; std::getline(parts, f, ',');) {
+        files.push_back(f);
+        for (const auto& suffix : in.companions)
+          files.push_back(cli::CompanionPath(f, suffix));
+      }
+      for (const auto& file : files)
+        for (const auto& out : specs) {
+          if (out.role != cli::OptionSpec::Role::kOutput) continue;
+          // A command whose --out is required gets a fresh one when another output is tested.
+          const bool needs_out =
+              out.name != "out" && kFiles.at(sub).second.count("out") && sub != "report";
+          const std::string cmd = base + " --force --" + out.name + " " + file +
+                                  (needs_out ? " --out " + P("fresh_out.h5") : "");
+          const std::string before = test::ReadFile(file);
+          const auto r = test::RunIclprobe(cmd);
+          EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.err;
+          EXPECT_EQ(test::CountLines(r.err), 1) << cmd << "\n" << r.err;
+          EXPECT_EQ(test::ReadFile(file), before) << cmd << " replaced its input " << file;
+        }
+    }
+  }
+  // Every input option of every subcommand was tried.
+  for (const auto& [sub, specs] : registry)
+    for (const auto& s : specs)
+      if (s.role == cli::OptionSpec::Role::kInput) {
+        EXPECT_TRUE(covered.count({sub, s.name})) << sub << " --" << s.name << " has no case";
+      }
 }

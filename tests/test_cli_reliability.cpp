@@ -405,7 +405,7 @@ TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
                  const auto dims = h5::File::Open(p).OpenDataset("errors/xty/sst").dims();
                  ReplaceDataset(p, "errors/xty/sst", dims, 0.0);
                }});
-  // A target's ceiling (issue 32): an R2 above 1, or of the wrong shape, or of no target.
+  // A target's ceiling: an R2 above 1, or of the wrong shape, or of no target.
   m.push_back({"ceiling above 1", [](const std::string& p) {
                  const auto ks = h5::File::Open(p).OpenDataset("metrics/xty/ridge/model/r2").dims();
                  ReplaceDataset(p, "ceilings/xty", {ks[1], ks[2]}, 1.5);
@@ -416,7 +416,7 @@ TEST_F(Reliability, HostileProbesFilesAreRefusedByReport) {
   m.push_back({"ceiling of no target", [](const std::string& p) {
                  ReplaceDataset(p, "ceilings/zz", {1, 1}, 0.5);
                }});
-  // Codelengths and target maps (issue 32): non-finite bits, shapes the layout does not give,
+  // Codelengths and target maps: non-finite bits, shapes the layout does not give,
   // a schedule that does not increase, a map R2 above 1.
   m.push_back({"NaN codelength", [](const std::string& p) {
                  const auto dims =
@@ -775,6 +775,31 @@ TEST_F(Reliability, TrainRefusesToOverwriteItsLogWithoutForce) {
       RunIclprobe("train " + kTiny + "--steps 2 --batch 4 --quiet --out " + (tmp / "m.h5")),
       "existing log", "m.train.csv");
   EXPECT_EQ(test::ReadFile(tmp / "m.train.csv"), "mine\n");
+}
+
+// A run killed before its first checkpoint leaves its log (header, maybe an evaluation at step
+// 0) and no checkpoint: --resume has nothing to continue, so a plain re-run of the same command
+// takes the name back. A log that is not a training log is still the user's file.
+TEST_F(Reliability, ALogWithoutItsCheckpointIsTheLeftoverOfAKilledRun) {
+  TempDir tmp;
+  const std::string run = "train " + kTiny + "--steps 4 --batch 4 --eval-every 2 --save-every 2 " +
+                          "--eval-prompts 8 --threads 1 --quiet --out " + (tmp / "t.h5");
+  for (const std::string leftover :
+       {std::string("step,lr,train_loss,eval_loss,k,model_error,ols_error\n"),
+        std::string("step,lr,train_loss,eval_loss,k,model_error,ols_error\n0,0,1,1,0,1,1\n")}) {
+    { std::ofstream(tmp / "t.train.csv") << leftover; }
+    const auto r = RunIclprobe(run);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(fs::exists(tmp / "t.h5"));
+    // The log is the new run's: its evaluations at steps 2 and 4, none of the leftover's rows.
+    const std::string log = test::ReadFile(tmp / "t.train.csv");
+    EXPECT_EQ(log.find("0,0,1,1,0,1,1\n"), std::string::npos) << log;
+    EXPECT_NE(log.find("\n4,"), std::string::npos) << log;
+    fs::remove(tmp / "t.h5");
+  }
+  // With the checkpoint there, the log is the run's own: refused without --force or --resume.
+  ASSERT_EQ(RunIclprobe(run).exit_code, 0);
+  ExpectRefused(RunIclprobe(run), "checkpoint and log exist", "--resume");
 }
 
 // ---- Round two, 1. Files that point elsewhere ------------------------------------------------
@@ -1328,4 +1353,77 @@ TEST_F(Reliability, AFullDiskBeforeTheFirstCheckpointIsCalledAFullDisk) {
   RunShell("umount '" + disk + "'");
   ExpectRefused(r, "full disk", "full");
   EXPECT_EQ(r.err.find("it exists"), std::string::npos) << r.err;
+}
+
+// String attributes of every shape, on every file kind the Python module opens: a list where a
+// string is expected (or extra lists of any length) gives the right value or a ValueError, never
+// a signal. The module's reader once read a list into one char*, overwriting the stack.
+TEST(ModuleReaders, StringListAttributesNeverCrashOpen) {
+#ifndef ICL_PYTHONPATH
+  GTEST_SKIP() << "the Python module is not built (ICLPROBE_PYTHON=OFF)";
+#else
+  TempDir dir;
+  const auto ok = [](const std::string& args) {
+    const auto r = RunIclprobe(args);
+    ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  };
+  const std::string ck = dir / "gd.h5";
+  ok("construct --program gd --alpha 0.05 --d 4 --n 8 --out " + ck);
+  ok("extract -c " + ck + " --prompts 200 --threads 1 --quiet --out " + (dir / "acts.h5"));
+  ok("probe -a " + (dir / "acts.h5") + " --targets xty --probes ridge --k 3 --threads 1 --quiet " +
+     "--out " + (dir / "probes.h5"));
+  ok("intervene -c " + ck + " --probes " + (dir / "probes.h5") +
+     " --target xty --response gd:0.05 --layers 2 --k 3 --pairs 40 --threads 1 --quiet --out " +
+     (dir / "interventions.h5"));
+  ok("swap -c " + ck + " --learners ols,gd:0.05,ridge:0.1 --pairs 40 --bootstrap 50 --k 3 " +
+     "--quiet --out " + (dir / "swaps.h5"));
+  ok("erase -c " + ck + " --layers 2 --k 4 --fit-prompts 200 -N 60 --bootstrap 50 --quiet --out " +
+     (dir / "erasure.h5"));
+  ok("das -c " + ck + " --quantity xty --algorithm gd:0.05 --layers 2 --m 2 --k 3 " +
+     "--train-pairs 100 --test-pairs 40 --epochs 1 --bootstrap 50 --quiet --out " +
+     (dir / "das.h5"));
+  ok("trace -c " + ck + " --algorithms gd:0.05:2 --prompts 100 --bootstrap 50 --quiet --out " +
+     (dir / "trace.h5"));
+  const std::string python = std::string("PYTHONPATH='") + ICL_PYTHONPATH +
+                             "' OMP_WAIT_POLICY=passive " + ICL_PYTHON3 + " -c ";
+  // Opens the file and reads every root attribute; prints them (reprs) on success.
+  const std::string script =
+      "'import sys, iclprobe; r = iclprobe.open(sys.argv[1]); "
+      "a = getattr(r, \"attrs\", None); print(repr(a))' ";
+  for (const std::string kind :
+       {"acts", "probes", "interventions", "swaps", "erasure", "das", "trace"}) {
+    SCOPED_TRACE(kind);
+    // Extra attributes of every shape on a valid file: it still opens, lists stay lists.
+    const std::string extra = dir / (kind + "_extra.h5");
+    fs::copy_file(dir / (kind + ".h5"), extra);
+    for (int n : {-1, 0, 1, 3, 50})
+      for (bool fixed : {false, true})
+        test::WriteStringAttribute(extra, "/", (fixed ? "fix" : "var") + std::to_string(n), n,
+                                   fixed);
+    const auto r = RunShell(python + script + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.out.find("None") != 0) {  // Results: its attrs printed
+      EXPECT_NE(r.out.find("'var3': ['s0', 's1', 's2']"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("'fix1': ['s0']"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("'var-1': 's0'"), std::string::npos) << r.out;
+    }
+    // An attribute the reader expects as a string ("format", "task_config", "checkpoint")
+    // replaced by lists of 0, 1, 3 and 50 entries: a clean error or a value, no signal.
+    for (const std::string attr : {"format", "task_config", "checkpoint"})
+      for (int n : {0, 1, 3, 50})
+        for (bool fixed : {false, true}) {
+          const std::string bad = dir / (kind + "_bad.h5");
+          fs::copy_file(dir / (kind + ".h5"), bad, fs::copy_options::overwrite_existing);
+          test::WriteStringAttribute(bad, "/", attr, n, fixed);
+          const auto b = RunShell(python + script + bad);
+          // A refusal is an exception naming the file (the traceback's last line).
+          EXPECT_TRUE(b.exit_code == 0 ||
+                      (b.exit_code == 1 && b.err.find("Error: ") != std::string::npos &&
+                       b.err.find(bad) != std::string::npos))
+              << attr << " as " << n << (fixed ? " fixed" : " variable")
+              << " strings: exit " << b.exit_code << "\n"
+              << b.err;
+        }
+  }
+#endif
 }

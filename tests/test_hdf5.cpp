@@ -1,6 +1,7 @@
 // The HDF5 layer and prompt-set files: round trips, attributes, refused files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -188,4 +189,64 @@ TEST(PromptFiles, WrongFormatOrMissingDatasetIsRefused) {
   { h5::File::Create(bare); }
   EXPECT_NE(ErrorOf([&] { data::LoadPromptSet(bare); }).find("no 'format' attribute"),
             std::string::npos);
+}
+
+// A string read must never take a list for a string: HDF5 would write one pointer per entry
+// into a single char* (a stack overwrite). Every shape gives the right value or one refusal
+// naming the file and the attribute.
+TEST(Hdf5, StringAttributesOfEveryShapeReadOrAreRefused) {
+  test::TempDir tmp;
+  const std::string path = tmp / "shapes.h5";
+  const std::vector<int> shapes = {-1, 0, 1, 3, 50};
+  {
+    h5::File f = h5::File::Create(path);
+    const hid_t space = H5Screate(H5S_NULL);
+    const hid_t a = H5Acreate2(f.id(), "null", H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Aclose(a);
+    H5Sclose(space);
+    f.SetAttr("ints3", std::vector<std::int64_t>{1, 2, 3});
+    f.SetAttr("json_list", std::string("[\"a\", \"b\"]"));
+  }
+  for (int n : shapes)
+    for (bool fixed : {false, true})
+      test::WriteStringAttribute(path, "/", (fixed ? "fix" : "var") + std::to_string(n), n, fixed);
+  const h5::File f = h5::File::Open(path);
+  for (bool fixed : {false, true}) {
+    const std::string kind = fixed ? "fix" : "var";
+    for (int n : shapes) {
+      const std::string name = kind + std::to_string(n);
+      SCOPED_TRACE(name);
+      // One value: a scalar or a list of one entry.
+      if (n == -1 || n == 1) {
+        EXPECT_EQ(f.GetString(name), "s0");
+      } else {
+        const std::string err = ErrorOf([&] { f.GetString(name); });
+        EXPECT_NE(err.find("expected a string, got a list of " + std::to_string(n) + " entries"),
+                  std::string::npos)
+            << err;
+        EXPECT_NE(err.find(path), std::string::npos) << err;
+        EXPECT_NE(err.find(name), std::string::npos) << err;
+      }
+      // A list: every entry, in order.
+      if (n >= 0) {
+        const auto list = f.GetStringList(name);
+        ASSERT_EQ(list.size(), std::size_t(n));
+        for (int i = 0; i < n; ++i)
+          EXPECT_EQ(list[std::size_t(i)], "s" + std::to_string(i));
+      } else {
+        // A scalar string as a list must be a JSON array (older files); "s0" is not one.
+        EXPECT_NE(ErrorOf([&] { f.GetStringList(name); }).find(name), std::string::npos);
+      }
+      // Never a number.
+      EXPECT_NE(ErrorOf([&] { f.GetInt(name); }).find("expected an integer"), std::string::npos);
+      EXPECT_NE(ErrorOf([&] { f.GetDouble(name); }).find("expected a number"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(f.GetStringList("json_list"), (std::vector<std::string>{"a", "b"}));
+  // A list of numbers read as one number, and an empty (null) attribute, are refused.
+  EXPECT_NE(ErrorOf([&] { f.GetInt("ints3"); }).find("got a list of 3 entries"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { f.GetDouble("ints3"); }).find("got a list of 3 entries"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { f.GetInt("null"); }).find("empty (null)"), std::string::npos);
+  EXPECT_EQ(f.GetIntList("ints3"), (std::vector<std::int64_t>{1, 2, 3}));
 }

@@ -45,6 +45,13 @@ bool H5lsHasDataset(const std::string& h5ls_output, const std::string& object,
                     const std::string& dims);
 int CountLines(const std::string& s);
 
+// Writes a string attribute of any shape to object `object` ("/" for the root) of the existing
+// HDF5 file `path`, replacing one of that name, with the C API (the project's writers make only
+// scalars and variable-length lists): `n` < 0 gives a scalar, n >= 0 a list of n entries
+// "s0", "s1", ...; `fixed` gives fixed-length strings of 8 bytes instead of variable-length ones.
+void WriteStringAttribute(const std::string& path, const std::string& object,
+                          const std::string& name, int n, bool fixed);
+
 // True when f() throws a std::logic_error that is not a std::invalid_argument: a caller's bug
 // (an internal invariant), not bad input (EXPECT_THROW(..., std::logic_error) would also accept
 // an InputError, which derives from it).

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <cmath>
 
+#include "core/errors.hpp"
+
 namespace icl::analysis {
 
 ErrorCurve Summarize(const std::string& learner, const arma::mat& e) {
@@ -22,8 +24,24 @@ std::vector<ErrorCurve> EvaluateLearners(
     const data::PromptSet& set,
     const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners) {
   std::vector<ErrorCurve> curves;
-  for (const auto& l : learners)
-    curves.push_back(Summarize(l->spec(), learners::PerPromptErrors(set, *l)));
+  for (const auto& l : learners) {
+    const arma::mat e = learners::PerPromptErrors(set, *l);
+    // A learner whose iteration overflows on some prompts has no mean error to report (the
+    // table would print -nan, or a number that is only rounding).
+    if (!e.is_finite()) {
+      arma::uword bad = 0;
+      for (arma::uword i = 0; i < e.n_cols; ++i)
+        bad += e.col(i).is_finite() ? 0 : 1;
+      throw core::InputError(
+          "learners", "learners",
+          fmt::format("{} predicts NaN or infinite values on {} of {} prompts (its iteration "
+                      "diverges there: newton:K:C needs C < 2 / lambda_max(X'X + lambda I), "
+                      "gd:ALPHA:K needs ALPHA < 1 / lambda_max(X'X)); choose a smaller step or "
+                      "start",
+                      l->spec(), bad, e.n_cols));
+    }
+    curves.push_back(Summarize(l->spec(), e));
+  }
   return curves;
 }
 

@@ -19,6 +19,8 @@ struct ErrorCurve {
 };
 ErrorCurve Summarize(const std::string& learner, const arma::mat& per_prompt_errors);
 
+// Each learner's per-prompt errors, summarised; throws core::InputError (setting "learners")
+// for a learner whose predictions are NaN or infinite on some prompt.
 std::vector<ErrorCurve> EvaluateLearners(
     const data::PromptSet& set,
     const std::vector<std::unique_ptr<learners::ClassicalLearner>>& learners);

@@ -432,6 +432,8 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
     ds.ExpectDims({hsize_t(shape.model.d), hsize_t(shape.model.d)});
     r.decoy_map = arma::mat(shape.model.d, shape.model.d);
     ds.Read(r.decoy_map.memptr(), r.decoy_map.n_elem);
+    if (!r.decoy_map.is_finite())
+      throw core::InputError(where, "", "decoy_map holds NaN or infinite values");
     arma::inplace_trans(r.decoy_map);  // row-major on disk
   }
   if (g.HasAttr("lambda")) r.lambda = g.GetDouble("lambda");
@@ -447,6 +449,10 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
     ds.ExpectDims({hsize_t(width), hsize_t(width)});
     arma::mat rows(width, width);
     ds.Read(rows.memptr(), rows.n_elem);
+    // Checked before the orthogonality test: arma's max() passes over NaN, so a NaN entry would
+    // reach the SVDs of das and erase.
+    if (!rows.is_finite())
+      throw core::InputError(where, "", "rotation holds NaN or infinite values");
     r.rotation = rows.t();
     const double off = arma::abs(r.rotation.t() * r.rotation - arma::eye(width, width)).max();
     if (!(off < 1e-9))

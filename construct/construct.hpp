@@ -132,6 +132,13 @@ struct Disguise {
   std::uint64_t seed = 1;       // the random maps of every disguise
 };
 constexpr int kMaxDistractorFactor = 4;
+// The largest nuisance sigma whose removal gives X'y back: the xty rows hold X'y + sigma u^2 in
+// float32 (u = (P x_k)_j ~ N(0, 1), u^2 < 30 but for a 4e-8 fraction), and subtracting the
+// bit-identical product leaves X'y off by up to 2^-24 sigma u^2, the rounding of the sum. That
+// must stay within the 1e-3 the product primitives already allow (1e-3 (|a b| + 1), tests/
+// test_construct.cpp): sigma <= 1e-3 2^24 / 30 = 559. At sigma = 1e30 the rounding alone is
+// 1e23 and the model no longer computes its program.
+constexpr double kMaxNuisance = 1e-3 * 16777216.0 / 30.0;
 
 struct Construction {
   std::string program;  // "gd"

@@ -61,6 +61,13 @@ void AddDisguiseRows(Construction& c, int d) {
   if (!(g.nuisance >= 0) || !std::isfinite(g.nuisance))
     throw core::InputError("construct", "nuisance",
                            "expected a finite sigma >= 0, got " + std::to_string(g.nuisance));
+  if (g.nuisance > kMaxNuisance)
+    throw core::InputError(
+        "construct", "nuisance",
+        fmt::format("sigma = {:g} is too large to remove: X'y + sigma (P x)^2 is held in float32, "
+                    "whose rounding (2^-24 sigma (P x)^2) would swamp X'y and the model would not "
+                    "compute its program; at most {:.0f} (construct.hpp's kMaxNuisance)",
+                    g.nuisance, std::floor(kMaxNuisance)));
   if (!(g.decoy_noise >= 0) || !std::isfinite(g.decoy_noise))
     throw core::InputError("construct", "decoy_noise",
                            "expected a finite sigma >= 0, got " + std::to_string(g.decoy_noise));

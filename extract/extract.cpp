@@ -173,6 +173,28 @@ std::string ExtractConfig::ContentJson(const learners::ModelConfig& model) const
   return j.dump();
 }
 
+namespace {
+
+// The learner of a learner target: a spec that parses and names a linear learner with weights
+// (knn has none, zero's are always 0). Both front ends come through here.
+std::unique_ptr<learners::ClassicalLearner> StorableLearner(const std::string& spec,
+                                                            const data::TaskConfig& task) {
+  std::unique_ptr<learners::ClassicalLearner> learner;
+  try {
+    learner = learners::MakeLearner(spec, task);
+  } catch (const core::InputError& e) {
+    throw core::InputError("extract", "learner_targets", e.text());
+  }
+  if (!learner->is_linear() || learner->spec() == "zero")
+    throw core::InputError("extract", "learner_targets",
+                           spec +
+                               " has no weight vector to store (only linear learners with "
+                               "weights: ols, ridge, bayes, gd, sgd, newton)");
+  return learner;
+}
+
+}  // namespace
+
 void ExtractConfig::Validate(const learners::ModelConfig& model) const {
   const ExtractConfig& c = *this;
   if (c.task.HasQueries())
@@ -213,17 +235,7 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
   for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d))
     names.insert(s.name);
   for (const std::string& spec : c.learner_targets) {
-    std::unique_ptr<learners::ClassicalLearner> learner;
-    try {
-      learner = learners::MakeLearner(spec, c.task);
-    } catch (const core::InputError& e) {
-      throw core::InputError("extract", "learner_targets", e.text());
-    }
-    if (!learner->is_linear() || learner->spec() == "zero")
-      throw core::InputError("extract", "learner_targets",
-                             spec +
-                                 " has no weight vector to store (only linear learners with "
-                                 "weights: ols, ridge, bayes, gd, sgd, newton)");
+    const auto learner = StorableLearner(spec, c.task);
     if (learner->spec() != spec)
       throw core::InputError("extract", "learner_targets",
                              "write " + spec + " as " + learner->spec() +
@@ -238,13 +250,8 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
                                                const data::TaskConfig& task) {
   std::vector<std::string> out;
-  for (const std::string& spec : specs) {
-    try {
-      out.push_back(learners::MakeLearner(spec, task)->spec());
-    } catch (const core::InputError& e) {
-      throw core::InputError("extract", "learner_targets", e.text());
-    }
-  }
+  for (const std::string& spec : specs)
+    out.push_back(StorableLearner(spec, task)->spec());
   return out;
 }
 
@@ -293,6 +300,17 @@ arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec) {
     y.head(n) = set.y.col(i);
     learner->Run(x, y, run);
     out.slice(i) = run.weights.cols(1, n);
+    // An iteration outside its convergence region (newton:K:C with C lambda_max(X'X + lambda I)
+    // >= 2, gd:ALPHA:K with 2 ALPHA lambda_max(X'X) >= 2) overflows; nothing in the file's
+    // schema lets a target be undefined, so the spec is refused rather than stored.
+    if (!out.slice(i).is_finite())
+      throw core::InputError(
+          "extract", "learner_targets",
+          fmt::format("{}: the learner's weights are NaN or infinite on prompt {} (its iteration "
+                      "diverges there: newton:K:C needs C < 2 / lambda_max(X'X + lambda I), "
+                      "gd:ALPHA:K needs ALPHA < 1 / lambda_max(X'X)); choose a smaller step or "
+                      "start",
+                      spec, set.first_index + i));
   }
   return out;
 }

@@ -80,12 +80,14 @@ ExtractResult Extract(ExtractConfig config, const ExtractOptions& options, core:
 
 // The canonical spelling of each learner spec (MakeLearner's spec(): "gd:0.050:3" -> "gd:0.05:3"),
 // the form ExtractConfig::learner_targets holds; throws core::InputError (setting
-// "learner_targets") for a spec that does not parse.
+// "learner_targets") for a spec that does not parse or names a learner without weights (knn,
+// zero).
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
                                                const data::TaskConfig& task);
 
 // The weights of a classical learner (a canonical spec) after k = 1..n examples of every prompt
-// of `set`: d x n x N (== row-major [N, n, d]), the learner targets extract stores.
+// of `set`: d x n x N (== row-major [N, n, d]), the learner targets extract stores. Throws
+// core::InputError (setting "learner_targets") when a prompt's weights are NaN or infinite.
 arma::cube LearnerWeights(const data::PromptSet& set, const std::string& spec);
 
 // Rows per chunk for rows of `row_bytes`: about 1 MiB, a multiple of kComputeGroup.

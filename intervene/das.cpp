@@ -300,7 +300,7 @@ Iia PooledIia(const arma::mat& o, const arma::mat& t, const probes::Bootstrap& b
               arma::vec* per_k) {
   const arma::uword K = t.n_cols;
   const int B = boot.replicates();
-  arma::vec num(B, arma::fill::zeros), den(B, arma::fill::zeros);
+  arma::vec num(B, arma::fill::zeros), den(B, arma::fill::zeros), scale(B, arma::fill::zeros);
   double pn = 0, pd = 0;
   if (per_k) per_k->set_size(K);
   for (arma::uword ki = 0; ki < K; ++ki) {
@@ -309,12 +309,15 @@ Iia PooledIia(const arma::mat& o, const arma::mat& t, const probes::Bootstrap& b
     pn += arma::mean(e2), pd += var;
     if (per_k) (*per_k)(ki) = var > 0 ? 1.0 - arma::mean(e2) / var : 0.0;
     num += boot.Mean(0, e2);
-    den += boot.Mean(0, arma::square(tt)) - arma::square(boot.Mean(0, tt));
+    const arma::vec b_t2 = boot.Mean(0, arma::square(tt));
+    den += b_t2 - arma::square(boot.Mean(0, tt));
+    scale += b_t2;
   }
   Iia r;
   r.value = pd > 0 ? 1.0 - pn / pd : 0.0;
-  const probes::Interval iv =
-      probes::PercentileInterval(1.0 - num / arma::clamp(den, 1e-300, arma::datum::inf));
+  // A resample without spread in t (few pairs) has no IIA: the interval is undefined (NaN).
+  const double terms = double(t.n_rows) * double(K);
+  const probes::Interval iv = probes::PercentileInterval(1.0 - SpreadRatio(num, den, scale, terms));
   r.lo = iv.lo, r.hi = iv.hi;
   return r;
 }
@@ -666,6 +669,19 @@ DasResult RunDas(learners::Transformer model, const std::string& checkpoint_sha2
   if (progress) progress("the algorithm's counterfactual outputs");
   const arma::mat train_t = DasTargets(request, task, res.ks, train_a, train_b);
   const arma::mat test_t = DasTargets(request, task, res.ks, test_a, test_b);
+  {
+    // IIA divides by the spread of t over the test pairs: none at any k (zero, or an algorithm
+    // that ignores B) leaves nothing to compare, at any number of pairs.
+    const arma::rowvec t2 = arma::mean(arma::square(test_t), 0),
+                       var = t2 - arma::square(arma::mean(test_t, 0));
+    if (NoSpread(arma::accu(var), arma::accu(t2), double(test_t.n_elem)))
+      throw core::InputError(
+          "das", "algorithm",
+          fmt::format("{}'s counterfactual output is the same on every test pair at every k, so "
+                      "IIA = 1 - sum (o - t)^2 / sum (t - mean t)^2 is undefined; choose an "
+                      "algorithm whose output depends on B's examples",
+                      request.algorithm));
+  }
   const probes::Bootstrap boot(request.test_pairs, 1, request.bootstrap, request.seed);
   if (request.quantity == "w") {
     // The model on (B's first k examples, A's x_{k+1}): B's prompt with A's x in example k+1
@@ -884,6 +900,12 @@ void WriteDasFile(const std::string& path, const DasResult& res) {
                                   {"ceiling_iia_lo", res.ceiling_iia_lo},
                                   {"ceiling_iia_hi", res.ceiling_iia_hi}})
       f.CreateDataset<double>(name, {1}).Write(&v, 1);
+  for (const auto* names : {&kPerLayerM, &kPerLayer})
+    for (const char* name : *names)
+      if (IsIntervalBound(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
+  for (const char* name :
+       {"subspace_iia_lo", "subspace_iia_hi", "ceiling_iia_lo", "ceiling_iia_hi"})
+    if (f.Exists(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
   h5::Group g = f.CreateGroup("bases");
   for (std::size_t li = 0; li < L; ++li)
     for (std::size_t mi = 0; mi < M; ++mi) {
@@ -958,7 +980,8 @@ DasResult ReadDasFile(const std::string& path) {
   const hsize_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
                 S = res.subspace_names.size();
   const auto read = [&](const char* name, const h5::Dims& dims) {
-    return ReadFinite(f, where, name, dims);
+    return IsIntervalBound(name) ? ReadBound(f, where, name, dims)
+                                 : ReadFinite(f, where, name, dims);
   };
   for (int i = 0; i < 7; ++i) {
     const std::vector<double> v = read(kPerLayerM[i], {L, M});
@@ -1029,10 +1052,9 @@ void WriteDasCsv(std::ostream& os, const DasResult& res) {
       for (std::size_t ki = 0; ki < res.ks.size(); ++ki)
         row(std::to_string(res.ks[ki]), res.iia_k(li, mi, ki), "", "", res.random_iia_k(li, mi, ki),
             "", "", false);
-      row("pooled", res.iia(li, mi), fmt::format("{:.6g}", res.iia_lo(li, mi)),
-          fmt::format("{:.6g}", res.iia_hi(li, mi)), res.random_iia(li, mi),
-          fmt::format("{:.6g}", res.random_iia_lo(li, mi)),
-          fmt::format("{:.6g}", res.random_iia_hi(li, mi)), true);
+      row("pooled", res.iia(li, mi), CsvValue(res.iia_lo(li, mi)), CsvValue(res.iia_hi(li, mi)),
+          res.random_iia(li, mi), CsvValue(res.random_iia_lo(li, mi)),
+          CsvValue(res.random_iia_hi(li, mi)), true);
     }
 }
 
@@ -1045,32 +1067,31 @@ void PrintDasSummary(std::ostream& os, const DasResult& res) {
       r.test_pairs);
   if (r.quantity == "w")
     os << fmt::format(
-        "ceiling (the model itself on B's first k examples and A's query): IIA {:.4f} [{:.4f}, "
-        "{:.4f}]\n",
-        res.ceiling_iia, res.ceiling_iia_lo, res.ceiling_iia_hi);
+        "ceiling (the model itself on B's first k examples and A's query): IIA {:.4f} {}\n",
+        res.ceiling_iia, IntervalText(res.ceiling_iia_lo, res.ceiling_iia_hi, 0, 4));
   os << "  state    m   IIA                        random subspace            epochs";
   for (const std::string& s : res.subspace_names)
     os << fmt::format("  max angle {}", s);
   os << "\n";
   for (std::size_t li = 0; li < res.layers.size(); ++li) {
     os << fmt::format(
-        "  {:5d}  none {:.4f} [{:.4f}, {:.4f}]   full {:.4f} [{:.4f}, {:.4f}]   "
-        "probe R2 {:.3f}\n",
-        res.layers[li], res.none_iia(li), res.none_iia_lo(li), res.none_iia_hi(li),
-        res.full_iia(li), res.full_iia_lo(li), res.full_iia_hi(li), res.probe_r2(li));
+        "  {:5d}  none {:.4f} {}   full {:.4f} {}   probe R2 {:.3f}\n", res.layers[li],
+        res.none_iia(li), IntervalText(res.none_iia_lo(li), res.none_iia_hi(li), 0, 4),
+        res.full_iia(li), IntervalText(res.full_iia_lo(li), res.full_iia_hi(li), 0, 4),
+        res.probe_r2(li));
     os << "         interchanged as given:";
     for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
-      os << fmt::format("  {} {:.4f} [{:.4f}, {:.4f}]", res.subspace_names[si],
-                        res.subspace_iia(li, si), res.subspace_iia_lo(li, si),
-                        res.subspace_iia_hi(li, si));
+      os << fmt::format(
+          "  {} {:.4f} {}", res.subspace_names[si], res.subspace_iia(li, si),
+          IntervalText(res.subspace_iia_lo(li, si), res.subspace_iia_hi(li, si), 0, 4));
     os << "\n";
     for (std::size_t mi = 0; mi < res.ms.size(); ++mi) {
-      os << fmt::format(
-          "  {:5d} {:4d}   {:7.4f} [{:7.4f}, {:7.4f}]   {:7.4f} [{:7.4f}, {:7.4f}]   "
-          "{:6.0f}",
-          res.layers[li], res.ms[mi], res.iia(li, mi), res.iia_lo(li, mi), res.iia_hi(li, mi),
-          res.random_iia(li, mi), res.random_iia_lo(li, mi), res.random_iia_hi(li, mi),
-          res.epochs(li, mi));
+      os << fmt::format("  {:5d} {:4d}   {:7.4f} {}   {:7.4f} {}   {:6.0f}", res.layers[li],
+                        res.ms[mi], res.iia(li, mi),
+                        IntervalText(res.iia_lo(li, mi), res.iia_hi(li, mi), 7, 4),
+                        res.random_iia(li, mi),
+                        IntervalText(res.random_iia_lo(li, mi), res.random_iia_hi(li, mi), 7, 4),
+                        res.epochs(li, mi));
       for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
         os << fmt::format("  {:8.1f}", res.angle_max(li, mi, si));
       os << "\n";

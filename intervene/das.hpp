@@ -74,8 +74,9 @@ struct DasRequest {
 // at A's query with the subspace of A's state at the positions replaced by B's, t = the
 // algorithm's counterfactual output; IIA = 1 - sum (o - t)^2 / sum (t - mean t)^2 per k, and pooled
 // over k (both sums over pairs and k, the mean per k), with 95% percentile bootstrap intervals
-// over pairs. References per layer: "none" (no interchange: A's own output) and "full" (the whole
-// state at the positions interchanged, m = H).
+// over pairs (undefined, NaN, when a resample of the test pairs has no spread in t: few pairs,
+// file_common.hpp's SpreadRatio). References per layer: "none" (no interchange: A's own output) and
+// "full" (the whole state at the positions interchanged, m = H).
 struct DasResult {
   DasRequest request;
   data::TaskConfig task;
@@ -130,14 +131,17 @@ arma::vec PrincipalAngles(const arma::mat& u, const arma::mat& v);
 //   /subspace_iia(_lo, _hi)                                    [layer, subspace]
 //   /ceiling_iia(_lo, _hi)                  [1] (quantity w only)
 //   /bases/state_L_m_M                                         [M, H] (row i: basis vector i)
+// The bounds (*_lo, *_hi) may be NaN, undefined, as their attribute 'undefined' says; every
+// other value is finite.
 void WriteDasFile(const std::string& path, const DasResult& result);
-// Reads and checks one (shapes as the attributes say, names plain, every value finite, bases
-// orthonormal).
+// Reads and checks one (shapes as the attributes say, names plain, every value finite but the
+// undefined bounds, bases orthonormal).
 DasResult ReadDasFile(const std::string& path);
 // The tidy CSV: quantity,algorithm,position,layer,m,k,test_pairs,iia,iia_lo,iia_hi,random_iia,
 // random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2,ceiling_iia (w only), then
 // angle_max_<name> per
-// subspace; k = "pooled" rows hold the summaries over every k.
+// subspace; k = "pooled" rows hold the summaries over every k. An undefined bound is an empty
+// cell.
 void WriteDasCsv(std::ostream& os, const DasResult& result);
 // A short table on stdout: per layer and m, the pooled IIA with its interval, the random
 // subspace's, and the largest angle to each named subspace.

@@ -72,4 +72,44 @@ std::vector<double> ReadFinite(const h5::File& f, const std::string& where, cons
   return v;
 }
 
+std::vector<double> ReadBound(const h5::File& f, const std::string& where, const char* name,
+                              const h5::Dims& dims) {
+  const h5::Dataset ds = f.OpenDataset(name);
+  ds.ExpectDims(dims);
+  std::vector<double> v = ds.ReadAll<double>();
+  for (const double x : v)
+    if (std::isinf(x))
+      throw core::InputError(where, "", "/" + std::string(name) + " holds infinite values");
+  return v;
+}
+
+bool IsIntervalBound(const std::string& name) {
+  const auto ends = [&](const char* tail) {
+    return name.size() > 3 && name.compare(name.size() - 3, 3, tail) == 0;
+  };
+  return ends("_lo") || ends("_hi");
+}
+
+bool NoSpread(double den, double scale, double terms) {
+  return !(den > 4.0 * terms * arma::datum::eps / 2.0 * scale);  // eps / 2 = u = 2^-53
+}
+
+arma::vec SpreadRatio(const arma::vec& num, const arma::vec& den, const arma::vec& scale,
+                      double terms) {
+  arma::vec r(num.n_elem);
+  for (arma::uword b = 0; b < num.n_elem; ++b)
+    r(b) = NoSpread(den(b), scale(b), terms) ? arma::datum::nan : num(b) / den(b);
+  return r;
+}
+
+std::string IntervalText(double lo, double hi, int width, int precision) {
+  if (std::isnan(lo) || std::isnan(hi))
+    return fmt::format("{:<{}}", "undefined", 2 * width + 4);  // "[" + lo + ", " + hi + "]"
+  return fmt::format("[{:{}.{}f}, {:{}.{}f}]", lo, width, precision, hi, width, precision);
+}
+
+std::string CsvValue(double v) {
+  return std::isnan(v) ? std::string() : fmt::format("{:.6g}", v);
+}
+
 }  // namespace icl::intervene

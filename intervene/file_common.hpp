@@ -3,6 +3,7 @@
 // finite doubles of a stated shape. Internal to intervene/; each file's owner keeps its schema.
 #pragma once
 
+#include <armadillo>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,34 @@ void ReadLayersAndKs(const h5::File& f, const std::string& where, const data::Ta
 // Dataset `name` of shape `dims`, every value finite.
 std::vector<double> ReadFinite(const h5::File& f, const std::string& where, const char* name,
                                const h5::Dims& dims);
+// The same for a bootstrap interval's bound, which the schemas of swap and das files declare may
+// be NaN (undefined, see SpreadRatio); infinite values are still refused.
+std::vector<double> ReadBound(const h5::File& f, const std::string& where, const char* name,
+                              const h5::Dims& dims);
+// True for the datasets of interval bounds in those schemas (names ending in _lo or _hi).
+bool IsIntervalBound(const std::string& name);
+// The attribute 'undefined' those schemas give every interval dataset, saying what NaN means.
+inline constexpr const char* kUndefinedBound =
+    "NaN: undefined, a bootstrap resample of the pairs had no spread in the reference's values "
+    "(too few pairs)";
+
+// Bootstrap replicates of num / den, where den is the spread of a resample (a mean of squares,
+// or a mean of squares minus the square of a mean) and `scale` the mean of squares it was computed
+// from, each mean a sum of `terms` values: NaN (undefined) where den <= 4 terms u scale (u =
+// 2^-53), the bound on the rounding of those sums and of the difference. A resample of few pairs
+// that drew one pair only (or pairs of equal values) has no spread, and the ratio of its rounding
+// would read as a number such as -1e297. probes::PercentileInterval over replicates holding a NaN
+// is undefined (NaN) itself.
+arma::vec SpreadRatio(const arma::vec& num, const arma::vec& den, const arma::vec& scale,
+                      double terms);
+// True when a spread `den` computed from the mean of squares `scale` over `terms` values is zero
+// to that rounding (the same test for one value).
+bool NoSpread(double den, double scale, double terms);
+
+// "[lo, hi]", each bound printed with `width` and `precision` as {:W.Pf}, or "undefined" padded
+// to the same width when a bound is NaN.
+std::string IntervalText(double lo, double hi, int width, int precision);
+// A CSV cell: the value as {:.6g}, or empty when it is NaN (undefined).
+std::string CsvValue(double v);
 
 }  // namespace icl::intervene

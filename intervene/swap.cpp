@@ -98,7 +98,7 @@ void RunPairs(learners::Transformer& model,
 
 // The summaries of one (reference, layer) over pairs, per k and pooled (swap.hpp).
 void Summarise(SwapResult& res, std::size_t ri, std::size_t li, const probes::Bootstrap& boot) {
-  const std::size_t K = res.ks.size();
+  const std::size_t K = res.ks.size(), P = res.request.pairs;
   const int B = boot.replicates();
   arma::vec num(B, arma::fill::zeros), den(B, arma::fill::zeros), sxy(B, arma::fill::zeros),
       sxx(B, arma::fill::zeros);
@@ -108,7 +108,7 @@ void Summarise(SwapResult& res, std::size_t ri, std::size_t li, const probes::Bo
     const arma::vec a = res.reference_change.slice(ri).col(ki);
     const arma::vec e2 = arma::square(m - a), a2 = arma::square(a), ma = m % a;
     const double var_a = arma::mean(a2) - std::pow(arma::mean(a), 2);
-    if (!(var_a > 0))
+    if (NoSpread(var_a, arma::mean(a2), double(P)))
       throw std::runtime_error(fmt::format(
           "swap: reference '{}' does not change at k = {} in any pair (every counterfactual "
           "prompt gives it A's prediction); there is nothing to compare",
@@ -120,14 +120,12 @@ void Summarise(SwapResult& res, std::size_t ri, std::size_t li, const probes::Bo
     res.slope(ri, li, ki) = arma::accu(ma) / arma::accu(a2);
     const double sm = arma::stddev(m), sa = arma::stddev(a);
     res.correlation(ri, li, ki) = sm > 0 && sa > 0 ? arma::as_scalar(arma::cor(m, a)) : 0.0;
-    // A replicate whose pairs all give the same change (possible only for tiny runs) has no
-    // spread to reproduce: its share is taken as 0 rather than divided by 0.
-    const arma::vec rep = 1.0 - b_e2 / arma::clamp(b_var, 1e-300, arma::datum::inf);
-    const probes::Interval iv = probes::PercentileInterval(rep);
+    // A replicate whose pairs all give the same change (a run of few pairs) has no spread to
+    // reproduce: its share is undefined, and so is the interval (NaN, file_common.hpp).
+    const probes::Interval iv = probes::PercentileInterval(1.0 - SpreadRatio(b_e2, b_var, b_a2, P));
     res.reproduced_lo(ri, li, ki) = iv.lo;
     res.reproduced_hi(ri, li, ki) = iv.hi;
-    const probes::Interval is =
-        probes::PercentileInterval(b_ma / arma::clamp(b_a2, 1e-300, arma::datum::inf));
+    const probes::Interval is = probes::PercentileInterval(SpreadRatio(b_ma, b_a2, b_a2, P));
     res.slope_lo(ri, li, ki) = is.lo;
     res.slope_hi(ri, li, ki) = is.hi;
     num += b_e2, den += b_var, sxy += b_ma, sxx += b_a2;
@@ -136,12 +134,11 @@ void Summarise(SwapResult& res, std::size_t ri, std::size_t li, const probes::Bo
   }
   res.pooled_reproduced(ri, li) = 1.0 - pooled_num / pooled_den;
   res.pooled_slope(ri, li) = pooled_sxy / pooled_sxx;
-  const probes::Interval iv =
-      probes::PercentileInterval(1.0 - num / arma::clamp(den, 1e-300, arma::datum::inf));
+  const double terms = double(P) * double(K);  // the pooled sums run over pairs and k
+  const probes::Interval iv = probes::PercentileInterval(1.0 - SpreadRatio(num, den, sxx, terms));
   res.pooled_reproduced_lo(ri, li) = iv.lo;
   res.pooled_reproduced_hi(ri, li) = iv.hi;
-  const probes::Interval is =
-      probes::PercentileInterval(sxy / arma::clamp(sxx, 1e-300, arma::datum::inf));
+  const probes::Interval is = probes::PercentileInterval(SpreadRatio(sxy, sxx, sxx, terms));
   res.pooled_slope_lo(ri, li) = is.lo;
   res.pooled_slope_hi(ri, li) = is.hi;
 }
@@ -263,12 +260,15 @@ void WriteSwapsFile(const std::string& path, const SwapResult& res) {
                         "percentile bootstrap over pairs"));
   for (int i = 0; i < 7; ++i) {
     const std::vector<double> v = CubeRLK(PerCell(res, i));
-    f.CreateDataset<double>(kPerCell[i], {R, L, K}, {"reference", "layer", "k"})
-        .Write(v.data(), v.size());
+    h5::Dataset ds = f.CreateDataset<double>(kPerCell[i], {R, L, K}, {"reference", "layer", "k"});
+    ds.Write(v.data(), v.size());
+    if (IsIntervalBound(kPerCell[i])) ds.SetAttr("undefined", std::string(kUndefinedBound));
   }
   for (int i = 0; i < 6; ++i) {
     const std::vector<double> v = MatRL(Pooled(res, i));
-    f.CreateDataset<double>(kPooled[i], {R, L}, {"reference", "layer"}).Write(v.data(), v.size());
+    h5::Dataset ds = f.CreateDataset<double>(kPooled[i], {R, L}, {"reference", "layer"});
+    ds.Write(v.data(), v.size());
+    if (IsIntervalBound(kPooled[i])) ds.SetAttr("undefined", std::string(kUndefinedBound));
   }
   const std::vector<double> m = CubeSKP(res.model_change), a = CubeSKP(res.reference_change);
   h5::Dataset dm = f.CreateDataset<double>("model_change", {L, K, P}, {"layer", "k", "pair"});
@@ -318,7 +318,8 @@ SwapResult ReadSwapsFile(const std::string& path) {
   if (static_cast<double>(L + R) * K * P > 5e8)
     throw core::InputError(where, "", "its per-pair datasets would hold more than 5e8 values");
   const auto read = [&](const char* name, const h5::Dims& dims) {
-    return ReadFinite(f, where, name, dims);
+    return IsIntervalBound(name) ? ReadBound(f, where, name, dims)
+                                 : ReadFinite(f, where, name, dims);
   };
   for (int i = 0; i < 7; ++i) {
     const std::vector<double> v = read(kPerCell[i], {R, L, K});
@@ -347,21 +348,21 @@ void WriteSwapsCsv(std::ostream& os, const SwapResult& res) {
   for (std::size_t ri = 0; ri < res.references.size(); ++ri)
     for (std::size_t li = 0; li < res.layers.size(); ++li) {
       for (std::size_t ki = 0; ki < res.ks.size(); ++ki)
-        os << fmt::format(
-            "{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}\n",
-            res.references[ri], res.layers[li], res.ks[ki], res.request.pairs,
-            res.reproduced(ri, li, ki), res.reproduced_lo(ri, li, ki),
-            res.reproduced_hi(ri, li, ki), res.slope(ri, li, ki), res.slope_lo(ri, li, ki),
-            res.slope_hi(ri, li, ki), res.correlation(ri, li, ki),
-            mean_abs(res.model_change.slice(li).col(ki)),
-            mean_abs(res.reference_change.slice(ri).col(ki)));
-      os << fmt::format(
-          "{},{},pooled,{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},,{:.6g},{:.6g}\n",
-          res.references[ri], res.layers[li], res.request.pairs, res.pooled_reproduced(ri, li),
-          res.pooled_reproduced_lo(ri, li), res.pooled_reproduced_hi(ri, li),
-          res.pooled_slope(ri, li), res.pooled_slope_lo(ri, li), res.pooled_slope_hi(ri, li),
-          arma::mean(arma::vectorise(arma::abs(res.model_change.slice(li)))),
-          arma::mean(arma::vectorise(arma::abs(res.reference_change.slice(ri)))));
+        os << fmt::format("{},{},{},{},{:.6g},{},{},{:.6g},{},{},{:.6g},{:.6g},{:.6g}\n",
+                          res.references[ri], res.layers[li], res.ks[ki], res.request.pairs,
+                          res.reproduced(ri, li, ki), CsvValue(res.reproduced_lo(ri, li, ki)),
+                          CsvValue(res.reproduced_hi(ri, li, ki)), res.slope(ri, li, ki),
+                          CsvValue(res.slope_lo(ri, li, ki)), CsvValue(res.slope_hi(ri, li, ki)),
+                          res.correlation(ri, li, ki), mean_abs(res.model_change.slice(li).col(ki)),
+                          mean_abs(res.reference_change.slice(ri).col(ki)));
+      os << fmt::format("{},{},pooled,{},{:.6g},{},{},{:.6g},{},{},,{:.6g},{:.6g}\n",
+                        res.references[ri], res.layers[li], res.request.pairs,
+                        res.pooled_reproduced(ri, li), CsvValue(res.pooled_reproduced_lo(ri, li)),
+                        CsvValue(res.pooled_reproduced_hi(ri, li)), res.pooled_slope(ri, li),
+                        CsvValue(res.pooled_slope_lo(ri, li)),
+                        CsvValue(res.pooled_slope_hi(ri, li)),
+                        arma::mean(arma::vectorise(arma::abs(res.model_change.slice(li)))),
+                        arma::mean(arma::vectorise(arma::abs(res.reference_change.slice(ri)))));
     }
 }
 
@@ -378,8 +379,9 @@ void PrintSwapSummary(std::ostream& os, const SwapResult& res) {
   for (std::size_t li = 0; li < res.layers.size(); ++li) {
     os << fmt::format("  {:5d}", res.layers[li]);
     for (std::size_t ri = 0; ri < res.references.size(); ++ri)
-      os << fmt::format("  {:7.3f} [{:7.3f}, {:7.3f}]", res.pooled_reproduced(ri, li),
-                        res.pooled_reproduced_lo(ri, li), res.pooled_reproduced_hi(ri, li));
+      os << fmt::format(
+          "  {:7.3f} {}", res.pooled_reproduced(ri, li),
+          IntervalText(res.pooled_reproduced_lo(ri, li), res.pooled_reproduced_hi(ri, li), 7, 3));
     os << "\n";
   }
 }

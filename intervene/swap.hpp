@@ -44,6 +44,8 @@ struct SwapRequest {
 //   slope = sum dm da / sum da^2 (through the origin), and the correlation of dm and da;
 // 95% percentile bootstrap intervals over pairs. Pooled over the k of the run: the same with
 // the sums over pairs and k (pairs resampled with all their k), so that no summary rests on one k.
+// An interval is undefined (NaN) when a resample has no spread in da (few pairs: a resample that
+// drew one pair only), file_common.hpp's SpreadRatio.
 struct SwapResult {
   SwapRequest request;
   data::TaskConfig task;
@@ -72,14 +74,18 @@ SwapResult RunSwap(learners::Transformer model, const std::string& checkpoint_sh
 //                                                  [reference, layer, k]
 //   /pooled_reproduced(_lo, _hi), /pooled_slope(_lo, _hi)   [reference, layer]
 //   /model_change [layer, k, pair], /reference_change [reference, k, pair]
+// The bounds (*_lo, *_hi) may be NaN, undefined, as their attribute 'undefined' says; every
+// other value is finite.
 void WriteSwapsFile(const std::string& path, const SwapResult& result);
-// Reads and checks one (shapes as the attributes say, names plain, every value finite).
+// Reads and checks one (shapes as the attributes say, names plain, every value finite but the
+// undefined bounds).
 SwapResult ReadSwapsFile(const std::string& path);
 // The tidy CSV: reference,layer,k,pairs,reproduced,reproduced_lo,reproduced_hi,slope,slope_lo,
 // slope_hi,correlation,mean_abs_model_change,mean_abs_reference_change; k = "pooled" rows hold
-// the summaries over every k.
+// the summaries over every k. An undefined bound is an empty cell.
 void WriteSwapsCsv(std::ostream& os, const SwapResult& result);
-// A short table on stdout: per reference, the pooled share reproduced by layer with intervals.
+// A short table on stdout: per reference, the pooled share reproduced by layer with intervals
+// ("undefined" where they are).
 void PrintSwapSummary(std::ostream& os, const SwapResult& result);
 
 }  // namespace icl::intervene

@@ -153,6 +153,13 @@ TrainLog ReadTrainLog(const std::string& path) {
   };
   while (std::getline(in, line)) {
     ++line_no;
+    // train ends every line with '\n': a last line without one was cut by an interrupted write
+    // or a copy, and may hold a number cut short (2.88e-22 read as 2.88).
+    if (in.eof())
+      throw core::InputError(module, "",
+                             fmt::format("line {} does not end with a newline: the log was cut "
+                                         "mid-line (an interrupted write or copy)",
+                                         line_no));
     if (line.size() > kMaxLogLine)
       throw core::InputError(module, "",
                              fmt::format("line {} is over {} characters; not a log train wrote",

@@ -11,8 +11,10 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -201,14 +203,17 @@ py::dict Targets(const py::array& x_in, const py::array& y_in, double ridge_lamb
   set.x = arma::cube(x.data(), d, n, N);
   set.y = arma::mat(y.data(), n, N);
   set.w.zeros(d, N);
-  const std::vector<std::string> specs = icl::extract::CanonicalLearnerSpecs(learners, set.task);
   icl::data::TargetSet t;
   std::map<std::string, arma::cube> iterates;
-  {
+  try {  // extract's checks of its learner targets, reported under this function's argument
+    const std::vector<std::string> specs = icl::extract::CanonicalLearnerSpecs(learners, set.task);
     py::gil_scoped_release release;
     t = icl::data::ComputeTargets(set, ridge_lambda);
     for (const auto& spec : specs)
       iterates[spec] = icl::extract::LearnerWeights(set, spec);
+  } catch (const InputError& e) {
+    if (e.field() != "learner_targets") throw;
+    throw InputError("iclprobe", "learners", e.text());
   }
   auto out3 = [&](const arma::cube& c) {
     py::array_t<double> a({N, n, d});
@@ -769,6 +774,14 @@ class TransformerModel {
           "iclprobe", "y",
           "expected " + Shape({N, n}) + " to match x, got " + Shape({y.shape(0), y.shape(1)}));
     if (threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+    // The model runs in float32: a larger input would become infinite in its tokens.
+    for (const auto& [arr, name] : {std::pair{&x, "x"}, std::pair{&y, "y"}})
+      for (py::ssize_t i = 0; i < arr->size(); ++i)
+        if (std::abs(arr->data()[i]) > std::numeric_limits<float>::max())
+          throw InputError("iclprobe", name,
+                           "holds a value beyond float32's range (the model's precision) at "
+                           "flat index " +
+                               std::to_string(i));
     icl::data::PromptSet set;
     set.task.d = int(d), set.task.n = int(n);
     set.x = arma::cube(x.data(), d, n, N);
@@ -801,6 +814,12 @@ class TransformerModel {
       });
       return true;
     });
+    // Inputs in float32's range can still overflow inside the model (products of large states).
+    for (py::ssize_t i = 0; i < N * n; ++i)
+      if (!std::isfinite(pred[i]))
+        throw InputError("iclprobe", "x",
+                         "the model's predictions of prompt " + std::to_string(i / n) +
+                             " are not finite: its values overflow float32 inside the model");
     return py::make_tuple(predictions, return_hidden ? py::object(hidden) : py::object(py::none()));
   }
 

@@ -19,6 +19,8 @@
 #include "analysis/report.hpp"
 #include "core/hdf5.hpp"
 #include "core/process.hpp"
+#include "intervene/das.hpp"
+#include "intervene/swap.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -1426,4 +1428,190 @@ TEST(ModuleReaders, StringListAttributesNeverCrashOpen) {
         }
   }
 #endif
+
+// ---- Round three, 3. Non-finite or absurd results written with exit 0 -------------------------
+
+namespace {
+
+// A refusal in the program's words: exit 2, one line, `words` in it, no text of the libraries
+// underneath (LibTorch's c10::, Armadillo's svd() and pinv()).
+void ExpectRefusedNaming(const test::CommandResult& r, const std::string& what,
+                         const std::vector<std::string>& words) {
+  ExpectRefused(r, what);
+  for (const std::string& w : words)
+    EXPECT_NE(r.err.find(w), std::string::npos) << what << ": lacks '" << w << "'\n" << r.err;
+  for (const char* lib : {"c10::", "svd(", "pinv("})
+    EXPECT_EQ(r.err.find(lib), std::string::npos) << what << "\n" << r.err;
+}
+
+std::vector<double> ReadDoubles(const std::string& file, const std::string& dataset) {
+  return h5::File::Open(file).OpenDataset(dataset).ReadAll<double>();
+}
+
+}  // namespace
+
+// Newton-Schulz from C I leaves its convergence region when C lambda_max(X'X) >= 2: with C = 10
+// (or 1e6) and unit-variance x that is every prompt with an example, and 12 squarings of a
+// factor above 1 overflow to inf, then NaN. Nothing in activations.h5 or the baselines table
+// may be undefined, so both are refused, naming the option and the spec.
+TEST_F(Reliability, DivergingLearnersAreRefusedNotWrittenAsNaN) {
+  TempDir tmp;
+  ExpectRefusedNaming(RunIclprobe("extract -c " + In("init.h5") +
+                                  " --prompts 64 --learner-targets newton:12:10 --threads 1 "
+                                  "--quiet --out " +
+                                  (tmp / "a.h5")),
+                      "extract newton:12:10", {"--learner-targets", "newton:12:10"});
+  EXPECT_FALSE(fs::exists(tmp / "a.h5"));
+  ExpectRefusedNaming(
+      RunIclprobe("baselines --d 3 --n 5 --prompts 64 --learners ols,newton:12:1e6"),
+      "baselines newton:12:1e6", {"--learners", "newton:12:1e6"});
+  ExpectRefusedNaming(RunIclprobe("baselines --d 3 --n 5 --prompts 64 --learners ols,newton:12:1e6 "
+                                  "--csv " +
+                                  (tmp / "b.csv")),
+                      "baselines --csv", {"--learners"});
+  EXPECT_FALSE(fs::exists(tmp / "b.csv"));
+  // Inside the region the same learners are stored and tabled.
+  EXPECT_EQ(RunIclprobe("extract -c " + In("init.h5") +
+                        " --prompts 64 --learner-targets newton:12 --threads 1 --quiet --out " +
+                        (tmp / "ok.h5"))
+                .exit_code,
+            0);
+}
+
+// Two pairs: a bootstrap resample draws the same pair twice with probability 1/2, and has no
+// spread in the reference's change to divide by; the share reproduced on it is undefined, and
+// so is every percentile interval over the replicates (the probability that none of 50 such
+// resamples is degenerate is 2^-50). The file holds NaN there (its schema says so in the
+// attribute 'undefined'), the table prints "undefined", the CSV an empty cell. It used to hold
+// 1 - e / 1e-300, numbers like -2.7e297.
+TEST_F(Reliability, AnIntervalFromTooFewPairsIsUndefinedNotANumber) {
+  TempDir tmp;
+  const std::string ck = tmp / "gd.h5";
+  ASSERT_EQ(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + ck).exit_code,
+            0);
+  const std::string s = tmp / "s.h5";
+  const auto r = RunIclprobe("swap -c " + ck + " --learners gd:0.05 --pairs 2 --bootstrap 50 " +
+                             "--layers 0,2 --k 2,4 --quiet --out " + s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name :
+       {"pooled_reproduced_lo", "pooled_reproduced_hi", "reproduced_lo", "reproduced_hi"})
+    for (const double v : ReadDoubles(s, name))
+      EXPECT_TRUE(std::isnan(v)) << name << " = " << v;
+  // The slope through the origin, sum dm da / sum da^2, is defined on one pair (da != 0): its
+  // intervals stay numbers.
+  for (const char* name : {"pooled_slope_lo", "slope_hi"})
+    for (const double v : ReadDoubles(s, name))
+      EXPECT_TRUE(std::isfinite(v)) << name << " = " << v;
+  for (const double v : ReadDoubles(s, "pooled_reproduced"))
+    EXPECT_TRUE(std::isfinite(v)) << v;  // the estimate itself rests on both pairs
+  EXPECT_TRUE(h5::File::Open(s).OpenDataset("pooled_reproduced_lo").HasAttr("undefined"));
+  EXPECT_TRUE(std::isnan(intervene::ReadSwapsFile(s).pooled_reproduced_lo(0, 0)));  // reads back
+  EXPECT_NE(r.out.find("undefined"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("e+"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  const std::string csv = test::ReadFile(tmp / "s.csv");
+  EXPECT_EQ(csv.find("nan"), std::string::npos) << csv;
+  // Over 60 pairs no resample lacks spread (each would have to draw one pair 60 times): the
+  // intervals are numbers.
+  const auto many = RunIclprobe("swap -c " + ck + " --learners gd:0.05 --pairs 60 --bootstrap 50 " +
+                                "--layers 0,2 --k 2,4 --quiet --out " + (tmp / "m.h5"));
+  ASSERT_EQ(many.exit_code, 0) << many.err;
+  for (const double v : ReadDoubles(tmp / "m.h5", "pooled_reproduced_lo"))
+    EXPECT_TRUE(std::isfinite(v)) << v;
+  EXPECT_EQ(many.out.find("undefined"), std::string::npos) << many.out;
+
+  // DAS on two test pairs: the same for IIA's intervals.
+  const std::string d = tmp / "d.h5";
+  const auto das = RunIclprobe("das -c " + ck + " --quantity xty --algorithm gd:0.05 --layers 2 " +
+                               "--m 1 --k 2,4 --train-pairs 40 --test-pairs 2 --epochs 1 " +
+                               "--bootstrap 50 --quiet --out " + d);
+  ASSERT_EQ(das.exit_code, 0) << das.err;
+  for (const char* name : {"iia_lo", "iia_hi", "none_iia_lo", "full_iia_hi"})
+    for (const double v : ReadDoubles(d, name))
+      EXPECT_TRUE(std::isnan(v)) << name << " = " << v;
+  EXPECT_NE(das.out.find("undefined"), std::string::npos) << das.out;
+  EXPECT_TRUE(std::isnan(intervene::ReadDasFile(d).iia_lo(0, 0)));
+  EXPECT_EQ(das.out.find("e+"), std::string::npos) << das.out;
+}
+
+// An algorithm whose counterfactual output never changes (zero predicts 0 whatever B's examples)
+// leaves IIA = 1 - sum (o - t)^2 / sum (t - mean t)^2 undefined at any number of pairs: refused,
+// naming --algorithm (its intervals read -5.1e300 and its IIA 0).
+TEST_F(Reliability, DasRefusesAnAlgorithmWithoutACounterfactualChange) {
+  TempDir tmp;
+  const std::string ck = tmp / "gd.h5";
+  ASSERT_EQ(RunIclprobe("construct --program gd --alpha 0.05 --d 3 --n 6 --out " + ck).exit_code,
+            0);
+  ExpectRefusedNaming(RunIclprobe("das -c " + ck + " --quantity w --algorithm zero --layers 2 " +
+                                  "--m 1 --k 2,4 --train-pairs 40 --test-pairs 20 --epochs 1 " +
+                                  "--bootstrap 50 --quiet --out " + (tmp / "d.h5")),
+                      "das --algorithm zero", {"--algorithm", "zero", "undefined"});
+  EXPECT_FALSE(fs::exists(tmp / "d.h5"));
+}
+
+// X'y + sigma (P x)^2 in float32 loses X'y entirely once sigma (P x)^2 is 2^24 times larger, and
+// the next MLP's subtraction cannot bring it back: at sigma = 1e30 the written model no longer
+// computes gd. construct refuses a sigma whose rounding exceeds the products' own error
+// (kMaxNuisance, 559); the experiments' 32 is far inside.
+TEST_F(Reliability, ConstructRefusesANuisanceItCannotRemove) {
+  TempDir tmp;
+  ExpectRefusedNaming(
+      RunIclprobe("construct --program gd --d 4 --n 8 --nuisance 1e30 --out " + (tmp / "big.h5")),
+      "nuisance 1e30", {"--nuisance", "float32", "559"});
+  EXPECT_FALSE(fs::exists(tmp / "big.h5"));
+  EXPECT_FALSE(fs::exists(tmp / "big.h5.partial"));
+  EXPECT_EQ(RunIclprobe("construct --program gd --d 4 --n 8 --nuisance 32 --out " + (tmp / "ok.h5"))
+                .exit_code,
+            0);
+}
+
+// ---- Round three, 4. Hostile files accepted -----------------------------------------------------
+
+// A NaN in /construction/rotation passed the orthogonality test (Armadillo's max() passes over
+// NaN), so inspect accepted the file and das stopped in Armadillo's "svd(): decomposition
+// failed". Every reader of the record refuses it, naming the file and the dataset.
+TEST_F(Reliability, ANonFiniteRotationIsRefusedNamingTheFileAndDataset) {
+  TempDir tmp;
+  const std::string ck = tmp / "rot.h5";
+  ASSERT_EQ(RunIclprobe("construct --program gd --alpha 0.05 --rotate 7 --d 3 --n 6 --out " + ck)
+                .exit_code,
+            0);
+  {
+    const h5::Dims dims = h5::File::Open(ck).OpenDataset("construction/rotation").dims();
+    std::vector<double> q = ReadDoubles(ck, "construction/rotation");
+    q[1] = std::nan("");
+    DeleteLink(ck, "construction/rotation");
+    h5::File f = h5::File::Open(ck, h5::File::Mode::kReadWrite);
+    f.CreateDataset<double>("construction/rotation", dims).Write(q.data(), q.size());
+  }
+  for (const std::string& cmd :
+       {"inspect " + ck,
+        "das -c " + ck + " --quantity xty --algorithm gd:0.05 --layers 2 --m 1 --k 2,4 " +
+            "--train-pairs 40 --test-pairs 20 --epochs 1 --bootstrap 50 --quiet --out " +
+            (tmp / "d.h5")})
+    ExpectRefusedNaming(RunIclprobe(cmd), cmd, {ck, "/construction", "rotation", "NaN"});
+  EXPECT_FALSE(fs::exists(tmp / "d.h5"));
+}
+
+// train ends every line of its log with '\n'. A log cut 7 bytes short ends in the middle of
+// its last number (2.88e-22 read as 2.88...): inspect --half refuses it, naming the log, where it
+// used to compare the half run's cut number.
+TEST_F(Reliability, ATornTrainingLogIsRefused) {
+  TempDir tmp;
+  auto train = [&](const std::string& name, int steps) {
+    const auto t = RunIclprobe("train " + kTiny + "--batch 8 --eval-every 5 --save-every 5 " +
+                               "--eval-prompts 16 --threads 1 --quiet --seed 1 --steps " +
+                               std::to_string(steps) + " --warmup " + std::to_string(steps / 10) +
+                               " --out " + (tmp / name));
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+  };
+  train("full.h5", 20);
+  train("half.h5", 10);
+  const std::string inspect =
+      "inspect " + (tmp / "full.h5") + " --half " + (tmp / "half.h5") + " --threads 1";
+  ASSERT_EQ(RunIclprobe(inspect).exit_code, 0);
+  const std::string log = tmp / "half.train.csv";
+  ASSERT_EQ(test::ReadFile(log).back(), '\n');
+  fs::resize_file(log, fs::file_size(log) - 7);
+  ExpectRefusedNaming(RunIclprobe(inspect), "torn log", {log, "newline"});
 }

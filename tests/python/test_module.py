@@ -387,6 +387,30 @@ def test_bad_input_raises_value_error():
     raises_value_error(lambda: iclprobe.open(missing), "missing.h5")
 
 
+def test_forward_refuses_inputs_beyond_float32():
+    # The model runs in float32: 1e300 becomes inf in the tokens and every prediction NaN.
+    model = iclprobe.Transformer.load(ckpt)
+    raises_value_error(lambda: model.forward(np.full((10, 6, 3), 1e300), np.zeros((10, 6))),
+                       "x", "float32")
+    raises_value_error(lambda: model.forward(np.zeros((10, 6, 3)), np.full((10, 6), -1e300)),
+                       "y", "float32")
+    pred, _ = model.forward(np.ones((10, 6, 3)), np.ones((10, 6)), return_hidden=False)
+    assert np.isfinite(pred).all()
+
+
+def test_targets_refuse_what_extract_refuses():
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((4, 5, 3)), rng.standard_normal((4, 5))
+    # knn has no weight vector (extract --learner-targets knn:3 is refused the same way).
+    raises_value_error(lambda: iclprobe.targets(x, y, learners=["knn:3"]), "learners", "knn:3")
+    raises_value_error(lambda: iclprobe.targets(x, y, learners=["zero"]), "learners", "zero")
+    # Newton-Schulz from C = 10 I leaves its convergence region (C lambda_max(X'X) >= 2) on these
+    # prompts: 12 squarings overflow to NaN, which no target may hold.
+    raises_value_error(lambda: iclprobe.targets(x, y, learners=["newton:12:10"]), "learners",
+                       "newton:12:10", "NaN or infinite")
+    assert np.isfinite(iclprobe.targets(x, y, learners=["newton:3"])["newton:3"]).all()
+
+
 for name, fn in list(globals().items()):
     if name.startswith("test_") and callable(fn):
         check(name, fn)

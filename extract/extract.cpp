@@ -213,12 +213,7 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
   for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d))
     names.insert(s.name);
   for (const std::string& spec : c.learner_targets) {
-    std::unique_ptr<learners::ClassicalLearner> learner;
-    try {
-      learner = learners::MakeLearner(spec, c.task);
-    } catch (const core::InputError& e) {
-      throw core::InputError("extract", "learner_targets", e.text());
-    }
+    const auto learner = learners::MakeLearner(spec, c.task, "learner_targets");
     if (!learner->is_linear() || learner->spec() == "zero")
       throw core::InputError("extract", "learner_targets",
                              spec +
@@ -236,15 +231,11 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
 }
 
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
-                                               const data::TaskConfig& task) {
+                                               const data::TaskConfig& task,
+                                               const std::string& field) {
   std::vector<std::string> out;
-  for (const std::string& spec : specs) {
-    try {
-      out.push_back(learners::MakeLearner(spec, task)->spec());
-    } catch (const core::InputError& e) {
-      throw core::InputError("extract", "learner_targets", e.text());
-    }
-  }
+  for (const std::string& spec : specs)
+    out.push_back(learners::MakeLearner(spec, task, field)->spec());
   return out;
 }
 

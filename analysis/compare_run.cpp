@@ -65,19 +65,9 @@ struct TaskReferences {
 // learner instead (the same fit, more time).
 constexpr std::size_t kMaxSharedGrid = std::size_t(512) << 20;
 
+// The items of --learners (core::SplitList: an empty one is refused, naming the setting).
 std::vector<std::string> SplitSpecs(const std::string& specs) {
-  std::vector<std::string> out;
-  std::string item;
-  for (const char c : specs + ",") {
-    if (c == ',') {
-      const auto a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
-      out.push_back(a == std::string::npos ? "" : item.substr(a, b - a + 1));
-      item.clear();
-    } else {
-      item += c;
-    }
-  }
-  return out;
+  return core::SplitList("compare", "learners", specs);
 }
 
 // Predictions n x N of a classical learner on every prompt of `set`.

@@ -288,9 +288,7 @@ void OnsetRule::Validate() const {
 
 std::vector<int> ResolveKs(const ProbeResults& r, const std::string& spec) {
   std::vector<int> ks;
-  std::stringstream ss(spec);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : core::SplitList("report", "k", spec)) {
     if (item == "all") {
       for (int k : r.ks)
         if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);

@@ -52,7 +52,7 @@ TraceAlgorithm ParseTraceAlgorithm(const std::string& text, const data::TaskConf
     if (s.args.empty() || s.args.size() > 3 || !steps)
       throw bad("newton needs a step count of at most 100");
     a.steps = int(*steps);
-    a.learner = learners::MakeLearner(s.text, task);  // checks C and LAMBDA
+    a.learner = learners::MakeLearner(s.text, task, "algorithms");  // checks C and LAMBDA
   } else if (s.name == "ridge-path") {
     const auto hi = s.Number(0), lo = s.Number(1);
     const auto steps = s.Integer(2, 1, kMaxTraceIterates);

@@ -84,9 +84,13 @@ int RunBaselines(int argc, char** argv) {
 
   // A checkpoint supplies the task unless an option overrides it.
   std::vector<learners::CheckpointInfo> infos;
-  for (const auto& path : checkpoints) {
-    core::RequireRegularInput(path, "checkpoint");
-    infos.push_back(learners::ReadCheckpointInfo(path));
+  for (std::size_t i = 0; i < checkpoints.size(); ++i) {
+    core::RequireRegularInput(checkpoints[i], "checkpoint");
+    // The same file twice (by path or through a link) would print and write its rows twice.
+    for (std::size_t j = 0; j < i; ++j)
+      if (core::IdOf(checkpoints[i]) == core::IdOf(checkpoints[j]))
+        throw std::invalid_argument("--checkpoint: '" + checkpoints[i] + "' is given twice");
+    infos.push_back(learners::ReadCheckpointInfo(checkpoints[i]));
   }
   if (!infos.empty()) {
     const data::TaskConfig& trained = infos[0].train.task;

@@ -3,8 +3,6 @@
 
 #include <torch/torch.h>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -14,6 +12,7 @@
 
 #include "core/dist.hpp"
 #include "core/spec.hpp"
+#include "core/thread_pool.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -50,19 +49,25 @@ void RequireNoDuplicates(const std::string& option, const std::vector<T>& items)
 
 }  // namespace
 
+std::vector<std::string> ListEntries(const std::string& option, const std::string& text) {
+  // The setting the option fills, as core::InputError names it; main() renders it back as the
+  // option ("k" -> "--k", "codelength_blocks" -> "--codelength-blocks").
+  std::string field = option.rfind("--", 0) == 0 ? option.substr(2) : option;
+  for (char& c : field)
+    if (c == '-') c = '_';
+  return core::SplitList("iclprobe", field, text);
+}
+
 std::vector<int> ParseInts(const std::string& option, const std::string& text) {
   std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : ListEntries(option, text)) {
     const auto v =
         core::ParseInteger(item, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
     if (!v)
       throw std::invalid_argument(option + ": expected comma-separated integers like 0,4,8, got '" +
-                                  text + "'");
+                                  text.substr(0, 200) + "'");
     out.push_back(static_cast<int>(*v));
   }
-  if (out.empty()) throw std::invalid_argument(option + ": empty list");
   RequireNoDuplicates(option, out);
   return out;
 }
@@ -73,7 +78,7 @@ arma::vec ParseLambdas(const std::string& text) {
     if (v < 0)
       throw std::invalid_argument(
           "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
-          text + "'");
+          text.substr(0, 200) + "'");
     return v;
   };
   if (text.find(':') != std::string::npos) {
@@ -86,25 +91,20 @@ arma::vec ParseLambdas(const std::string& text) {
     if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
       throw std::invalid_argument(
           "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000, got '" +
-          text + "'");
+          text.substr(0, 200) + "'");
     if (count == 1) return arma::vec{lo};
     return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
   }
   std::vector<double> v;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
+  for (const std::string& item : ListEntries("--lambdas", text))
     v.push_back(number(item));
-  if (v.empty()) throw std::invalid_argument("--lambdas: empty grid");
   if (v.size() > 1000) throw std::invalid_argument("--lambdas: more than 1000 values");
   return arma::vec(v);
 }
 
 std::vector<probes::Family> ParseFamilies(const std::string& text) {
   std::vector<probes::Family> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : ListEntries("--probes", text)) {
     if (item == "ridge")
       out.push_back(probes::Family::kRidge);
     else if (item == "linear")
@@ -112,30 +112,20 @@ std::vector<probes::Family> ParseFamilies(const std::string& text) {
     else if (item == "mlp")
       out.push_back(probes::Family::kMlp);
     else
-      throw std::invalid_argument("--probes: unknown probe '" + item +
+      throw std::invalid_argument("--probes: unknown probe '" + item.substr(0, 40) +
                                   "'; expected ridge, linear, mlp");
   }
-  if (out.empty()) throw std::invalid_argument("--probes: empty list; expected ridge, linear, mlp");
   return out;
 }
 
 std::vector<std::string> SplitList(const std::string& option, const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  if (out.empty()) throw std::invalid_argument(option + ": empty list");
+  std::vector<std::string> out = ListEntries(option, text);
   RequireNoDuplicates(option, out);
   return out;
 }
 
 std::array<double, 3> ParseSplit(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    parts.push_back(item);
+  const std::vector<std::string> parts = ListEntries("--split", text);
   std::array<double, 3> f{};
   bool ok = parts.size() == 3;
   for (std::size_t i = 0; ok && i < 3; ++i) {
@@ -148,15 +138,13 @@ std::array<double, 3> ParseSplit(const std::string& text) {
     throw std::invalid_argument(
         "--split: expected three fractions TRAIN,VAL,TEST in [0, 1] that add up to 1, like "
         "0.8,0.1,0.1, got '" +
-        text + "'");
+        text.substr(0, 200) + "'");
   return f;
 }
 
 std::vector<double> ParseNumbers(const std::string& option, const std::string& text) {
   std::vector<double> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : ListEntries(option, text)) {
     const auto v = core::ParseNumber(item);
     if (!v || !std::isfinite(*v))
       throw std::invalid_argument(option +
@@ -165,7 +153,6 @@ std::vector<double> ParseNumbers(const std::string& option, const std::string& t
                                   text.substr(0, 200) + "'");
     out.push_back(*v);
   }
-  if (out.empty()) throw std::invalid_argument(option + ": empty list");
   if (out.size() > 1000) throw std::invalid_argument(option + ": more than 1000 values");
   return out;
 }
@@ -212,26 +199,16 @@ void SetSerialBlas() {
   openblas_set_num_threads(1);
 }
 
-int UsableCores() {
-  // The cores this process may run on (taskset, cgroup cpusets), not all the machine has.
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
 int ResolveThreads(int threads, long work) {
   CheckThreads(threads);
-  // All cores: under mpirun, the machine's cores shared among the ranks on it.
-  const int cores = std::max(1, UsableCores() / dist::RanksOnThisMachine());
-  int n = threads > 0 ? std::min(threads, cores) : cores;
-  // Workers beyond the cores only wait for one another (OpenMP's and the pools' workers spin
-  // before they sleep): 256 of them on two busy cores turned a second of work into minutes.
-  if (work > 0 && n > work) n = static_cast<int>(work);
-  if (threads > n && dist::IsRoot())
+  const int n = core::WorkerCount(threads, work);
+  if (threads > n && dist::IsRoot()) {
+    const int cores = core::WorkerCount(0);  // all cores: under mpirun, this rank's share
     std::cerr << "iclprobe: --threads " << threads << ": running " << n << " worker"
               << (n == 1 ? "" : "s") << " (" << cores << " usable core" << (cores == 1 ? "" : "s")
               << (work > 0 ? ", " + std::to_string(work) + " independent items of work" : "")
               << ")\n";
+  }
   return n;
 }
 

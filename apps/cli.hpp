@@ -47,12 +47,16 @@ void RequireNonNegative(const std::string& name, T value) {
                                 std::to_string(value));
 }
 
-// "0,4,8" -> {0, 4, 8}; throws std::invalid_argument naming `option` on an empty or
-// non-integer entry.
+// The one splitter of every comma-list option (`option` as typed: "--k"): core::SplitList, whose
+// error on an empty entry ("1,,2", "1,", "") main() prints naming the option. Every parser
+// below takes its entries from it.
+std::vector<std::string> ListEntries(const std::string& option, const std::string& text);
+
+// "0,4,8" -> {0, 4, 8}; throws naming `option` on an empty, non-integer or repeated entry.
 std::vector<int> ParseInts(const std::string& option, const std::string& text);
 
-// Comma-separated items, empty ones dropped; throws std::invalid_argument naming `option` when
-// none is left.
+// Comma-separated items (blanks around them removed); throws naming `option` on an empty or a
+// repeated entry.
 std::vector<std::string> SplitList(const std::string& option, const std::string& text);
 // --lambdas: "1e-3:1e5:20" (log-spaced, inclusive) or "0.1,1,10".
 arma::vec ParseLambdas(const std::string& text);
@@ -76,12 +80,11 @@ void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::Tas
 
 // Sets torch's intra-op thread count (0 = all cores; Debian's LibTorch starts with one).
 void SetThreads(int threads);
-// --threads as a worker count: at most the cores this process may use (0 = all of them; under
-// mpirun, its share of the machine's), and at most `work` (independent items, when > 0). When
-// the request is cut, one line on stderr says to what and why.
+// --threads as a worker count: core::WorkerCount's rule (at most the cores this process may use,
+// 0 = all of them; under mpirun, its share of the machine's; at most `work` when > 0), which the
+// Python module's threads= follows too. When the request is cut, one line on stderr says to
+// what and why.
 int ResolveThreads(int threads, long work = 0);
-// The cores this process may run on (its CPU affinity).
-int UsableCores();
 // One intra-op thread for torch and OpenBLAS: for runs that parallelise over independent work
 // (probe fits) with their own pool, so kernels' threads never multiply with the workers.
 void SetSerialKernels();

@@ -104,12 +104,7 @@ CellArg ParseCell(const std::string& text) {
   for (const char ch : c.name)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-' && ch != '.')
       throw std::invalid_argument(expected);
-  std::stringstream ss(text.substr(eq + 1));
-  for (std::string f; std::getline(ss, f, ',');) {
-    if (f.empty()) throw std::invalid_argument(expected);
-    c.files.push_back(f);
-  }
-  if (c.files.empty() || text.back() == ',') throw std::invalid_argument(expected);
+  c.files = ListEntries("--cell", text.substr(eq + 1));
   return c;
 }
 

@@ -108,6 +108,9 @@ int RunConstruct(int argc, char** argv) {
              "iclprobe construct --program newton:12:0.03:0.25 --d 4 --n 12 --out newton.h5"))
     return 0;
   if (out.empty()) throw std::invalid_argument("--out: required (the checkpoint to write)");
+  // An empty --decoy (an unset shell variable) would build no decoy without a word.
+  if (vm.count("decoy") && a.disguise.decoy.find_first_not_of(" \t") == std::string::npos)
+    throw std::invalid_argument("--decoy: expected xty, got an empty value");
   const construct::Program parsed = construct::ParseProgram(program);
   if (parsed.kind != construct::Program::kGd && !vm["alpha"].defaulted())
     throw std::invalid_argument("--alpha: applies to the gd programs only, not to " + parsed.text);

@@ -135,13 +135,8 @@ int RunExtract(int argc, char** argv) {
     cfg.task.d_effective = d_effective == cfg.task.d ? 0 : d_effective;
   }
   if (vm.count("learner-targets")) {
-    std::vector<std::string> specs;
-    std::stringstream list(a.learner_targets);
-    for (std::string spec; std::getline(list, spec, ',');)
-      specs.push_back(spec);
-    if (specs.empty())
-      throw std::invalid_argument("--learner-targets: expected learner specs, got nothing");
-    cfg.learner_targets = extract::CanonicalLearnerSpecs(specs, cfg.task);
+    cfg.learner_targets = extract::CanonicalLearnerSpecs(
+        ListEntries("--learner-targets", a.learner_targets), cfg.task);
   }
   cfg.Validate(info.model);
   // Parallel over prompt groups, one intra-op thread each (see extract::Extract).

@@ -65,7 +65,7 @@ void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
        "(the x-token of example k+1, where the prediction of y_{k+1} is read; needs files "
        "extracted with positions all, and k < n: the default k becomes 1..n-1) or both; a target "
        "read at the query is stored as TARGET.query");
-  t.Value("mlp-hidden", &req.gradient.mlp_hidden, "req.gradient.mlp_hidden", "MLP probe width");
+  t.Value("mlp-hidden", &req.gradient.mlp_hidden, "req.gradient.mlp_hidden", "MLP probe width (hidden units, 1..65536)");
   t.Value("lr", &req.gradient.lr, "req.gradient.lr", "Adam learning rate of linear/mlp probes");
   t.Value("epochs", &req.gradient.max_epochs, "req.gradient.max_epochs", "max epochs of "
        "linear/mlp probes (early stopping on the validation split)");

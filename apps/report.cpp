@@ -163,10 +163,10 @@ int RunLearnerReport(const ReportArgs& a, const po::variables_map& vm,
   std::ostringstream tables;
   std::vector<analysis::TargetComparison> comparison;
   if (vm.count("compare-targets")) {
-    std::vector<std::string> names;  // none: the weight targets probed
-    std::stringstream cs(a.compare == "auto" ? "" : a.compare);
-    for (std::string t; std::getline(cs, t, ',');)
-      if (!t.empty()) names.push_back(t);
+    // auto: the weight targets probed
+    const std::vector<std::string> names = a.compare == "auto"
+                                               ? std::vector<std::string>{}
+                                               : SplitList("--compare-targets", a.compare);
     comparison = analysis::CompareTargets(r, names, ks.back());
   }
   std::vector<analysis::ProbeComparison> probe_comparison;

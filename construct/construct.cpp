@@ -2,6 +2,8 @@
 #include "construct/construct.hpp"
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 #include <stdexcept>
 
 #include "core/errors.hpp"
@@ -288,6 +290,32 @@ void Assemble(Construction& c, int d, int n_max) {
   c.model.mlp_ratio = std::max(1, (max_units + width - 1) / width);
   c.model.norm = "none";
   c.model.kernels = 1;  // LibTorch's GELU: the compiled weights are checked against it
+}
+
+void RequireFloat32Weights(const Construction& c, const std::string& field,
+                           const std::string& value) {
+  const double max = std::numeric_limits<float>::max();
+  auto check = [&](double w, std::size_t i) {
+    if (std::isfinite(w) && std::fabs(w) <= max) return;
+    std::ostringstream os;
+    os << "'" << value.substr(0, 80) << "' makes a weight of " << KindName(c.ops[i].kind)
+       << " into " << c.ops[i].out << " " << w
+       << ", beyond what float32 weights hold (|w| <= 3.4e38); choose a smaller value";
+    throw core::InputError("construct", field, os.str());
+  };
+  for (std::size_t i = 0; i < c.ops.size(); ++i) {
+    const Op& op = c.ops[i];
+    check(op.coefficient, i);
+    for (double m : op.matrix)
+      check(m, i);
+    for (double b : op.bias)
+      check(b, i);
+    if (op.kind == Op::kMul) {  // SetMul's GELU scale s and its way back c / (4 k s^2)
+      const double s = kMulReach / op.range;
+      check(s, i);
+      check(op.coefficient / (4.0 * kGeluCurvature * s * s), i);
+    }
+  }
 }
 
 learners::Transformer Compile(const Construction& c) {

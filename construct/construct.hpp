@@ -211,6 +211,12 @@ void Assemble(Construction& c, int d, int n_max);
 
 // Lowers the program to weights (every other weight zero), rotated when c.rotation_seed is set.
 learners::Transformer Compile(const Construction& c);
+// Throws core::InputError naming `field` (the setting whose value made them: "alpha",
+// "program") when a weight Compile would write is not finite or is beyond float32's range
+// (|w| > 3.4e38): a huge step size, start or penalty, or one whose product's GELU scale
+// overflows. Compile writes float32 weights, so this runs before it.
+void RequireFloat32Weights(const Construction& c, const std::string& field,
+                           const std::string& value);
 
 // Writes the model as an ordinary checkpoint plus a /construction group (layout, quantities,
 // program), readable with h5py.

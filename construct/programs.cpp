@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 #include "construct/construct.hpp"
@@ -439,9 +440,17 @@ Program ParseProgram(const std::string& program) {
 
 Construction BuildProgram(const Program& program, int d, int n_max, double alpha,
                           const Disguise& disguise) {
-  if (program.kind == Program::kNewton)
-    return NewtonProgram(d, n_max, program.steps, program.start, program.lambda, disguise);
-  return GdProgram(d, n_max, alpha, program.steps, disguise);
+  if (program.kind == Program::kNewton) {
+    Construction c =
+        NewtonProgram(d, n_max, program.steps, program.start, program.lambda, disguise);
+    RequireFloat32Weights(c, "program", program.text);
+    return c;
+  }
+  Construction c = GdProgram(d, n_max, alpha, program.steps, disguise);
+  std::ostringstream shown;
+  shown << alpha;
+  RequireFloat32Weights(c, "alpha", shown.str());
+  return c;
 }
 
 Construction GdProgram(int d, int n_max, double alpha, int steps, const Disguise& disguise) {

@@ -1,10 +1,28 @@
 // The run's pool of worker threads (core/thread_pool.hpp).
 #include "core/thread_pool.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/dist.hpp"
+
 namespace icl::core {
+
+int UsableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+int WorkerCount(std::int64_t threads, std::int64_t work) {
+  if (threads < 0) throw std::logic_error("WorkerCount: a negative thread count");
+  const int cores = std::max(1, UsableCores() / dist::RanksOnThisMachine());
+  std::int64_t n = threads > 0 ? std::min<std::int64_t>(threads, cores) : cores;
+  if (work > 0) n = std::min(n, work);
+  return static_cast<int>(n);
+}
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) throw std::logic_error("ThreadPool: needs at least 1 thread");

@@ -13,6 +13,17 @@
 
 namespace icl::core {
 
+// The cores this process may run on (its CPU affinity: taskset, cgroup cpusets), not all the
+// machine has.
+int UsableCores();
+// The workers a request of `threads` gets (0 = all cores; > 0: at most that many): at most the
+// cores this process may use (under mpirun, its share of the machine's), and at most `work`
+// (independent items, when > 0). Workers beyond the cores only wait for one another (OpenMP's
+// and the pools' workers spin before they sleep): 256 of them on two busy cores turned a second
+// of work into minutes, and a million never finished starting. The one rule of the CLI's
+// --threads and of the Python module's threads=.
+int WorkerCount(std::int64_t threads, std::int64_t work = 0);
+
 class ThreadPool {
  public:
   // `threads` workers in all, the calling thread of For() included (1: no thread is started).

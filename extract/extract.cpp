@@ -178,15 +178,11 @@ namespace {
 // The learner of a learner target: a spec that parses and names a linear learner with weights
 // (knn has none, zero's are always 0). Both front ends come through here.
 std::unique_ptr<learners::ClassicalLearner> StorableLearner(const std::string& spec,
-                                                            const data::TaskConfig& task) {
-  std::unique_ptr<learners::ClassicalLearner> learner;
-  try {
-    learner = learners::MakeLearner(spec, task);
-  } catch (const core::InputError& e) {
-    throw core::InputError("extract", "learner_targets", e.text());
-  }
+                                                            const data::TaskConfig& task,
+                                                            const std::string& field) {
+  auto learner = learners::MakeLearner(spec, task, field);
   if (!learner->is_linear() || learner->spec() == "zero")
-    throw core::InputError("extract", "learner_targets",
+    throw core::InputError("extract", field,
                            spec +
                                " has no weight vector to store (only linear learners with "
                                "weights: ols, ridge, bayes, gd, sgd, newton)");
@@ -235,7 +231,7 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
   for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d))
     names.insert(s.name);
   for (const std::string& spec : c.learner_targets) {
-    const auto learner = StorableLearner(spec, c.task);
+    const auto learner = StorableLearner(spec, c.task, "learner_targets");
     if (learner->spec() != spec)
       throw core::InputError("extract", "learner_targets",
                              "write " + spec + " as " + learner->spec() +
@@ -248,10 +244,11 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
 }
 
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
-                                               const data::TaskConfig& task) {
+                                               const data::TaskConfig& task,
+                                               const std::string& field) {
   std::vector<std::string> out;
   for (const std::string& spec : specs)
-    out.push_back(StorableLearner(spec, task)->spec());
+    out.push_back(StorableLearner(spec, task, field)->spec());
   return out;
 }
 

@@ -79,11 +79,12 @@ ExtractResult Extract(ExtractConfig config, const ExtractOptions& options, core:
                       const std::function<void(const ExtractProgress&)>& on_batch = {});
 
 // The canonical spelling of each learner spec (MakeLearner's spec(): "gd:0.050:3" -> "gd:0.05:3"),
-// the form ExtractConfig::learner_targets holds; throws core::InputError (setting
-// "learner_targets") for a spec that does not parse or names a learner without weights (knn,
-// zero).
+// the form ExtractConfig::learner_targets holds; throws core::InputError naming `field` (the
+// setting the specs came from) for a spec that does not parse or names a learner without
+// weights (knn, zero).
 std::vector<std::string> CanonicalLearnerSpecs(const std::vector<std::string>& specs,
-                                               const data::TaskConfig& task);
+                                               const data::TaskConfig& task,
+                                               const std::string& field = "learner_targets");
 
 // The weights of a classical learner (a canonical spec) after k = 1..n examples of every prompt
 // of `set`: d x n x N (== row-major [N, n, d]), the learner targets extract stores. Throws

@@ -135,7 +135,7 @@ void Resolve(DasResult& res, const learners::ModelConfig& mc) {
   const data::TaskConfig& task = res.task;
   // The algorithm first: it decides the k that exist.
   if (r.quantity == "w") {
-    const auto learner = learners::MakeLearner(r.algorithm, task);
+    const auto learner = learners::MakeLearner(r.algorithm, task, "algorithm");
     if (!learner->is_linear())
       throw core::InputError("das", "algorithm",
                              "'" + r.algorithm.substr(0, 40) +
@@ -329,7 +329,7 @@ std::vector<arma::mat> ProbeTargets(const DasRequest& r, const data::TaskConfig&
   const arma::uword P = a.x.n_slices;
   std::vector<arma::mat> out(ks.size(), arma::mat(P, task.d));
   std::unique_ptr<learners::ClassicalLearner> learner;
-  if (r.quantity == "w") learner = learners::MakeLearner(r.algorithm, task);
+  if (r.quantity == "w") learner = learners::MakeLearner(r.algorithm, task, "algorithm");
   learners::LearnerRun run;
   for (arma::uword j = 0; j < P; ++j) {
     if (learner) learner->Run(a.x.slice(j), a.y.col(j), run);
@@ -608,7 +608,7 @@ arma::mat DasTargets(const DasRequest& request, const data::TaskConfig& task,
   const arma::uword P = a.x.n_slices;
   arma::mat out(P, ks.size());
   if (request.quantity == "w") {
-    const auto learner = learners::MakeLearner(request.algorithm, task);
+    const auto learner = learners::MakeLearner(request.algorithm, task, "algorithm");
     learners::LearnerRun run;
     for (arma::uword j = 0; j < P; ++j) {
       learner->Run(b.x.slice(j), b.y.col(j), run);
@@ -952,7 +952,7 @@ DasResult ReadDasFile(const std::string& path) {
     if (r.quantity == "xty")
       ParseMomentAlgorithm(r.algorithm, res.task);
     else
-      learners::MakeLearner(r.algorithm, res.task);
+      learners::MakeLearner(r.algorithm, res.task, "algorithm");
   } catch (const core::InputError& e) {
     throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }

@@ -16,22 +16,6 @@ namespace icl::learners {
 
 namespace {
 
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::stringstream ss(s);
-  std::string part;
-  while (std::getline(ss, part, sep))
-    parts.push_back(part);
-  if (!s.empty() && s.back() == sep) parts.emplace_back();
-  return parts;
-}
-
-std::string Trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
-}
-
 std::string FormatNumber(double v) {
   std::ostringstream os;
   os << v;
@@ -254,8 +238,10 @@ arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& le
   return err;
 }
 
-std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
-                                              const data::TaskConfig& task) {
+namespace {
+
+std::unique_ptr<ClassicalLearner> ParseLearner(const std::string& raw,
+                                               const data::TaskConfig& task) {
   const core::Spec p = core::ParseSpec(raw);
   const std::string& spec = p.text;
   auto fail = [&](const std::string& expected) {
@@ -327,24 +313,31 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& raw,
                          "unknown learner spec '" + spec + "': expected " + kSpecHelp);
 }
 
+}  // namespace
+
+std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec, const data::TaskConfig& task,
+                                              const std::string& field) {
+  try {
+    return ParseLearner(spec, task);
+  } catch (const core::InputError& e) {
+    // The setting the spec came from, so that the message names what the user typed.
+    if (e.field() == field) throw;
+    throw core::InputError(e.module(), field, e.text());
+  }
+}
+
 std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
-                                                            const data::TaskConfig& task) {
+                                                            const data::TaskConfig& task,
+                                                            const std::string& field) {
   std::vector<std::unique_ptr<ClassicalLearner>> out;
-  for (const std::string& s : Split(specs, ',')) {
-    if (Trim(s).empty())
-      throw core::InputError(
-          "learners", "learners",
-          "learner list '" + specs + "': empty entry; expected comma-separated " + kSpecHelp);
-    out.push_back(MakeLearner(s, task));
+  for (const std::string& s : core::SplitList("learners", field, specs)) {
+    out.push_back(MakeLearner(s, task, field));
     for (std::size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i]->spec() == out.back()->spec())
         throw core::InputError(
-            "learners", "learners",
+            "learners", field,
             "learner list '" + specs + "': " + out.back()->spec() + " is listed twice");
   }
-  if (out.empty())
-    throw core::InputError("learners", "learners",
-                           "learner list is empty; expected " + std::string(kSpecHelp));
   return out;
 }
 

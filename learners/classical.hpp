@@ -46,12 +46,16 @@ arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& le
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA |
 // newton:STEPS (Fu et al.'s start) | newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws core::InputError
-// saying what was expected for an unknown or malformed spec.
-std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec,
-                                              const data::TaskConfig& task);
-// Parses a comma-separated list of specs.
+// saying what was expected for an unknown or malformed spec, naming `field`: the setting the
+// spec came from (a stage's "algorithm", extract's "learner_targets"), so that the message
+// names what the user typed.
+std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec, const data::TaskConfig& task,
+                                              const std::string& field = "learners");
+// Parses a comma-separated list of specs (core::SplitList: an empty entry is refused); a spec
+// listed twice is refused too.
 std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
-                                                            const data::TaskConfig& task);
+                                                            const data::TaskConfig& task,
+                                                            const std::string& field = "learners");
 
 // The learners themselves, usable directly.
 class RidgeLearner : public ClassicalLearner {  // lambda = 0 is minimum-norm OLS

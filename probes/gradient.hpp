@@ -24,6 +24,10 @@ namespace icl::probes {
 // when the mapping fails.
 torch::Tensor LargeEmpty(at::IntArrayRef sizes);
 
+// The widest MLP probe (ProbeRequest::Validate): its first layer alone holds H x mlp_hidden
+// weights and their Adam moments per (k, seed) cell; a billion units asked for terabytes.
+inline constexpr int kMaxMlpHidden = 65536;
+
 struct GradientProbeOptions {
   bool mlp = true;     // false: FF is linear
   bool pooled = true;  // false: the single y-token state

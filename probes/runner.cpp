@@ -167,6 +167,9 @@ void ProbeRequest::Validate() const {
       fail(field, "must be a positive finite number, got " + fmt::format("{}", v));
   };
   positive("mlp_hidden", gradient.mlp_hidden);
+  if (gradient.mlp_hidden > kMaxMlpHidden)
+    fail("mlp_hidden", fmt::format("at most {} units (the MLP probe's width), got {}",
+                                   kMaxMlpHidden, gradient.mlp_hidden));
   positive("lr", gradient.lr);
   positive("epochs", gradient.max_epochs);
   positive("patience", gradient.patience);

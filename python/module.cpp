@@ -31,6 +31,7 @@
 #include "core/names.hpp"
 #include "core/output.hpp"
 #include "core/process.hpp"
+#include "core/spec.hpp"
 #include "core/thread_pool.hpp"
 #include "core/version.hpp"
 #include "data/targets.hpp"
@@ -173,6 +174,18 @@ py::array_t<T, py::array::c_style> FloatArray(const py::array& a, const std::str
   return out;
 }
 
+// The entries of a list argument whose items may be comma lists themselves ("gd:0.05:3,newton:3"
+// or ["gd:0.05:3", "newton:3"]): the CLI's one list splitter (core::SplitList), so an empty entry
+// ("", "ols,") is refused naming the argument rather than skipped.
+std::vector<std::string> ListArgument(const std::string& name,
+                                      const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items)
+    for (std::string& e : icl::core::SplitList("iclprobe", name, item))
+      out.push_back(std::move(e));
+  return out;
+}
+
 std::string Shape(const std::vector<py::ssize_t>& dims) {
   std::string s = "[";
   for (std::size_t i = 0; i < dims.size(); ++i)
@@ -206,7 +219,8 @@ py::dict Targets(const py::array& x_in, const py::array& y_in, double ridge_lamb
   icl::data::TargetSet t;
   std::map<std::string, arma::cube> iterates;
   try {  // extract's checks of its learner targets, reported under this function's argument
-    const std::vector<std::string> specs = icl::extract::CanonicalLearnerSpecs(learners, set.task);
+    const std::vector<std::string> specs = icl::extract::CanonicalLearnerSpecs(
+        ListArgument("learners", learners), set.task, "learners");
     py::gil_scoped_release release;
     t = icl::data::ComputeTargets(set, ridge_lambda);
     for (const auto& spec : specs)
@@ -263,7 +277,7 @@ icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
   namespace pr = icl::probes;
   pr::ProbeRequest r;
   r.families.clear();
-  for (const auto& f : s.probes) {
+  for (const auto& f : ListArgument("probes", s.probes)) {
     if (f == "ridge")
       r.families.push_back(pr::Family::kRidge);
     else if (f == "linear")
@@ -433,6 +447,7 @@ class ProbeRun {
   ProbeRun(icl::probes::ProbeRequest request, icl::extract::ActivationsInfo info,
            icl::probes::ProbeOutput output)
       : request_(std::move(request)), info_(std::move(info)), out_(std::move(output)) {}
+  int threads = 1;  // the workers the run had (core::WorkerCount of the request)
 
   // One row per (target, probe, source, layer, k, seed).
   py::dict Table() const {
@@ -674,11 +689,13 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
     memory.push_back(src);
     r.controls.push_back(name);
   }
+  // The CLI's rule for --threads: at most the usable cores.
+  const int workers = icl::core::WorkerCount(s.threads);
   pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
     const SerialKernels serial;  // the CLI's probe keeps BLAS serial too
     const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
     r = plan.request;  // defaults resolved (layers, k)
-    icl::core::ThreadPool pool(s.threads);
+    icl::core::ThreadPool pool(workers);
     return pr::RunProbes(plan, pool, tick);
   });
   RelabelKs(out, in.ks);
@@ -688,7 +705,9 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
   info.task.n = std::max(info.task.n, *std::max_element(in.ks.begin(), in.ks.end()));
   info.model.layers =
       std::max(info.model.layers, *std::max_element(in.layers.begin(), in.layers.end()));
-  return std::make_unique<ProbeRun>(std::move(r), std::move(info), std::move(out));
+  auto run = std::make_unique<ProbeRun>(std::move(r), std::move(info), std::move(out));
+  run->threads = workers;
+  return run;
 }
 
 // ---- an activations file ----
@@ -796,7 +815,7 @@ class TransformerModel {
     Interruptible<bool>(progress, [&](const Tick& tick) {
       const SerialKernels serial;
       const std::int64_t G = icl::extract::kComputeGroup, groups = (N + G - 1) / G;
-      icl::core::ThreadPool pool(int(std::min<std::int64_t>(threads, groups)));
+      icl::core::ThreadPool pool(icl::core::WorkerCount(threads, groups));
       std::atomic<std::int64_t> finished{0};
       pool.For(groups, [&](std::int64_t j) {
         const std::int64_t g0 = j * G, g = std::min<std::int64_t>(G, N - g0);
@@ -870,14 +889,15 @@ std::string ExtractFile(const std::string& checkpoint, const std::string& out,
   if (s.noise) cfg.task.noise = *s.noise;
   if (s.w_scale) cfg.task.w_scale = *s.w_scale;
   if (!s.learner_targets.empty())
-    cfg.learner_targets = ex::CanonicalLearnerSpecs(s.learner_targets, cfg.task);
+    cfg.learner_targets =
+        ex::CanonicalLearnerSpecs(ListArgument("learner_targets", s.learner_targets), cfg.task);
   cfg.Validate(info.model);
   ex::ExtractOptions eo;
   eo.force = s.force;
   eo.resume = s.resume;
   const ex::ExtractResult r = Interruptible<ex::ExtractResult>(progress, [&](const Tick& tick) {
     const SerialKernels serial;  // each prompt group on one thread, as the CLI runs it
-    icl::core::ThreadPool pool(s.threads);
+    icl::core::ThreadPool pool(icl::core::WorkerCount(s.threads));
     return ex::Extract(cfg, eo, pool, [&](const ex::ExtractProgress& p) {
       tick(double(p.done), double(p.total));
     });
@@ -1006,6 +1026,13 @@ std::string FileKind(const std::string& path) {
 
 PYBIND11_MODULE(_core, m) {
   m.def("file_kind", &FileKind, py::arg("path"));
+  m.def(
+      "thread_count",
+      [](std::int64_t threads) {
+        if (threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+        return icl::core::WorkerCount(threads);
+      },
+      py::arg("threads"));
   m.doc() = "iclprobe's C++ core (use the iclprobe package, which documents every function)";
   m.attr("__version__") = icl::kVersion;
   m.attr("git_commit") = icl::kGitCommit;
@@ -1079,7 +1106,8 @@ PYBIND11_MODULE(_core, m) {
       .def("roles", &ProbeRun::Roles)
       .def("request", &ProbeRun::RequestJson)
       .def("results", &ProbeRun::Results, py::return_value_policy::reference_internal)
-      .def("save", &ProbeRun::Save, py::arg("path"), py::arg("force"));
+      .def("save", &ProbeRun::Save, py::arg("path"), py::arg("force"))
+      .def_readonly("threads", &ProbeRun::threads);
   m.def("probe", &Probe, py::arg("arrays"), py::arg("settings"), py::arg("progress"));
   m.def(
       "family_report",

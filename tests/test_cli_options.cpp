@@ -13,6 +13,9 @@
 #include <sstream>
 
 #include "apps/cli.hpp"
+#include "core/errors.hpp"
+#include "core/spec.hpp"
+#include "learners/classical.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -149,7 +152,7 @@ TEST(CliOptions, ListParsersRefuseWhatTheyCannotRead) {
   EXPECT_EQ(cli::ParseInts("--k", "0,4,8"), (std::vector<int>{0, 4, 8}));
   EXPECT_THROW(cli::ParseInts("--k", "1,,2"), std::invalid_argument);
   EXPECT_THROW(cli::ParseInts("--k", "1.5"), std::invalid_argument);
-  EXPECT_EQ(cli::SplitList("--targets", "a,,b"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(cli::SplitList("--targets", " a , b"), (std::vector<std::string>{"a", "b"}));
   EXPECT_THROW(cli::SplitList("--targets", ","), std::invalid_argument);
   EXPECT_THROW(cli::ParseLambdas("1:0.1:3"), std::invalid_argument);
   EXPECT_THROW(cli::ParseLambdas("abc"), std::invalid_argument);
@@ -323,4 +326,55 @@ TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
       if (s.role == cli::OptionSpec::Role::kInput) {
         EXPECT_TRUE(covered.count({sub, s.name})) << sub << " --" << s.name << " has no case";
       }
+}
+
+// The one splitter of comma lists refuses an empty entry wherever it is (a stray comma, an unset
+// shell variable) and names the setting; every list parser of apps/ and the learner lists of the
+// libraries take their entries from it.
+TEST(CliOptions, EveryListParserRefusesEmptyEntriesNamingTheOption) {
+  const data::TaskConfig task = test::Task(3, 5);
+  for (const std::string text : {"1,,2", "1,2,", ",1", "", " , 1"}) {
+    // The field the message names: main() prints it as the option ("codelength_blocks" ->
+    // "--codelength-blocks").
+    const auto field_of = [&](auto&& parse) {
+      try {
+        parse();
+      } catch (const core::InputError& e) {
+        EXPECT_TRUE(e.text().find("empty") != std::string::npos) << text << ": " << e.what();
+        return e.field();
+      } catch (const std::exception& e) {
+        return "not an InputError: " + std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    EXPECT_EQ(field_of([&] { core::SplitList("x", "setting", text); }), "setting") << text;
+    EXPECT_EQ(field_of([&] { cli::ParseInts("--k", text); }), "k") << text;
+    EXPECT_EQ(field_of([&] { cli::SplitList("--algorithms", text); }), "algorithms") << text;
+    EXPECT_EQ(field_of([&] { cli::ListEntries("--learner-targets", text); }), "learner_targets")
+        << text;
+    EXPECT_EQ(field_of([&] { cli::ParseNumbers("--codelength-blocks", text); }),
+              "codelength_blocks")
+        << text;
+    EXPECT_EQ(field_of([&] { cli::ParseLambdas(text); }), "lambdas") << text;
+    EXPECT_EQ(field_of([&] { cli::ParseFamilies(text); }), "probes") << text;
+    EXPECT_EQ(field_of([&] { cli::ParseSplit(text); }), "split") << text;
+    // The learner lists of baselines, compare and swap (learners/), with the setting they name.
+    EXPECT_EQ(field_of([&] { learners::MakeLearners(text, task); }), "learners") << text;
+  }
+  EXPECT_EQ(core::SplitList("x", "s", " ols , gd:0.1 "),
+            (std::vector<std::string>{"ols", "gd:0.1"}));
+}
+
+// A malformed learner spec is named by the setting it came from, not by "learners".
+TEST(CliOptions, LearnerSpecErrorsNameTheSettingTheSpecCameFrom) {
+  const data::TaskConfig task = test::Task(3, 5);
+  for (const std::string spec : {"ridge:-1", "gd:0", "gd:0.1:0", "sgd:-1", "newton:0",
+                                 "newton:3:-1", "newton:3:1:-1", "knn:0", "bogus"}) {
+    try {
+      learners::MakeLearner(spec, task, "algorithm");
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const core::InputError& e) {
+      EXPECT_EQ(e.field(), "algorithm") << spec << ": " << e.what();
+    }
+  }
 }

@@ -1450,6 +1450,20 @@ std::vector<double> ReadDoubles(const std::string& file, const std::string& data
 
 }  // namespace
 
+// ---- Messages: silent duplicates, empty list entries, the option or file named ----------------
+
+namespace {
+
+// Text of a library underneath (LibTorch, Armadillo, pybind11, the allocator) that names
+// nothing the user typed.
+void ExpectNoLibraryText(const std::string& err, const std::string& what) {
+  for (const char* text : {"c10::", "svd(", "pinv(", "incompatible function arguments",
+                           "can't allocate memory", "without overflow", "out of memory"})
+    EXPECT_EQ(err.find(text), std::string::npos) << what << ": " << text << "\n" << err;
+}
+
+}  // namespace
+
 // Newton-Schulz from C I leaves its convergence region when C lambda_max(X'X) >= 2: with C = 10
 // (or 1e6) and unit-variance x that is every prompt with an example, and 12 squarings of a
 // factor above 1 overflow to inf, then NaN. Nothing in activations.h5 or the baselines table
@@ -1614,4 +1628,110 @@ TEST_F(Reliability, ATornTrainingLogIsRefused) {
   ASSERT_EQ(test::ReadFile(log).back(), '\n');
   fs::resize_file(log, fs::file_size(log) - 7);
   ExpectRefusedNaming(RunIclprobe(inspect), "torn log", {log, "newline"});
+}
+
+// A stray comma, or an empty value from an unset shell variable, is refused naming the option;
+// before, trace --algorithms, probe --codelength-blocks and others skipped the empty entry.
+TEST_F(Reliability, EmptyListEntriesAreRefusedNamingTheOption) {
+  TempDir tmp;
+  const std::string out = " --quiet --out " + (tmp / "o.h5");
+  const std::string ck = " -c " + In("init.h5");
+  const std::string acts = " -a " + In("acts.h5");
+  const std::string probes = " --probes " + In("probes.h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"trace" + ck + " --algorithms newton:4,,gd:0.05:8" + out, "--algorithms: "},
+      {"trace" + ck + " --algorithms gd:0.05:8, " + out, "--algorithms: "},
+      {"trace" + ck + " --algorithms newton:4 --k 1,,2" + out, "--k: "},
+      {"probe" + acts + " --codelength --codelength-blocks 0.5,1," + out, "--codelength-blocks: "},
+      {"probe" + acts + " --targets w_ols," + out, "--targets: "},
+      {"probe" + acts + " --k 3,,5" + out, "--k: "},
+      {"probe" + acts + " --layers 0,,1" + out, "--layers: "},
+      {"probe" + acts + " --lambdas 0.1,,1" + out, "--lambdas: "},
+      {"probe" + acts + " --probes ridge," + out, "--probes: "},
+      {"probe" + acts + " --split 0.8,,0.2" + out, "--split: "},
+      {"construct --program gd --d 3 --n 5 --decoy ''" + out, "--decoy: "},
+      {"baselines --prompts 5 --learners ols,,gd:0.1", "--learners: "},
+      {"compare" + ck + " --prompts 10 --learners ols, --quiet", "--learners: "},
+      {"compare --cell a=" + In("init.h5") + ",," + In("run.h5") + " --prompts 10 --quiet",
+       "--cell: "},
+      {"extract" + ck + " --prompts 10 --learner-targets gd:0.1:2," + out, "--learner-targets: "},
+      {"report" + probes + " --compare-targets w_ols,,xty", "--compare-targets: "},
+      {"report" + probes + " --compare-probes ridge,", "--compare-probes: "},
+      {"report" + probes + " --k 3,,5", "--k: "},
+      {"intervene" + ck + probes + " --target xty --k 3," + out, "--k: "},
+      {"swap" + ck + " --learners ols,,gd:0.1" + out, "--learners: "},
+      {"erase" + ck + " --target xty --k 3,,4" + out, "--k: "},
+      {"das" + ck + " --quantity w --algorithm ols --m 1,,2" + out, "--m: "},
+  };
+  for (const auto& [cmd, option] : cases) {
+    const auto r = RunIclprobe(cmd);
+    ExpectRefused(r, cmd, option);
+    EXPECT_NE(r.err.find("empty"), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(tmp / "o.h5")) << cmd;
+  }
+}
+
+// The same checkpoint twice (by path, or through a link) would write every row twice.
+TEST_F(Reliability, BaselinesTakeEachCheckpointOnce) {
+  TempDir tmp;
+  const std::string link = tmp / "link.h5";
+  fs::create_hard_link(In("init.h5"), link);
+  for (const std::string& second : {In("init.h5"), link}) {
+    const std::string cmd = "baselines -c " + In("init.h5") + " -c " + second +
+                            " --prompts 5 --learners ols --csv " + (tmp / "b.csv");
+    ExpectRefused(RunIclprobe(cmd), cmd, "--checkpoint: '" + second + "' is given twice");
+    EXPECT_FALSE(fs::exists(tmp / "b.csv")) << cmd;
+  }
+}
+
+// A learner spec's message names the option it was given with (das --algorithm, trace
+// --algorithms, extract --learner-targets), not --learners, which these commands do not have.
+TEST_F(Reliability, LearnerSpecMessagesNameTheOptionTyped) {
+  TempDir tmp;
+  const std::string out = " --quiet --out " + (tmp / "o.h5");
+  const std::string ck = " -c " + In("init.h5");
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const char* spec : {"ridge:-1", "gd:0", "gd:0.1:0", "sgd:-1", "newton:0", "newton:3:-1",
+                           "newton:3:1:-1", "knn:0", "bogus"})
+    cases.push_back({"das" + ck + " --quantity w --algorithm " + spec + out, "--algorithm: "});
+  cases.push_back({"trace" + ck + " --algorithms newton:3:-1" + out, "--algorithms: "});
+  cases.push_back(
+      {"extract" + ck + " --prompts 10 --learner-targets ridge:-1" + out, "--learner-targets: "});
+  for (const auto& [cmd, option] : cases) {
+    const auto r = RunIclprobe(cmd);
+    ExpectRefused(r, cmd, option);
+    EXPECT_EQ(r.err.find("--learners"), std::string::npos) << cmd << "\n" << r.err;
+  }
+}
+
+// Values whose construction's weights overflow float32 are refused naming the option, not with
+// LibTorch's "value cannot be converted to type float without overflow".
+TEST_F(Reliability, ConstructionsThatOverflowFloat32AreRefusedNamingTheOption) {
+  TempDir tmp;
+  const std::string out = " --d 3 --n 5 --out " + (tmp / "c.h5");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"construct --program newton:3:0.07:1e308" + out, "--program: "},
+      {"construct --program gd --alpha 1e38" + out, "--alpha: "},
+      {"construct --program gd --alpha 1e39" + out, "--alpha: "},
+      {"construct --program gd:3 --alpha 1e200" + out, "--alpha: "},
+  };
+  for (const auto& [cmd, option] : cases) {
+    const auto r = RunIclprobe(cmd);
+    ExpectRefused(r, cmd, option);
+    EXPECT_NE(r.err.find("float32"), std::string::npos) << cmd << "\n" << r.err;
+    ExpectNoLibraryText(r.err, cmd);
+    EXPECT_FALSE(fs::exists(tmp / "c.h5")) << cmd;
+  }
+}
+
+// An MLP probe a billion units wide is refused by its documented limit, not by the allocator.
+TEST_F(Reliability, AnImpossibleMlpWidthIsRefusedNamingTheOption) {
+  TempDir tmp;
+  const std::string cmd = "probe -a " + In("acts.h5") +
+                          " --probes mlp --k 3 --mlp-hidden 1000000000 --threads 1 --quiet --out " +
+                          (tmp / "p.h5");
+  const auto r = RunIclprobe(cmd);
+  ExpectRefused(r, cmd, "--mlp-hidden: at most 65536");
+  ExpectNoLibraryText(r.err, cmd);
+  EXPECT_FALSE(fs::exists(tmp / "p.h5"));
 }

@@ -41,7 +41,7 @@ __version__ = _core.__version__
 git_commit = _core.git_commit
 
 __all__ = ["targets", "extract", "probe", "ridge_probe", "ProbeResult", "onsets", "family", "open",
-           "Activations", "Probes", "Results", "Transformer", "__version__"]
+           "thread_count", "Activations", "Probes", "Results", "Transformer", "__version__"]
 
 _advice = _core.blas_core_advice()
 if _advice and not _os.environ.get("OPENBLAS_CORETYPE"):
@@ -96,6 +96,46 @@ def _array(name, a):
     return out
 
 
+_INT_MIN, _INT_MAX = -2 ** 31, 2 ** 31 - 1  # a C int, what the settings hold
+
+
+def _integer(name, value, lo=_INT_MIN, hi=_INT_MAX):
+    """value as an int in lo..hi, or a ValueError naming the argument: the settings' fields are
+    C integers, whose own conversion would raise pybind11's TypeError naming no argument. The
+    range a setting must satisfy is checked by the code that runs it (the CLI's checks)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("iclprobe: %s: expected an integer, got %r" % (name, value)) from None
+    if v != value and not isinstance(value, str):
+        raise ValueError("iclprobe: %s: expected an integer, got %r" % (name, value))
+    if not lo <= v <= hi:
+        raise ValueError("iclprobe: %s: expected an integer in %d..%d, got %d" % (name, lo, hi, v))
+    return v
+
+
+def _threads(value):
+    """threads=: at least 1; more than the usable cores runs on the cores (thread_count)."""
+    return _integer("threads", value, 1, _INT_MAX)
+
+
+def _list(name, value):
+    """A list argument: a str is one item (it may be a comma list: "gd:0.05:3,newton:3")."""
+    if isinstance(value, str):
+        return [value]
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        raise ValueError("iclprobe: %s: expected a list of strings, got %r"
+                         % (name, value)) from None
+
+
+def thread_count(threads):
+    """The worker threads a call with ``threads=`` runs: at most the cores this process may use
+    (its CPU affinity; under mpirun, its share of the machine's), as ``iclprobe --threads``."""
+    return _core.thread_count(_threads(threads))
+
+
 def targets(x, y, ridge_lambda=0.1, learners=(), noise=0.0, w_scale=1.0):
     """Regression targets after k = 1..n examples of each prompt.
 
@@ -118,7 +158,8 @@ def targets(x, y, ridge_lambda=0.1, learners=(), noise=0.0, w_scale=1.0):
         (1000, 12, 4)
     """
     return _core.targets(
-        _array("x", x), _array("y", y), float(ridge_lambda), list(learners), float(noise),
+        _array("x", x), _array("y", y), float(ridge_lambda), _list("learners", learners),
+        float(noise),
         float(w_scale))
 
 
@@ -157,6 +198,7 @@ class ProbeResult:
         self._ridge = run.ridge()
         self.layers = list(layers)
         self.ks = list(ks)
+        self.threads = run.threads  # workers the run had: threads=, at most the usable cores
 
     def weights(self, target=None, layer=None, k=None, seed=0, source="model"):
         """The fitted ridge readout of one cell: a dict with weights [F, D] (on the raw
@@ -245,7 +287,8 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
         codelength: also the online codelength (MDL) of every probe; codelength_blocks: where
             its blocks end, as increasing fractions of the training prompts ending at 1.
         name: names these states in messages, saved files and family reports.
-        threads: worker threads (results do not depend on it).
+        threads: worker threads, at most the usable cores (thread_count(threads); the result's
+            threads attribute); results do not depend on it.
         progress: None, or a function progress(done, total) called from Python's thread at
             most every 0.1 s. Ctrl-C stops the run at its next progress tick and raises
             KeyboardInterrupt.
@@ -307,26 +350,33 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
     arrays.layers = layers
     arrays.ks = ks
     s = _core.ProbeSettings()
-    s.probes = [str(p) for p in ([probes] if isinstance(probes, str) else probes)]
+    s.probes = _list("probes", probes)
     s.positions = positions
     s.at = str(at)
     s.pooling = str(pooling)
     s.lambdas = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's grid
-    s.split = tuple(float(v) for v in split)
-    s.seed = int(seed)
-    s.seeds = int(seeds)
-    s.bootstrap = int(bootstrap)
+    try:
+        fractions = tuple(float(v) for v in split)
+    except (TypeError, ValueError):
+        fractions = ()
+    if len(fractions) != 3:
+        raise ValueError("iclprobe: split: expected three fractions (train, validation, test) "
+                         "like (0.8, 0.1, 0.1), got %r" % (split,))
+    s.split = fractions
+    s.seed = _integer("seed", seed, 0, 2 ** 64 - 1)
+    s.seeds = _integer("seeds", seeds)
+    s.bootstrap = _integer("bootstrap", bootstrap)
     s.shuffle_control = bool(shuffle_control)
-    s.mlp_hidden = int(mlp_hidden)
+    s.mlp_hidden = _integer("mlp_hidden", mlp_hidden)
     s.lr = float(lr)
-    s.epochs = int(epochs)
-    s.patience = int(patience)
-    s.batch = int(batch)
+    s.epochs = _integer("epochs", epochs)
+    s.patience = _integer("patience", patience)
+    s.batch = _integer("batch", batch)
     s.codelength = bool(codelength)
     s.codelength_blocks = (None if codelength_blocks is None
                            else [float(v) for v in codelength_blocks])
     s.name = str(name)
-    s.threads = int(threads)
+    s.threads = _threads(threads)
     run = _core.probe(arrays, s, progress)
     return ProbeResult(run, layers, sorted(set(int(v) for v in run.table()["k"])))
 
@@ -351,7 +401,8 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
         split: train/validation/test fractions; seed: the split's seed; seeds: several splits.
         bootstrap: replicates of the bootstrap over test prompts (100..100000).
         shuffle_control: also probe targets permuted across training prompts.
-        threads: worker threads (results do not depend on it).
+        threads: worker threads, at most the usable cores (thread_count(threads); the result's
+            threads attribute); results do not depend on it.
         progress: None, or a function progress(done, total) called from Python's thread at
             most every 0.1 s (units: probes fitted). Ctrl-C stops the run at its next progress
             tick and raises KeyboardInterrupt.
@@ -411,21 +462,21 @@ def extract(checkpoint, out, *, prompts=2000, seed=7, layers=None, positions="al
     Returns the Activations of the written file.
     """
     s = _core.ExtractSettings()
-    s.prompts = int(prompts)
-    s.seed = int(seed)
+    s.prompts = _integer("prompts", prompts, -2 ** 63, 2 ** 63 - 1)
+    s.seed = _integer("seed", seed, 0, 2 ** 64 - 1)
     s.layers = None if layers is None else [int(v) for v in layers]
     s.positions = str(positions)
     s.ridge_lambda = float(ridge_lambda)
-    s.learner_targets = [str(v) for v in learner_targets]
-    s.n = None if n is None else int(n)
+    s.learner_targets = _list("learner_targets", learner_targets)
+    s.n = None if n is None else _integer("n", n)
     s.noise = None if noise is None else float(noise)
     s.w_scale = None if w_scale is None else float(w_scale)
     s.float16 = bool(float16)
     s.compress = bool(compress)
-    s.batch = int(batch)
+    s.batch = _integer("batch", batch)
     s.force = bool(force)
     s.resume = bool(resume)
-    s.threads = int(threads)
+    s.threads = _threads(threads)
     written = _core.extract(_os.fspath(checkpoint), _os.fspath(out), s, progress)
     if written != _os.fspath(out):
         raise RuntimeError("iclprobe: extract stopped early; %s holds the prompts done "
@@ -515,7 +566,8 @@ class Transformer:
         x-token of example k+1, after k examples), hidden float32 [N, L+1, 2n, H] or None.
         The state after k examples is hidden[:, l, 2k-1]; the query of example k+1 is 2k.
         """
-        return self._m.forward(_array("x", x), _array("y", y), bool(return_hidden), int(threads),
+        return self._m.forward(_array("x", x), _array("y", y), bool(return_hidden),
+                               _threads(threads),
                                progress)
 
     def __repr__(self):

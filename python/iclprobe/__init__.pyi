@@ -9,11 +9,13 @@ git_commit: str
 
 ArrayLike = Union[npt.NDArray[np.float32], npt.NDArray[np.float64], Any]
 
+def thread_count(threads: int) -> int: ...
+
 def targets(
     x: ArrayLike,
     y: ArrayLike,
     ridge_lambda: float = ...,
-    learners: Iterable[str] = ...,
+    learners: Union[str, Iterable[str]] = ...,
     noise: float = ...,
     w_scale: float = ...,
 ) -> Dict[str, npt.NDArray[np.float64]]: ...
@@ -28,6 +30,7 @@ class ProbeResult:
     layers: List[int]
     ks: List[int]
     pooling: List[Dict[str, Any]]
+    threads: int
     def weights(
         self,
         target: Optional[str] = ...,

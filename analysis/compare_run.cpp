@@ -12,6 +12,7 @@
 
 #include "core/errors.hpp"
 #include "core/names.hpp"
+#include "core/output.hpp"
 #include "core/spec.hpp"
 #include "learners/trainer.hpp"
 
@@ -431,6 +432,15 @@ void CompareRequest::Validate() const {
         "compare", "queries",
         "the implicit-weight fit needs at least d+1 = " + std::to_string(task.d + 1) +
             " query points, got " + std::to_string(queries));
+  // What the run holds at once, estimated before any allocation: the prompts (x, y and every
+  // learner's predictions, about four copies of n (d + 1) numbers each), and the query points
+  // of the ILWD contexts with their predictions (d + 2 numbers per query, context and k).
+  const double n = task.n, d = task.d;
+  core::RequireMemory(8.0 * (double(prompts) + fit_prompts) * n * (d + 1) * 4, "compare",
+                      "prompts", "the prompts and their predictions");
+  const double q = queries == 0 ? 2 * (d + 1) : queries;
+  core::RequireMemory(8.0 * q * std::min(ilwd_prompts, prompts) * n * (d + 2), "compare",
+                      "queries", "the query points of the implicit weights");
   CheckLearnerSpecs(learner_specs, task);
 }
 

@@ -9,6 +9,7 @@
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
 #include "core/dist.hpp"
+#include "core/errors.hpp"
 #include "extract/extract.hpp"
 #include "learners/checkpoint.hpp"
 
@@ -121,7 +122,17 @@ int RunExtract(int argc, char** argv) {
   cfg.float16 = dtype == "float16";
   CheckThreads(threads);
 
-  const auto info = learners::ReadCheckpointInfo(cfg.checkpoint);
+  // Under mpirun every rank reads the checkpoint and meets a bad one alike: a refusal of the
+  // file (InputError), so one rank reports it, not every rank with its number.
+  const auto info = [&] {
+    try {
+      return learners::ReadCheckpointInfo(cfg.checkpoint);
+    } catch (const core::InputError&) {
+      throw;
+    } catch (const std::runtime_error& e) {
+      throw core::InputError("extract", "checkpoint", e.what());
+    }
+  }();
   cfg.task = info.train.task;
   if (vm.count("n")) cfg.task.n = n;
   if (vm.count("noise")) cfg.task.noise = noise;  // checked by the config's Validate (the task's)

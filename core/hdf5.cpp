@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -500,6 +501,19 @@ void Dataset::ExpectRank(std::size_t rank) const {
   if (d.size() != rank)
     Fail(Where() + ": has " + std::to_string(d.size()) + " dimensions " + DimsStr(d) +
          ", expected " + std::to_string(rank));
+}
+
+void Dataset::RequireMemoryFor(double elements, std::size_t element_bytes) const {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: the allocator decides
+  const double bytes = elements * double(element_bytes), have = double(pages) * double(page);
+  if (!(bytes <= 0.8 * have)) {
+    char text[160];
+    std::snprintf(text, sizeof text, ": its shape claims %.3g values (%.3g GiB), more than this "
+                  "machine's memory (%.3g GiB) can hold", elements, bytes / double(1 << 30),
+                  have / double(1 << 30));
+    Fail(Where() + text);
+  }
 }
 
 std::vector<std::string> Dataset::DimLabels() const {

@@ -128,6 +128,10 @@ class Dataset : public Object {
   void Read(T* data, std::size_t elements) const;
   template <typename T>
   std::vector<T> ReadAll() const;
+  // Throws naming the dataset when `elements` values of `element_bytes` would not fit in this
+  // machine's memory: a file's shape is its claim (a chunked dataset of 10^12 unwritten
+  // elements takes no space on disk), and a read of all of it is refused before allocating.
+  void RequireMemoryFor(double elements, std::size_t element_bytes) const;
   // Rows [start, start + count) along the first dimension. In a file opened by every rank
   // (File::kAllRanks) reads and writes are collective: every rank calls, each with its own
   // rows (count 0 for none).
@@ -272,6 +276,7 @@ void Dataset::Read(T* data, std::size_t elements) const {
 }
 template <typename T>
 std::vector<T> Dataset::ReadAll() const {
+  RequireMemoryFor(double(rows()) * double(RowSize()), sizeof(T));
   std::vector<T> v(rows() * RowSize());
   Read(v.data(), v.size());
   return v;

@@ -225,6 +225,17 @@ void RequireDistinctOutputs(const std::vector<std::pair<std::string, std::string
     }
 }
 
+void RequireMemory(double bytes, const std::string& module, const std::string& label,
+                   const std::string& what) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: the allocator decides
+  const double have = double(pages) * double(page);
+  if (!(bytes <= 0.8 * have))
+    throw InputError(module, label,
+                     what + " would take about " + GiB(bytes) + " of memory; this machine has " +
+                         GiB(have) + " in all: ask for fewer");
+}
+
 void RequireFreeSpace(const std::string& path, double bytes, const std::string& label) {
   std::error_code ec;
   const auto space = fs::space(Parent(path), ec);

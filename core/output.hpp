@@ -95,4 +95,11 @@ void WriteFileChecked(const std::string& path, const std::string& content);
 // than `bytes` free: a run that would fill the disk is refused before it starts.
 void RequireFreeSpace(const std::string& path, double bytes, const std::string& label);
 
+// Throws core::InputError (module `module`, setting `label`) when holding `bytes` in memory
+// would take more than 80% of this machine's physical memory: a request whose arrays cannot fit
+// is refused before the allocation, naming what asked for them (`what`, e.g. "the query
+// points"), instead of ending in the allocator's "out of memory".
+void RequireMemory(double bytes, const std::string& module, const std::string& label,
+                   const std::string& what);
+
 }  // namespace icl::core

@@ -89,7 +89,13 @@ NamedTensors ReadSafetensors(const std::string& path, const std::string& field) 
     double numel = 1;
     for (const auto& s : v["shape"]) {
       if (!s.is_number_unsigned()) bad("shape is not a list of sizes");
-      e.shape.push_back(s.get<std::int64_t>());
+      // Read as unsigned: 2^63 and above would wrap to negative sizes. No learner's parameter
+      // has a dimension of 2^28 or more (1 GiB of float32), even beside a zero one.
+      const std::uint64_t size = s.get<std::uint64_t>();
+      if (size >= (std::uint64_t(1) << 28))
+        bad(fmt::format("shape has a dimension of {}, more than a learner's parameter can have",
+                        size));
+      e.shape.push_back(static_cast<std::int64_t>(size));
       numel *= double(e.shape.back());
     }
     const auto& off = v["data_offsets"];

@@ -551,6 +551,14 @@ TorchSaveContents ReadTorchSave(const std::string& path, const std::string& fiel
           fmt::format("tensor '{}': its view (shape [{}]) has {:.0f} elements, more than the {} "
                       "a learner's parameter can have",
                       name, fmt::join(value->size, ", "), elements, kMaxTensorElements));
+    // A parameter never repeats its storage's elements: a view with more elements than its
+    // storage (a stride-0 broadcast) is not a learner's weight, and would be copied element by
+    // element before anything else could be checked.
+    if (!empty && elements > double(st.i))
+      fail(fmt::format("tensor '{}': its view (shape [{}], strides [{}]) has {:.0f} elements, more "
+                       "than the {} of its storage (a repeated view, not a parameter)",
+                       name, fmt::join(value->size, ", "), fmt::join(value->stride, ", "),
+                       elements, st.i));
     if (!empty && last >= static_cast<unsigned __int128>(st.i))
       fail(
           fmt::format("tensor '{}': its view (offset {}, shape [{}]) runs past its storage of {} "

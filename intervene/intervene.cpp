@@ -82,7 +82,18 @@ EditMap MakeEditMap(const probes::ProbeResults& file, const std::string& target,
                                  " hidden units but the model has " + std::to_string(cov.n_rows));
     mw = cov * e.weights;
   }
-  e.edit = mw * arma::pinv(e.weights.t() * mw);
+  // W^T M W overflows for a probe of absurd weights (a hostile or corrupt file): refused naming
+  // the file and the probe, before the pseudo-inverse fails without saying why.
+  const arma::mat gram = e.weights.t() * mw;
+  arma::mat gram_pinv;
+  if (!gram.is_finite() || !arma::pinv(gram_pinv, gram))
+    throw core::InputError("'" + file.path + "'", "",
+                           "the ridge probe of " + target + " at layer " + std::to_string(layer) +
+                               ", k = " + std::to_string(k) + " has weights (largest |w| " +
+                               std::to_string(arma::abs(e.weights).max()) +
+                               ") whose edit map W^T M W is not finite: not a probe of this "
+                               "model's states");
+  e.edit = mw * gram_pinv;
   const arma::cube* r2 = file.Find(target, "ridge", "model", "r2");
   e.r2 = r2 ? (*r2)(0, ki, li) : NAN;
   return e;

@@ -129,7 +129,7 @@ class HeldLock {
 
 }  // namespace
 
-// ---- 2. No input runs a command ------------------------------------------------------------
+// ---- No input runs a command ------------------------------------------------------------
 
 TEST(GnuplotQuote, QuotesAreDoubledAndNewlinesDropped) {
   EXPECT_EQ(analysis::GnuplotQuote("a'b\nc"), "'a''bc'");
@@ -182,7 +182,7 @@ TEST_F(Reliability, ControlFilesWithOddNamesAreRefusedByProbe) {
   EXPECT_FALSE(fs::exists(tmp / "p.h5"));
 }
 
-// ---- 3 and 6. No crash on any input; refuse what cannot be right ---------------------------
+// ---- No crash on any input; refuse what cannot be right ---------------------------
 
 struct Mutation {
   std::string name;
@@ -537,7 +537,7 @@ TEST_F(Reliability, MessagesNameTheFileAndWhatWasExpected) {
                 "model_config");
 }
 
-// ---- 4. A full disk never leaves a finished-looking file -----------------------------------
+// ---- A full disk never leaves a finished-looking file -----------------------------------
 
 TEST_F(Reliability, FullDiskDuringExtractLeavesNoFileAndResumeEqualsAnUninterruptedRun) {
   TempDir tmp;
@@ -642,7 +642,7 @@ TEST_F(Reliability, FullDiskLeavesNoOutputFromAnyOtherWriter) {
   EXPECT_TRUE(fs::is_empty(plots));  // no scratch folder left either
 }
 
-// ---- 5. --force never destroys an input; two runs never share an output --------------------
+// ---- --force never destroys an input; two runs never share an output --------------------
 
 TEST_F(Reliability, ForceNeverReplacesAnInput) {
   TempDir tmp;
@@ -804,7 +804,7 @@ TEST_F(Reliability, ALogWithoutItsCheckpointIsTheLeftoverOfAKilledRun) {
   ExpectRefused(RunIclprobe(run), "checkpoint and log exist", "--resume");
 }
 
-// ---- Round two, 1. Files that point elsewhere ------------------------------------------------
+// ---- Files that point elsewhere ------------------------------------------------
 
 namespace {
 
@@ -952,7 +952,7 @@ TEST_F(Reliability, RefusalsOfStorageNameTheDataset) {
   EXPECT_FALSE(fs::exists(tmp / "e.h5"));
 }
 
-// ---- Round two, 2. Thread counts that stall ---------------------------------------------------
+// ---- Thread counts that stall ---------------------------------------------------
 
 namespace {
 
@@ -993,7 +993,7 @@ TEST_F(Reliability, TheDocumentedMaximumThreadCountStartsNoMoreWorkersThanCores)
   }
 }
 
-// ---- Round two, 5. Resumes check what they continue ------------------------------------------
+// ---- Resumes check what they continue ------------------------------------------
 
 namespace {
 
@@ -1155,7 +1155,7 @@ TEST(ReliabilityCompat, CraftedTrainStatesAreRefused) {
   }
 }
 
-// ---- Round two, 6. Silent wrong results -------------------------------------------------------
+// ---- Silent wrong results -------------------------------------------------------
 
 // A checkpoint between two evaluations (--save-every 7, --eval-every 5) keeps the training loss
 // summed since the last evaluation, so the log of a resumed run is the uninterrupted run's, row
@@ -1206,7 +1206,7 @@ TEST_F(Reliability, AControlOfOtherPromptsIsRefusedWhateverItsSeedAttributeSays)
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
-// ---- Round two, 8. Messages ---------------------------------------------------------------------
+// ---- Messages ---------------------------------------------------------------------
 
 // A library's runtime error that names a setting ({resume}) reaches the user as the option
 // (--resume), as InputError's always did: the disk-full message of extract, and probe's of an
@@ -1428,8 +1428,9 @@ TEST(ModuleReaders, StringListAttributesNeverCrashOpen) {
         }
   }
 #endif
+}
 
-// ---- Round three, 3. Non-finite or absurd results written with exit 0 -------------------------
+// ---- Non-finite or absurd results written with exit 0 --------------------------------------
 
 namespace {
 
@@ -1579,7 +1580,7 @@ TEST_F(Reliability, ConstructRefusesANuisanceItCannotRemove) {
             0);
 }
 
-// ---- Round three, 4. Hostile files accepted -----------------------------------------------------
+// ---- Hostile files accepted -----------------------------------------------------
 
 // A NaN in /construction/rotation passed the orthogonality test (Armadillo's max() passes over
 // NaN), so inspect accepted the file and das stopped in Armadillo's "svd(): decomposition
@@ -1734,4 +1735,19 @@ TEST_F(Reliability, AnImpossibleMlpWidthIsRefusedNamingTheOption) {
   ExpectRefused(r, cmd, "--mlp-hidden: at most 65536");
   ExpectNoLibraryText(r.err, cmd);
   EXPECT_FALSE(fs::exists(tmp / "p.h5"));
+}
+
+// Arrays that cannot fit are refused before the allocation, naming the option that sized them:
+// 10^8 query points per context would take terabytes.
+TEST_F(Reliability, ARequestLargerThanMemoryIsRefusedNamingTheOption) {
+  TempDir tmp;
+  for (const auto& [cmd, says] : std::vector<std::pair<std::string, std::string>>{
+           {"compare -c " + In("init.h5") + " --prompts 5 --queries 100000000 --quiet",
+            "--queries: the query points of the implicit weights would take about"},
+           {"compare -c " + In("init.h5") + " --prompts 2000000000 --quiet",
+            "--prompts: the prompts and their predictions would take about"}}) {
+    const auto r = RunIclprobe(cmd);
+    ExpectRefused(r, cmd, says);
+    ExpectNoLibraryText(r.err, cmd);
+  }
 }

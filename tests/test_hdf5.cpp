@@ -250,3 +250,27 @@ TEST(Hdf5, StringAttributesOfEveryShapeReadOrAreRefused) {
   EXPECT_NE(ErrorOf([&] { f.GetInt("null"); }).find("empty (null)"), std::string::npos);
   EXPECT_EQ(f.GetIntList("ints3"), (std::vector<std::int64_t>{1, 2, 3}));
 }
+
+// A chunked dataset's shape is only a claim: 10^12 unwritten doubles take no space on disk.
+// Reading all of it is refused naming the dataset, before anything is allocated.
+TEST(Hdf5, AReadOfMoreThanMemoryIsRefusedBeforeAllocating) {
+  test::TempDir tmp;
+  const std::string path = tmp / "huge.h5";
+  {
+    h5::File f = h5::File::Create(path);
+    const hsize_t dims[1] = {hsize_t(1e12)}, chunk[1] = {1024};
+    const hid_t space = H5Screate_simple(1, dims, nullptr);
+    const hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(plist, 1, chunk);
+    const hid_t ds =
+        H5Dcreate2(f.id(), "huge", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, plist, H5P_DEFAULT);
+    ASSERT_GE(ds, 0);
+    H5Dclose(ds);
+    H5Pclose(plist);
+    H5Sclose(space);
+  }
+  const h5::File f = h5::File::Open(path);
+  const std::string err = ErrorOf([&] { f.OpenDataset("huge").ReadAll<double>(); });
+  EXPECT_NE(err.find("/huge"), std::string::npos) << err;
+  EXPECT_NE(err.find("more than this machine's memory"), std::string::npos) << err;
+}

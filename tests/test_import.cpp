@@ -190,6 +190,11 @@ TEST(Import, HostileSafetensorsAreRefused) {
   refused(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", four_floats,
           "missing tensor '_read_in.weight'");
   refused("not json at all", "", "header is not JSON");
+  // Sizes of 2^63 and 2^64 - 1 beside a zero (no bytes needed): read as signed they were
+  // negative sizes, and LibTorch's own message reached the user.
+  for (const std::string size : {"9223372036854775808", "18446744073709551615"})
+    refused(R"({"a":{"dtype":"F32","shape":[)" + size + R"(,0],"data_offsets":[0,0]}})", "",
+            "tensor 'a': shape has a dimension of " + size);
   // Truncated: the fixture cut in the middle of its data.
   ExpectHalfOfFixtureRefused(tmp, "model.safetensors", "lie outside");
   // A tensor holding NaN.
@@ -304,6 +309,11 @@ TEST(Import, DeepNestingZeroWidthsAndHugeViewsAreRefusedNotCrashed) {
   refused(PStr("a") + PTensor("0", 4, 0, {65536, 32768}, {0, 0}),
           {{"data/0", std::string(16, '\0')}},
           "tensor 'a': its view (shape [65536, 32768]) has 2147483648 elements");
+  // Within that bound, a stride-0 view of 2^26 elements over a storage of 4: refused before
+  // the copy, which took a minute.
+  refused(PStr("a") + PTensor("0", 4, 0, {8192, 8192}, {0, 0}),
+          {{"data/0", std::string(16, '\0')}},
+          "has 67108864 elements, more than the 4 of its storage");
 }
 
 TEST(Import, ASafetensorsEmptyTensorAtASharedOffsetIsNotAGap) {

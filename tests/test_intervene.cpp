@@ -257,5 +257,31 @@ TEST_F(InterveneGd, AProbeOfZeroWeightsIsRefusedNotReportedAsUnused) {
   EXPECT_FALSE(std::filesystem::exists(At("zero.h5")));
 }
 
+// Weights of 1e200 make W^T M W overflow: refused naming the probes file and the probe, not
+// with the pseudo-inverse's own "svd failed".
+TEST_F(InterveneGd, AProbeOfHugeWeightsIsRefusedNamingTheFile) {
+  std::filesystem::copy_file(At("probes.h5"), At("huge_probes.h5"),
+                             std::filesystem::copy_options::overwrite_existing);
+  {
+    h5::File f = h5::File::Open(At("huge_probes.h5"), h5::File::Mode::kReadWrite);
+    h5::Dataset w = f.OpenDataset("ridge/xty/model/weights");
+    std::vector<double> v = w.ReadAll<double>();
+    for (double& x : v)
+      x *= 1e200;
+    w.Write(v.data(), v.size());
+  }
+  const auto r = RunIclprobe("intervene -c " + At("gd.h5") + " --probes " + At("huge_probes.h5") +
+                             " --target xty --layers 2 --k 3 --pairs 20 --threads 1 --quiet "
+                             "--out " +
+                             At("huge.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(test::CountLines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find(At("huge_probes.h5")), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("W^T M W is not finite"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("pinv("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("svd"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(At("huge.h5")));
+}
+
 }  // namespace
 }  // namespace icl

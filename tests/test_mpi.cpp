@@ -240,6 +240,15 @@ TEST_F(Mpi, AnErrorIsOneLineFromOneRankAndExitsTwo) {
     EXPECT_EQ(r.exit_code, 2) << cmd;
     EXPECT_EQ(ours(r.err), 1u) << cmd << "\n" << r.err;
   }
+  // A truncated checkpoint: every rank fails to read it alike, and one says so.
+  const std::string trunc = t / "trunc_ck.h5";
+  fs::copy_file(ckpt_, trunc);
+  fs::resize_file(trunc, fs::file_size(trunc) / 2);
+  r = MpiRun(2, std::string(kExtract) + kPrompts + " -c " + trunc + " --out " + (t / "g.h5"));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(ours(r.err), 1u) << r.err;
+  EXPECT_NE(r.err.find("--checkpoint: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(trunc), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ struct CheckpointCommand {
   std::string command;  // "swap": for messages
   std::string checkpoint, out, csv;
   std::string out_what;  // "the swaps file": said when --out is missing
-  std::vector<std::string> inputs;  // every file read (InputPaths): never replaced
   int threads = 0;
+  std::vector<std::string> inputs;  // every file read (InputPaths): never replaced
 };
 
 // The learner, loaded once.

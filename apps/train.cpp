@@ -52,6 +52,10 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
   t.Value("kernels", &model.kernels, "model.kernels", "arithmetic of the passes: 3 = fused GELU and "
        "attention (fastest), 2 = fused GELU, 1 = LibTorch's operators throughout (what runs before this option computed; "
        "pass it to repeat one of them bit for bit)");
+  t.Value("bottleneck", &model.bottleneck, "model.bottleneck", "train a bottleneck learner: "
+       "masks that let the prediction at example k+1 see the context only through the state after "
+       "block N of the y-token of example k (x-tokens see only themselves up to block N, y-tokens "
+       "only themselves after it); 1..layers-1, 0 = none");
   t.Value("steps", &train.steps, "train.steps", "training steps");
   t.Value("batch", &train.batch, "train.batch", "prompts per step (fresh every step)");
   t.Value("shards", &train.shards, "train.shards", "split each batch into this many shards, computed in parallel on --threads workers and "
@@ -86,11 +90,11 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
 // --resume takes the configuration from the checkpoint: an option that would change it is an
 // error, not silently ignored.
 void CheckResume(const po::variables_map& vm, const std::string& out) {
-  for (const char* o :
-       {"d",          "n",      "layers",  "hidden", "heads",      "mlp-ratio",    "steps",
-        "batch",      "lr",     "warmup",  "beta1",  "beta2",      "eps",          "weight-decay",
-        "clip",       "noise",  "w-scale", "seed",   "eval-every", "eval-prompts", "eval-seed",
-        "save-every", "shards", "kernels"})
+  for (const char* o : {"d",         "n",          "layers", "hidden",       "heads",
+                        "mlp-ratio", "steps",      "batch",  "lr",           "warmup",
+                        "beta1",     "beta2",      "eps",    "weight-decay", "clip",
+                        "noise",     "w-scale",    "seed",   "eval-every",   "eval-prompts",
+                        "eval-seed", "save-every", "shards", "kernels",      "bottleneck"})
     if (vm.count(o) && !vm[o].defaulted())
       throw std::invalid_argument(
           std::string("--") + o +
@@ -126,10 +130,12 @@ void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
   learners::Transformer model(a.model);
   std::cout << fmt::format(
       "train: {} parameters, d={} n={} L={} H={} M={}, {} steps of {} prompts, lr {:g}, "
-      "noise {:g}{}, {} thread(s){}\n",
+      "noise {:g}{}{}, {} thread(s){}\n",
       learners::CountParameters(*model), a.model.d, a.train.task.n, a.model.layers, a.model.hidden,
       a.model.heads, a.train.steps, a.train.batch, a.train.lr, a.train.task.noise,
-      a.train.task.fixed_w ? ", fixed w" : "", std::min(workers, a.train.shards),
+      a.train.task.fixed_w ? ", fixed w" : "",
+      a.model.bottleneck ? fmt::format(", bottleneck at state {}", a.model.bottleneck) : "",
+      std::min(workers, a.train.shards),
       a.resume ? fmt::format(", resuming at step {}", start_step) : "");
 }
 

@@ -36,6 +36,12 @@ void ModelConfig::Validate() const {
   Require(kernels >= 1 && kernels <= 3, "model", "kernels",
           "must be 1 (LibTorch's operators), 2 (fused GELU) or 3 (fused GELU and attention), got " +
               std::to_string(kernels));
+  // State 0 (the embedding) cannot be the bottleneck (no block would have read the context into
+  // it), nor can state L (no block would be left to carry it to the x-token).
+  Require(bottleneck == 0 || (bottleneck >= 1 && bottleneck <= layers - 1), "model", "bottleneck",
+          "must be 0 (none) or in 1..L-1 = 1.." + std::to_string(layers - 1) + " (L = {layers}; " +
+              "the y-tokens' state after that block is the bottleneck), got " +
+              std::to_string(bottleneck));
   Require(mlp_ratio > 0 && mlp_ratio <= 64, "model", "mlp_ratio",
           "must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
@@ -55,6 +61,7 @@ std::string ModelConfig::ToJson() const {
   // configuration text (resume compares it).
   if (norm != "layer") j["norm"] = norm;
   if (kernels != 1) j["kernels"] = kernels;  // absent: 1, the files from before the setting
+  if (bottleneck != 0) j["bottleneck"] = bottleneck;  // absent: none
   return j.dump();
 }
 
@@ -71,6 +78,10 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
   c.norm = j.contains("norm") ? core::json::String(j, "norm", what) : "layer";
   c.kernels =
       j.contains("kernels") ? static_cast<int>(core::json::Int(j, "kernels", what, 1, 3)) : 1;
+  // The range L - 1 is Validate()'s, which names the setting.
+  c.bottleneck = j.contains("bottleneck")
+                     ? static_cast<int>(core::json::Int(j, "bottleneck", what, 0, kMaxLayers))
+                     : 0;
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -82,7 +93,7 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
   return a.d == b.d && a.n_max == b.n_max && a.layers == b.layers && a.hidden == b.hidden &&
          a.heads == b.heads && a.mlp_ratio == b.mlp_ratio && a.norm == b.norm &&
-         a.kernels == b.kernels;
+         a.kernels == b.kernels && a.bottleneck == b.bottleneck;
 }
 
 double TrainConfig::LearningRate(std::int64_t step) const {

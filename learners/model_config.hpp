@@ -38,6 +38,16 @@ struct ModelConfig {
   // every prompt and head in one pass instead of one dispatched product each). New training runs
   // use 3.
   int kernels = 3;
+  // A bottleneck learner (0: none, every block causal). With bottleneck = l in 1..L-1 the blocks'
+  // attention is masked so that everything the prediction at an x-token uses about the context
+  // passes through one state of one y-token, which cannot see the query: states are numbered
+  // s = 0 (the embedding) .. L (after block s), x-tokens sit at even positions 2i and y-tokens
+  // at odd positions 2i + 1, and
+  //   blocks 1..l:     an x-token attends to itself only; a y-token to every position <= its own;
+  //   blocks l+1..L:   a y-token attends to itself only; an x-token at t to itself and to t - 1.
+  // The prediction at the x-token of example k + 1 (position 2k) is then a function of x_{k+1}
+  // and of state l of the y-token at 2k - 1 alone (TransformerImpl applies the masks).
+  int bottleneck = 0;
 
   void Validate() const;  // throws core::InputError naming the field
   std::string ToJson() const;

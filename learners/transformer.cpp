@@ -21,6 +21,10 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int hidden_, int heads_, int ke
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, torch::Tensor* weights,
                                                const torch::Tensor* blocked) {
+  // The fused kernel computes the causal mask only. With another mask (a bottleneck learner's)
+  // the attention is LibTorch's operators at any `kernels`, the unfused path of kernels 1 and 2:
+  // the scores [B, M, T, T] and the weights are materialised and each product is a dispatched
+  // batched matmul, which the fused kernel avoids (its cost is not measured here).
   if (kernels >= 3 && !blocked)
     return out_proj(
         FusedCausalAttention(torch::linear(x, in_proj_weight, in_proj_bias), heads, weights));
@@ -63,7 +67,8 @@ torch::Tensor QueryAttention(const torch::Tensor& qq, const torch::Tensor& kq,
 }  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQueries(
-    const torch::Tensor& x, const torch::Tensor& xq, const torch::Tensor& query_blocked) {
+    const torch::Tensor& x, const torch::Tensor& xq, const torch::Tensor& query_blocked,
+    const torch::Tensor* blocked) {
   const auto B = x.size(0), T = x.size(1), Q = xq.size(1);
   const int64_t head_dim = hidden / heads;
   const double scale = 1.0 / std::sqrt(double(head_dim));
@@ -76,9 +81,9 @@ std::pair<torch::Tensor, torch::Tensor> CausalSelfAttentionImpl::ForwardWithQuer
   const auto qkv = split(x, T), qkv_q = split(xq, Q);
   const auto q = qkv[0], k = qkv[1], v = qkv[2];
   const auto qq = qkv_q[0], kq = qkv_q[1], vq = qkv_q[2];
-  // The context: causal, as in forward (no context token attends to a query).
+  // The context: causal or `blocked`, as in forward (no context token attends to a query).
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
-  scores = scores.masked_fill(torch::ones({T, T}, torch::kBool).triu(1),
+  scores = scores.masked_fill(blocked ? *blocked : torch::ones({T, T}, torch::kBool).triu(1),
                               -std::numeric_limits<float>::infinity());
   const auto out =
       torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, hidden});
@@ -121,8 +126,10 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& h, torch::Tensor* attentio
 }
 
 std::pair<torch::Tensor, torch::Tensor> BlockImpl::ForwardWithQueries(
-    const torch::Tensor& h, const torch::Tensor& hq, const torch::Tensor& query_blocked) {
-  auto [a, aq] = attn->ForwardWithQueries(ln1 ? ln1(h) : h, ln1 ? ln1(hq) : hq, query_blocked);
+    const torch::Tensor& h, const torch::Tensor& hq, const torch::Tensor& query_blocked,
+    const torch::Tensor* blocked) {
+  auto [a, aq] =
+      attn->ForwardWithQueries(ln1 ? ln1(h) : h, ln1 ? ln1(hq) : hq, query_blocked, blocked);
   auto out = h + a, out_q = hq + aq;
   out = out + fc2(Gelu(fc1(ln2 ? ln2(out) : out), kernels));
   out_q = out_q + fc2(Gelu(fc1(ln2 ? ln2(out_q) : out_q), kernels));
@@ -135,6 +142,51 @@ torch::Tensor BlockImpl::QueriesOnly(const torch::Tensor& h, const torch::Tensor
   const auto out_q = hq + aq;
   return out_q + fc2(Gelu(fc1(ln2 ? ln2(out_q) : out_q), kernels));
 }
+
+torch::Tensor BottleneckMask(int bottleneck, int block, std::int64_t T) {
+  if (bottleneck < 1 || block < 1)
+    throw std::logic_error("transformer: BottleneckMask needs a bottleneck and a block >= 1");
+  const auto t = torch::arange(T).unsqueeze(1), u = torch::arange(T).unsqueeze(0);
+  const auto x_row = t.remainder(2) == 0;  // x-tokens at even positions, y-tokens at odd ones
+  if (block <= bottleneck)
+    // Blocks 1..l: x-tokens see only themselves, so state l of an x-token is a function of its
+    // own token; y-tokens read the context causally.
+    return (x_row & (u != t)) | (u > t);
+  // Blocks l+1..L: a y-token's state s > l is a function of its state l alone, and an x-token
+  // at 2k reads the context only through the y-token at 2k - 1. By induction over the blocks,
+  // the x-token's state L, and so the prediction read there, is a function of x_{k+1} and of
+  // state l of the y-token at 2k - 1: that state is the bottleneck.
+  return (u != t) & (~x_row | (u != t - 1));
+}
+
+std::vector<torch::Tensor> TransformerImpl::BlockMasks(std::int64_t T) const {
+  if (config.bottleneck == 0) return {};
+  const auto early = BottleneckMask(config.bottleneck, 1, T);
+  const auto late = BottleneckMask(config.bottleneck, config.bottleneck + 1, T);
+  std::vector<torch::Tensor> masks;
+  for (int b = 1; b <= config.layers; ++b)
+    masks.push_back(b <= config.bottleneck ? early : late);
+  return masks;
+}
+
+std::vector<torch::Tensor> TransformerImpl::QueryMasks(const torch::Tensor& at,
+                                                       std::int64_t T) const {
+  // A query row sees the context before its position (and itself, in the attention).
+  const auto before = torch::arange(T).unsqueeze(0) >= at.unsqueeze(1);  // [Q, T]
+  if (config.bottleneck == 0) return std::vector<torch::Tensor>(config.layers, before);
+  std::vector<torch::Tensor> masks;
+  for (const auto& m : BlockMasks(T + 1))
+    masks.push_back(m.index_select(/*dim=*/0, at).slice(/*dim=*/1, 0, T) | before);
+  return masks;
+}
+
+namespace {
+
+const torch::Tensor* MaskOf(const std::vector<torch::Tensor>& masks, int block) {
+  return masks.empty() ? nullptr : &masks[block];
+}
+
+}  // namespace
 
 TransformerImpl::TransformerImpl(const ModelConfig& c)
     : config(c), input_proj(register_module("input_proj", torch::nn::Linear(c.d + 1, c.hidden))) {
@@ -165,8 +217,9 @@ torch::Tensor TransformerImpl::Readout(const torch::Tensor& h) {
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
   auto h = Embed(tokens);
-  for (const auto& b : *blocks)
-    h = b->as<Block>()->forward(h);
+  const auto masks = BlockMasks(h.size(1));
+  for (int b = 0; b < config.layers; ++b)
+    h = blocks[b]->as<Block>()->forward(h, nullptr, MaskOf(masks, b));
   return Readout(h);
 }
 
@@ -174,9 +227,11 @@ ForwardResult TransformerImpl::Run(const torch::Tensor& tokens, const ForwardOpt
   ForwardResult r;
   auto h = Embed(tokens);
   if (options.hidden_states) r.hidden.push_back(h);
-  for (const auto& b : *blocks) {
+  const auto masks = BlockMasks(h.size(1));
+  for (int b = 0; b < config.layers; ++b) {
     torch::Tensor weights;
-    h = b->as<Block>()->forward(h, options.attention ? &weights : nullptr);
+    h = blocks[b]->as<Block>()->forward(h, options.attention ? &weights : nullptr,
+                                        MaskOf(masks, b));
     if (options.hidden_states) r.hidden.push_back(h);
     if (options.attention) r.attention.push_back(weights);
   }
@@ -192,8 +247,9 @@ torch::Tensor TransformerImpl::RunFrom(int layer, const torch::Tensor& state) {
     throw std::logic_error("transformer: a state must be [B, T, " + std::to_string(config.hidden) +
                            "] with T <= 2 n_max");
   auto h = state;
+  const auto masks = BlockMasks(h.size(1));
   for (int b = layer; b < config.layers; ++b)
-    h = blocks[b]->as<Block>()->forward(h);
+    h = blocks[b]->as<Block>()->forward(h, nullptr, MaskOf(masks, b));
   return Readout(h);
 }
 
@@ -213,10 +269,11 @@ torch::Tensor TransformerImpl::QueryForward(const torch::Tensor& tokens,
   const auto at = torch::tensor(positions, torch::kLong);
   auto h = Embed(tokens);
   auto hq = input_proj(query_tokens) + pos_embed.index_select(0, at);
-  // A query row sees the context before its position (and itself, in the attention).
-  const auto query_blocked = torch::arange(T).unsqueeze(0) >= at.unsqueeze(1);  // [Q, T]
-  for (const auto& b : *blocks)
-    std::tie(h, hq) = b->as<Block>()->ForwardWithQueries(h, hq, query_blocked);
+  const auto masks = BlockMasks(T);
+  const auto query_masks = QueryMasks(at, T);
+  for (int b = 0; b < config.layers; ++b)
+    std::tie(h, hq) =
+        blocks[b]->as<Block>()->ForwardWithQueries(h, hq, query_masks[b], MaskOf(masks, b));
   return readout(final_ln ? final_ln(hq) : hq).squeeze(-1);
 }
 
@@ -236,10 +293,9 @@ torch::Tensor TransformerImpl::QueriesFrom(int layer, const std::vector<torch::T
     for (const auto p : positions)
       if (p < 0 || p > T)
         throw std::logic_error("transformer: a query position is past the context");
-    const auto at = torch::tensor(positions, torch::kLong);
-    const auto query_blocked = torch::arange(T).unsqueeze(0) >= at.unsqueeze(1);  // [Q, T]
+    const auto query_masks = QueryMasks(torch::tensor(positions, torch::kLong), T);
     for (int b = layer; b < config.layers; ++b)
-      h = blocks[b]->as<Block>()->QueriesOnly(context[b - layer], h, query_blocked);
+      h = blocks[b]->as<Block>()->QueriesOnly(context[b - layer], h, query_masks[b]);
   }
   return readout(final_ln ? final_ln(h) : h).squeeze(-1);
 }

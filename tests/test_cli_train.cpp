@@ -97,6 +97,11 @@ TEST(CliTrain, BadOptionsAreOneLineExitTwoAndNoFile) {
       {"--resume", "no checkpoint"},
       {"--resume --init-only", "exclude each other"},
       {"--steps abc", "--steps"},
+      {"--layers 3 --bottleneck 3",
+       "--bottleneck: must be 0 (none) or in 1..L-1 = 1..2 (L = --layers"},
+      {"--bottleneck -1", "--bottleneck: must be 0 (none) or in 1..L-1"},
+      {"--resume --bottleneck 2",
+       "--bottleneck: --resume takes the configuration from the checkpoint"},
   };
   for (const auto& [args, message] : cases) {
     const auto r = RunIclprobe("train --quiet " + args + " --out " + out);
@@ -199,4 +204,28 @@ TEST(CliTrain, NoisyRunsAreEvaluatedAgainstTheBayesRidge) {
     ++matched;
   }
   EXPECT_EQ(matched, 5);
+}
+
+// A bottleneck learner trains (its masks in every pass: TransformerImpl::forward in the steps,
+// QueryForward and forward in the evaluations), its checkpoint records the state, inspect shows
+// it, and --bottleneck 0 is a plain learner whose configuration text has no such key.
+TEST(CliTrain, BottleneckLearnerRecordsItsStateInTheCheckpoint) {
+  TempDir tmp;
+  const std::string ckpt = tmp / "bn.h5", plain = tmp / "plain.h5";
+  auto r = RunIclprobe(
+      "train --bottleneck 2 --d 3 --n 5 --layers 3 --hidden 16 --heads 2 "
+      "--steps 20 --batch 8 --eval-every 10 --eval-prompts 16 --threads 1 --quiet "
+      "--out " +
+      ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("bottleneck at state 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finished at step 20 of 20"), std::string::npos) << r.out;
+  EXPECT_NE(h5::File::Open(ckpt).GetString("model_config").find("\"bottleneck\":2"),
+            std::string::npos);
+  r = RunIclprobe("inspect " + ckpt);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"bottleneck\":2"), std::string::npos) << r.out;
+  r = RunIclprobe("train " + kTiny + "--bottleneck 0 --init-only --out " + plain);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(h5::File::Open(plain).GetString("model_config").find("bottleneck"), std::string::npos);
 }

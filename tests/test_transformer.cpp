@@ -923,3 +923,272 @@ TEST(Transformer, ShiftedQueriesInOnePassEqualTheirOwnSequences) {
       EXPECT_NEAR(err(k, i), e, 1e-12 * std::max(1.0, e));
     }
 }
+
+namespace {
+
+// The bottleneck learner of the tests below: L = 4 blocks, the y-tokens' state 2 the bottleneck.
+ModelConfig BottleneckTiny(const std::string& norm) {
+  ModelConfig c;
+  c.d = 3;
+  c.n_max = 6;
+  c.layers = 4;
+  c.hidden = 16;
+  c.heads = 2;
+  c.norm = norm;
+  c.kernels = 3;
+  c.bottleneck = 2;
+  return c;
+}
+
+// Largest |a - b|, as a double.
+double MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+}  // namespace
+
+// Hand-written masks over T = 4 (x at 0, y at 1, x at 2, y at 3), 1 = blocked.
+TEST(BottleneckMask, FourPositionHandExample) {
+  const auto early = torch::tensor({0, 1, 1, 1,   // x: itself only
+                                    0, 0, 1, 1,   // y: causal
+                                    1, 1, 0, 1,   // x: itself only
+                                    0, 0, 0, 0})  // y: causal
+                         .view({4, 4})
+                         .to(torch::kBool);
+  const auto late = torch::tensor({0, 1, 1, 1,   // x: itself (no y before it)
+                                   1, 0, 1, 1,   // y: itself only
+                                   1, 0, 0, 1,   // x: the y before it and itself
+                                   1, 1, 1, 0})  // y: itself only
+                        .view({4, 4})
+                        .to(torch::kBool);
+  for (int block = 1; block <= 2; ++block)
+    EXPECT_TRUE(torch::equal(learners::BottleneckMask(2, block, 4), early)) << block;
+  for (int block = 3; block <= 4; ++block)
+    EXPECT_TRUE(torch::equal(learners::BottleneckMask(2, block, 4), late)) << block;
+  // Run returns attention weights that are exactly 0 where blocked (exp(-inf) = 0), and rows
+  // that still sum to 1 (see ReturnsEveryHiddenStateAndAttention for the tolerance).
+  torch::manual_seed(21);
+  Transformer m(BottleneckTiny("layer"));
+  torch::NoGradGuard no_grad;
+  const auto r = m->Run(torch::randn({2, 12, 4}), {/*hidden_states=*/false, /*attention=*/true});
+  ASSERT_EQ(r.attention.size(), 4u);
+  for (int block = 1; block <= 4; ++block) {
+    const auto& a = r.attention[block - 1];
+    const auto blocked = learners::BottleneckMask(2, block, 12);
+    EXPECT_EQ(a.masked_select(blocked.expand_as(a)).abs().max().item<float>(), 0.0f) << block;
+    EXPECT_TRUE(torch::allclose(a.sum(-1), torch::ones({2, 2, 12}))) << block;
+  }
+}
+
+// The prediction at the x-token of example k + 1 (position 2k) is a function of x_{k+1} and of
+// state l = 2 of the y-token at 2k - 1 only. Each invariance below is exact by construction:
+// same shapes, so the same kernels in the same order, and what differs enters only through
+// attention weights that are exactly 0 (exp(-inf)), where acc + 0 * v == acc for finite v. Through
+// every entry point: forward, Run, RunFrom, QueryForward and QueriesFrom.
+TEST(Transformer, BottleneckPredictionSeesTheContextOnlyThroughOneState) {
+  for (const std::string norm : {"layer", "none"}) {
+    torch::manual_seed(17);
+    const ModelConfig c = BottleneckTiny(norm);
+    const int l = c.bottleneck;
+    Transformer m(c);
+    torch::NoGradGuard no_grad;
+    const auto tokens = Tokens(3, 6, 5);
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const auto run = m->Run(tokens, fo);
+    ASSERT_TRUE(torch::equal(run.predictions, m->forward(tokens))) << norm;
+    for (int k = 1; k < 6; ++k) {
+      const auto want = run.predictions.select(1, k);
+      const auto open = [&](int t) { return t == 2 * k || t == 2 * k - 1; };
+      // (a) Edits of state s >= l anywhere but at 2k - 1 and 2k.
+      for (int s = l; s <= c.layers; ++s) {
+        auto edited = run.hidden[s].clone();
+        for (int t = 0; t < 12; ++t)
+          if (!open(t)) edited.select(1, t).add_(torch::randn({3, 16}));
+        EXPECT_TRUE(torch::equal(m->RunFrom(s, edited).select(1, k), want))
+            << norm << " k=" << k << " state " << s;
+      }
+      // (b) Another context that keeps x_{k+1} and the bottleneck state: the tokens after 2k
+      // (every mask is causal) ...
+      auto later = tokens.clone();
+      later.slice(1, 2 * k + 1).add_(torch::randn({3, 12 - 2 * k - 1, 4}));
+      EXPECT_TRUE(torch::equal(m->forward(later).select(1, k), want)) << norm << " k=" << k;
+      EXPECT_TRUE(torch::equal(m->Run(later, {}).predictions.select(1, k), want));
+      // ... or a wholly other prompt B, with A's state l spliced in at 2k - 1. B keeps A's x_{k+1}
+      // at 2k, whose state l is then A's too (x-tokens see only themselves up to block l).
+      auto other = torch::randn({3, 12, 4});
+      other.select(1, 2 * k).copy_(tokens.select(1, 2 * k));
+      const auto run_b = m->Run(other, fo);
+      EXPECT_TRUE(torch::equal(run_b.hidden[l].select(1, 2 * k), run.hidden[l].select(1, 2 * k)));
+      auto spliced = run_b.hidden[l].clone();
+      spliced.select(1, 2 * k - 1).copy_(run.hidden[l].select(1, 2 * k - 1));
+      EXPECT_TRUE(torch::equal(m->RunFrom(l, spliced).select(1, k), want)) << norm << " k=" << k;
+      // (c) ... while an edit of the bottleneck state itself moves the prediction.
+      auto pushed = run.hidden[l].clone();
+      pushed.select(1, 2 * k - 1).add_(torch::randn({3, 16}));
+      EXPECT_GT(MaxDiff(m->RunFrom(l, pushed).select(1, k), want), 1e-6) << norm << " k=" << k;
+    }
+    // The query paths. QueryForward: query k is x_{k+1} at 2k; the context after 2k - 1 (its own
+    // x at 2k included) is not the query's sequence, and the rest enters only through 2k - 1.
+    std::vector<std::int64_t> positions;
+    for (int k = 0; k < 6; ++k)
+      positions.push_back(2 * k);
+    const auto queries = torch::randn({3, 6, 3});
+    const auto q_want = m->QueryForward(tokens, queries, positions);
+    for (int k = 1; k < 6; ++k) {
+      auto later = tokens.clone();
+      later.slice(1, 2 * k).add_(torch::randn({3, 12 - 2 * k, 4}));
+      EXPECT_TRUE(torch::equal(m->QueryForward(later, queries, positions).select(1, k),
+                               q_want.select(1, k)))
+          << norm << " k=" << k;
+      auto earlier = tokens.clone();
+      earlier.slice(1, 0, 2 * k - 1).add_(1.0);  // before the bottleneck's token: it moves
+      EXPECT_GT(
+          MaxDiff(m->QueryForward(earlier, queries, positions).select(1, k), q_want.select(1, k)),
+          1e-6)
+          << norm << " k=" << k;
+    }
+    // QueriesFrom from state l: context states l..L-1 replaced everywhere but at 2k - 1 leave
+    // the query's prediction; a push of the bottleneck's state l moves it.
+    for (int k = 1; k < 6; ++k) {
+      std::vector<torch::Tensor> context, noisy;
+      for (int j = l; j < c.layers; ++j) {
+        context.push_back(run.hidden[j].slice(1, 0, 2 * k));
+        auto n = torch::randn({3, 2 * k, 16});
+        n.select(1, 2 * k - 1).copy_(run.hidden[j].select(1, 2 * k - 1));
+        noisy.push_back(n);
+      }
+      const auto hq = run.hidden[l].slice(1, 2 * k, 2 * k + 1);
+      const auto fast = m->QueriesFrom(l, context, hq, {2 * k});
+      EXPECT_TRUE(torch::equal(m->QueriesFrom(l, noisy, hq, {2 * k}), fast)) << norm << " k=" << k;
+      auto pushed = context;
+      pushed[0] = context[0].clone();
+      pushed[0].select(1, 2 * k - 1).add_(torch::randn({3, 16}));
+      EXPECT_GT(MaxDiff(m->QueriesFrom(l, pushed, hq, {2 * k}), fast), 1e-6) << norm << " k=" << k;
+    }
+    // Example 1's prediction (k = 0) has no y-token before it: a function of x_1 alone.
+    auto rest = torch::randn({3, 12, 4});
+    rest.select(1, 0).copy_(tokens.select(1, 0));
+    EXPECT_TRUE(torch::equal(m->forward(rest).select(1, 0), run.predictions.select(1, 0)));
+  }
+}
+
+// Without the option nothing changes: no mask is passed, so every block takes the path it took
+// before bottleneck existed (the fused causal attention of kernels 3), which the explicit loop
+// below reproduces bit for bit; Run, RunFrom and forward agree exactly as in
+// RunFromAnyStateReproducesTheForwardPass, and QueryForward within the float32 tolerance of
+// BatchedQueriesEqualOneAtATimeForwardPasses. The file text has no "bottleneck" key.
+TEST(Transformer, WithoutBottleneckEveryPathIsTheCausalOne) {
+  ModelConfig c = BottleneckTiny("layer");
+  c.bottleneck = 0;
+  EXPECT_EQ(c.ToJson().find("bottleneck"), std::string::npos);
+  torch::manual_seed(17);
+  Transformer m(c);
+  torch::NoGradGuard no_grad;
+  const auto tokens = Tokens(3, 6, 5);
+  auto h = m->input_proj(tokens) + m->pos_embed.slice(0, 0, 12);
+  const auto embedding = h;
+  for (int b = 0; b < c.layers; ++b)
+    h = m->blocks[b]->as<learners::Block>()->forward(h);
+  const auto x_states = h.slice(1, 0, 12, 2);
+  const auto by_hand = m->readout(m->final_ln(x_states)).squeeze(-1);
+  const auto pred = m->forward(tokens);
+  EXPECT_TRUE(torch::equal(pred, by_hand));
+  const auto run = m->Run(tokens, {/*hidden_states=*/true, /*attention=*/true});
+  EXPECT_TRUE(torch::equal(run.predictions, pred));
+  EXPECT_TRUE(torch::equal(run.hidden[0], embedding));
+  EXPECT_TRUE(torch::equal(m->RunFrom(0, run.hidden[0]), pred));
+  for (const auto& a : run.attention)
+    EXPECT_EQ(a.triu(1).abs().max().item<float>(), 0.0f);
+  // The same weights under a bottleneck give other predictions (the masks do bind).
+  c.bottleneck = 2;
+  torch::manual_seed(17);
+  Transformer b(c);
+  EXPECT_GT(MaxDiff(b->forward(tokens), pred), 1e-6);
+  // QueryForward with the context's own x as queries: each query's own sequence is the prefix.
+  std::vector<std::int64_t> positions = {0, 2, 4, 6, 8, 10};
+  const auto queries = tokens.slice(1, 0, 12, 2).slice(2, 1, 4);
+  const auto via_queries = m->QueryForward(tokens, queries, positions);
+  EXPECT_TRUE(((via_queries - pred).abs() <= 1e-5 * pred.abs().clamp_min(1.0)).all().item<bool>())
+      << via_queries << pred;
+}
+
+// A bottleneck learner's two query paths against the whole sequence: QueryForward (every query in
+// one pass, the context's own x as queries) against forward, and QueriesFrom against RunFrom
+// on an edited query state, as QueriesFromKnownContextStatesEqualRunFrom. All are LibTorch's
+// operators (the masks skip the fused kernel) but with other shapes and summation orders: the
+// float32 tolerance of the other two-path tests here, |diff| <= 1e-5 max(1, |prediction|).
+TEST(Transformer, BottleneckQueryPathsEqualTheWholeSequence) {
+  for (const std::string norm : {"layer", "none"}) {
+    torch::manual_seed(19);
+    const ModelConfig c = BottleneckTiny(norm);
+    Transformer m(c);
+    torch::NoGradGuard no_grad;
+    const auto tokens = Tokens(4, 6, 5);
+    const auto pred = m->forward(tokens);
+    const auto queries = tokens.slice(1, 0, 12, 2).slice(2, 1, 4);
+    const auto via_queries = m->QueryForward(tokens, queries, {0, 2, 4, 6, 8, 10});
+    EXPECT_TRUE(((via_queries - pred).abs() <= 1e-5 * pred.abs().clamp_min(1.0)).all().item<bool>())
+        << norm << "\n"
+        << via_queries << pred;
+    learners::ForwardOptions fo;
+    fo.hidden_states = true;
+    const auto run = m->Run(tokens, fo);
+    for (const int layer : {0, 1, 2, 3}) {
+      const std::vector<std::int64_t> ks = {2, 5};
+      const auto push = torch::randn({4, 2, 16});
+      std::vector<torch::Tensor> context;
+      for (int j = layer; j < c.layers; ++j)
+        context.push_back(run.hidden[j].slice(1, 0, 2 * ks.back()));
+      const auto hq =
+          torch::stack(
+              {run.hidden[layer].select(1, 2 * ks[0]), run.hidden[layer].select(1, 2 * ks[1])}, 1) +
+          push;
+      const auto fast = m->QueriesFrom(layer, context, hq, {2 * ks[0], 2 * ks[1]});
+      for (int q = 0; q < 2; ++q) {
+        auto edited = run.hidden[layer].slice(1, 0, 2 * ks[q] + 1).clone();
+        edited.select(1, 2 * ks[q]).add_(push.select(1, q));
+        const auto slow = m->RunFrom(layer, edited).select(1, ks[q]);
+        EXPECT_TRUE(((fast.select(1, q) - slow).abs() <= 1e-5 * slow.abs().clamp_min(1.0))
+                        .all()
+                        .item<bool>())
+            << norm << " layer " << layer << " query " << q << "\n"
+            << fast.select(1, q) << slow;
+      }
+    }
+  }
+}
+
+// 0 is none and is not written; 1..L-1 round-trip; anything else is refused naming the setting,
+// whether built in code or read from a file.
+TEST(ModelConfig, BottleneckIsZeroOrAStateBetweenBlocks) {
+  ModelConfig c = BottleneckTiny("layer");
+  EXPECT_EQ(ModelConfig::FromJson(c.ToJson(), "test").bottleneck, 2);
+  EXPECT_NE(c.ToJson().find("\"bottleneck\":2"), std::string::npos) << c.ToJson();
+  ModelConfig none = c;
+  none.bottleneck = 0;
+  EXPECT_FALSE(none == c);
+  EXPECT_EQ(ModelConfig::FromJson(none.ToJson(), "test").bottleneck, 0);
+  for (const int bad : {4, 9, -1}) {
+    ModelConfig b = c;
+    b.bottleneck = bad;
+    try {
+      b.Validate();
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const core::InputError& e) {
+      EXPECT_EQ(e.field(), "bottleneck") << e.what();
+      EXPECT_NE(e.text().find("got " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+    EXPECT_THROW({ Transformer t(b); }, core::InputError) << bad;
+  }
+  auto j = nlohmann::json::parse(c.ToJson());
+  j["bottleneck"] = 4;  // = L
+  try {
+    ModelConfig::FromJson(j.dump(), "checkpoint 'a.h5' model_config");
+    ADD_FAILURE() << "bottleneck = L was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bottleneck: must be 0 (none) or in 1..L-1 = 1..3"),
+              std::string::npos)
+        << e.what();
+  }
+}

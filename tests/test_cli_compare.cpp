@@ -121,7 +121,7 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
       {"--cell c=" + (tmp / "s1.h5") + "," + (tmp / "deep.h5"), "is not a seed of the recipe of"},
       {"--cell c=" + (tmp / "s1.h5") + "," + (tmp / "s1.h5"), "is given twice"},
       {"--cell =" + (tmp / "s1.h5"), "--cell: expected NAME=FILE,FILE"},
-      {"--cell c=" + (tmp / "s1.h5") + ",", "--cell: expected NAME=FILE,FILE"},
+      {"--cell c=" + (tmp / "s1.h5") + ",", "is empty"},
       {"--cell 'a b=" + (tmp / "s1.h5") + "'", "--cell: expected NAME=FILE,FILE"},
       {"--cell c=" + (tmp / "s1.h5") + " --cell c=" + (tmp / "s2.h5"), "'c' is given twice"},
       {"-c " + (tmp / "s1.h5") + " --learners gd:fit:4..2", "gd:fit:LO..HI"},

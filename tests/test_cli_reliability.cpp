@@ -1234,7 +1234,7 @@ TEST_F(Reliability, NonFiniteOutputsAreRefusedBeforeAnythingIsWritten) {
   TempDir tmp;
   ExpectRefused(
       RunIclprobe("construct --program gd --alpha 1e308 --d 3 --n 5 --out " + (tmp / "inf.h5")),
-      "alpha 1e308", "NaN or infinite");
+      "alpha 1e308", "beyond what float32 weights hold");
   EXPECT_FALSE(fs::exists(tmp / "inf.h5"));
   EXPECT_FALSE(fs::exists(tmp / "inf.h5.partial"));
   // 2 alpha X'y with alpha = 1e6 lies far beyond 65504.
@@ -1650,7 +1650,7 @@ TEST_F(Reliability, EmptyListEntriesAreRefusedNamingTheOption) {
       {"probe" + acts + " --lambdas 0.1,,1" + out, "--lambdas: "},
       {"probe" + acts + " --probes ridge," + out, "--probes: "},
       {"probe" + acts + " --split 0.8,,0.2" + out, "--split: "},
-      {"construct --program gd --d 3 --n 5 --decoy ''" + out, "--decoy: "},
+      {"construct --program gd --d 3 --n 5 --decoy '' --out " + (tmp / "o.h5"), "--decoy: "},
       {"baselines --prompts 5 --learners ols,,gd:0.1", "--learners: "},
       {"compare" + ck + " --prompts 10 --learners ols, --quiet", "--learners: "},
       {"compare --cell a=" + In("init.h5") + ",," + In("run.h5") + " --prompts 10 --quiet",

@@ -49,6 +49,76 @@ arma::mat Values(const std::vector<const CompareEntry*>& seeds, int k) {
   return v;
 }
 
+// The ratio of B's SPD to A's (the mean over seeds and prompts of each), its 95% interval and
+// each seed's own ratio. Three or more seeds: the two-stage bootstrap `boot`, the same
+// resamples for both learners. One or two: the seeds' prompts pooled and resampled alone.
+struct Ratio {
+  double value = arma::datum::nan;
+  probes::Interval iv;
+  std::vector<double> per_seed;
+  bool Separates() const {
+    if (!(value >= kSeparationRatio && iv.lo > 1)) return false;
+    for (double r : per_seed)
+      if (!(r > 1)) return false;
+    return true;
+  }
+};
+
+Ratio RatioOf(const arma::mat& b, const arma::mat& a, const probes::Bootstrap& boot) {
+  Ratio r;
+  r.value = arma::mean(arma::vectorise(b)) / arma::mean(arma::vectorise(a));
+  for (arma::uword s = 0; s < a.n_cols; ++s)
+    r.per_seed.push_back(arma::mean(b.col(s)) / arma::mean(a.col(s)));
+  arma::mat reps;  // replicates x 2: the means of B and of A on the same resamples
+  if (a.n_cols >= 3) {
+    std::vector<arma::mat> per;
+    for (arma::uword s = 0; s < a.n_cols; ++s)
+      per.push_back(arma::join_rows(b.col(s), a.col(s)));
+    reps = boot.MeanOverSeeds(per);
+  } else {
+    const probes::Bootstrap pooled(a.n_elem, 1, boot.replicates(), 0x5e9a7a7e + a.n_cols);
+    reps = pooled.MeanOverSeeds(
+        std::vector<arma::mat>{arma::join_rows(arma::vectorise(b), arma::vectorise(a))});
+  }
+  r.iv = probes::PercentileInterval(reps.col(0) / reps.col(1));
+  return r;
+}
+
+// Fills v's separation fields: A is `order[0]`; its family (Nested) is never separated by a
+// ratio; B is the nearest learner outside it; every outside learner that fails the rule joins
+// `among`.
+void Separate(const CellRows& rows, const std::vector<arma::mat>& values,
+              const std::vector<std::pair<double, std::size_t>>& order,
+              const probes::Bootstrap& boot, Verdict& v) {
+  const std::size_t a = order[0].second;
+  const int seeds = static_cast<int>(values[a].n_cols);
+  v.basis = seeds >= 3 ? "seeds" : seeds == 2 ? "two seeds" : "one seed";
+  v.among = {rows.learners[a]};
+  bool first = true;
+  for (std::size_t o = 1; o < order.size(); ++o) {
+    const std::size_t i = order[o].second;
+    if (Nested(rows.learners[a], rows.learners[i])) {
+      v.among.push_back(rows.learners[i]);
+      continue;
+    }
+    const Ratio r = RatioOf(values[i], values[a], boot);
+    if (first) {
+      first = false;
+      v.separated_from = rows.learners[i];
+      v.ratio = r.value, v.ratio_lo = r.iv.lo, v.ratio_hi = r.iv.hi;
+      v.seed_ratios = r.per_seed;
+      v.resolved = r.Separates();
+    }
+    if (!r.Separates()) v.among.push_back(rows.learners[i]);
+  }
+  // Resolved means separated from the nearest outside learner and so from every farther one;
+  // a farther learner that fails the rule (its interval reaches 1) leaves it unresolved.
+  if (v.among.size() > 1 && v.resolved) {
+    for (std::size_t o = 1; o < v.among.size(); ++o)
+      if (!Nested(rows.learners[a], v.among[o])) v.resolved = false;
+  }
+}
+
 Verdict Judge(const Cell& cell, const CellRows& rows, int k, const probes::Bootstrap& boot) {
   Verdict v;
   v.cell = cell.name;
@@ -84,10 +154,29 @@ Verdict Judge(const Cell& cell, const CellRows& rows, int k, const probes::Boots
   const probes::Interval iv = probes::PercentileInterval(boot.MeanOverSeeds(gap));
   v.margin = arma::mean(arma::vectorise(gap)), v.lo = iv.lo, v.hi = iv.hi;
   v.significant = iv.lo > 0;
+  Separate(rows, values, order, boot, v);
   return v;
 }
 
 }  // namespace
+
+bool Nested(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  // OLS and the two fitted families that reach it (ridge as lambda -> 0, Newton as its steps
+  // grow): each contains OLS, so near-ties among them are what an OLS-like learner produces.
+  auto ols_like = [](const std::string& s) {
+    return s == "ols" || s == "ridge:fit" || s.rfind("newton:fit", 0) == 0;
+  };
+  if (ols_like(a) && ols_like(b)) return true;
+  // A fitted family and a fixed member of it: ridge:fit and ridge:LAMBDA or bayes (a ridge),
+  // gd:fit... and gd:ALPHA..., sgd:fit and sgd:ALPHA, newton:fit... and newton:....
+  auto base = [](const std::string& s) {
+    if (s == "bayes") return std::string("ridge");
+    return s.substr(0, s.find(':'));
+  };
+  auto fitted = [](const std::string& s) { return s.find(":fit") != std::string::npos; };
+  return base(a) == base(b) && fitted(a) != fitted(b);
+}
 
 std::vector<Cell> SingleCells(const CompareResult& r) {
   std::vector<Cell> cells;
@@ -153,16 +242,24 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
   os << "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-        "margin_hi,significant,stable,per_seed,converged\n";
+        "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
+        "seed_ratios,resolved,among,basis\n";
   for (const Verdict& v : a.verdicts) {
-    std::string per;
+    std::string per, among, ratios;
     for (const auto& s : v.per_seed)
       per += (per.empty() ? "" : ";") + s;
-    os << fmt::format("{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{},{}\n",
+    for (const auto& s : v.among)
+      among += (among.empty() ? "" : ";") + s;
+    for (double r : v.seed_ratios)
+      ratios += fmt::format("{}{:.6g}", ratios.empty() ? "" : ";", r);
+    os << fmt::format("{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{:.9g},{:.9g},{},{},{},{},",
                       core::CsvField(v.cell), v.k < 0 ? "window" : "k",
                       v.k < 0 ? std::string() : std::to_string(v.k), v.seeds, v.closest,
                       v.closest_spd, v.runner_up, v.runner_up_spd, v.margin, v.lo, v.hi,
                       int(v.significant), int(v.stable), core::CsvField(per), v.converged);
+    os << fmt::format("{},{:.6g},{:.6g},{:.6g},{},{},{},{}\n", v.separated_from, v.ratio,
+                      v.ratio_lo, v.ratio_hi, core::CsvField(ratios), int(v.resolved),
+                      core::CsvField(among), v.basis);
   }
 }
 
@@ -176,9 +273,37 @@ void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a) {
 
 namespace {
 
+std::string Joined(const std::vector<std::string>& xs, std::size_t from = 0) {
+  std::string s;
+  for (std::size_t i = from; i < xs.size(); ++i)
+    s += (s.empty() ? "" : ", ") + xs[i];
+  return s;
+}
+
+// The separation rule's verdict: "follows A, not B: ratio R [lo, hi]" or "unresolved among {A,
+// B, ...}", with the basis when it is not three seeds or more.
+std::string RuleText(const Verdict& v) {
+  if (v.separated_from.empty())
+    return v.among.size() > 1 ? "unresolved among {" + Joined(v.among) + "} (nested families)"
+                              : "no other learner to separate from";
+  const std::string ratio =
+      fmt::format("{} / {} SPD ratio {:.3g} [{:.3g}, {:.3g}]", v.separated_from, v.closest,
+                  v.ratio, v.ratio_lo, v.ratio_hi);
+  std::string s;
+  if (v.resolved) {
+    s = "follows " + v.closest;
+    if (v.among.size() > 1) s += " (or its nested {" + Joined(v.among, 1) + "})";
+    s += ", not " + v.separated_from + ": " + ratio;
+  } else {
+    s = "unresolved among {" + Joined(v.among) + "}: " + ratio;
+  }
+  if (v.basis != "seeds") s += " (" + v.basis + ")";
+  return s;
+}
+
 std::string VerdictText(const Verdict& v) {
   if (v.closest.empty()) return "no learner with finite SPD";
-  std::string s = fmt::format("{} {:.3e}", v.closest, v.closest_spd);
+  std::string s = RuleText(v) + fmt::format("; closest {} {:.3e}", v.closest, v.closest_spd);
   if (!v.runner_up.empty())
     s += fmt::format("; {} {:+.2e} [{:+.2e}, {:+.2e}] farther ({})", v.runner_up, v.margin, v.lo,
                      v.hi,
@@ -255,6 +380,9 @@ std::vector<HalfAgreement> CompareWithHalfRuns(
         h.half_closest = w.closest;
         h.significant = v->significant;
         h.half_significant = w.significant;
+        h.changes_with_training =
+            v->closest != w.closest && !v->closest.empty() && !w.closest.empty() &&
+            (v->resolved || w.resolved);
         continue;
       }
       if (v->closest.empty() || w.closest.empty()) continue;
@@ -291,6 +419,7 @@ void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
       os << fmt::format(
           " (differs at k = {}; both verdicts significant at {})", list(x.differ),
           x.differ_significant.empty() ? "none of them" : "k = " + list(x.differ_significant));
+    if (x.changes_with_training) os << "; changes with training";
     os << "\n";
   }
 }

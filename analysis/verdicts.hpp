@@ -37,7 +37,31 @@ struct Verdict {
   bool stable = false;                 // every seed's own closest learner is `closest`
   std::vector<std::string> per_seed;   // each seed's closest learner, in the cell's order
   std::string converged = "untested";  // the cell's (Cell::converged)
+
+  // The separation rule (docs/methodology.md, "Verdicts"). The ratio SPD(B) / SPD(A) of the
+  // closest learner A and the nearest learner B that A's family does not nest is about
+  // 1 + SPD(A, B) / SPD(M, A): it separates two candidates only when they differ by more than
+  // the learner's own residual. "Follows A, not B" needs ratio >= kSeparationRatio, the lower
+  // end of its 95% interval above 1 and every seed's own ratio above 1; with three or more
+  // seeds the interval is the two-stage bootstrap (seeds, then prompts), with one or two it is
+  // over the prompts alone (pooled) and the verdict is labelled "one seed" / "two seeds".
+  double ratio = arma::datum::nan, ratio_lo = arma::datum::nan, ratio_hi = arma::datum::nan;
+  std::vector<double> seed_ratios;  // each seed's own SPD(B) / SPD(A)
+  std::string separated_from;       // B: the nearest learner outside A's family
+  bool resolved = false;
+  // A first, then every learner not separated from A: its family (learners that contain A or
+  // that A contains, as ridge:fit and newton:fit contain OLS, are never separated by a ratio)
+  // and every other learner that fails the rule. One entry when resolved against B.
+  std::vector<std::string> among;
+  std::string basis;  // "seeds" (three or more), "one seed", "two seeds"
 };
+
+inline constexpr double kSeparationRatio = 2.0;
+
+// True when one of two learner specs contains the other as a limit, so that a ratio of their
+// SPDs cannot separate them: ols, ridge:fit and newton:fit (OLS as lambda -> 0 or as the steps
+// grow), and ridge:LAMBDA against ridge:fit.
+bool Nested(const std::string& a, const std::string& b);
 
 // SPD / d per k of one reference learner against a cell: mean over seeds and prompts, with the
 // two-stage 95% interval.
@@ -64,8 +88,9 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 std::vector<Cell> SingleCells(const CompareResult& r);
 
 // cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,margin_hi,
-// significant,stable,per_seed,converged (scope: k or window; per_seed: each seed's closest,
-// ';'-joined; converged: yes, no or untested)
+// significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,seed_ratios,
+// resolved,among,basis (scope: k or window; per_seed: each seed's closest, ';'-joined;
+// converged: yes, no or untested; among: ';'-joined; resolved: 1 or 0)
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
 // cell,learner,k,seeds,spd,spd_lo,spd_hi
 void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);
@@ -83,6 +108,10 @@ struct HalfAgreement {
   int ks = 0;                           // k compared: those with a closest learner in both
   std::vector<int> differ;              // the k whose closest learners differ
   std::vector<int> differ_significant;  // ... where both verdicts are significant
+  // The window's closest learners differ and the separation rule resolves at least one of the
+  // two verdicts: the answer depends on the training budget (a phenomenon, not an error), so
+  // neither is the recipe's answer.
+  bool changes_with_training = false;
 };
 // `pairs`: (cell, its half run's cell), both analysed in `a`. Throws std::invalid_argument when
 // a name is not a cell of `a`.

@@ -60,15 +60,21 @@ finished_seeds() {
 }
 
 # verdict_table VERDICTS_CSV [CELL]: compare's verdicts (every k, then the window k != d, d+1)
-# as a Markdown table, for one cell or every cell of the file but the half-budget runs' (CELL@half).
+# as a Markdown table, for one cell or every cell of the file but the half-budget runs' (CELL@half):
+# the separation rule's verdict (docs/methodology.md, "Verdicts") with the ratio of the nearest
+# learner outside the closest one's family to the closest, its 95% interval and basis.
 verdict_table() {
-  echo "| cell | k | closest | SPD / d | runner-up | margin [95%] | significant | every seed agrees | converged |"
-  echo "|---|---|---|---:|---|---|---|---|---|"
+  echo "| cell | k | verdict | ratio [95%] | closest | SPD / d | every seed agrees | converged |"
+  echo "|---|---|---|---|---|---:|---|---|"
   awk -F, -v want="${2:-}" 'NR > 1 && (want == "" ? $1 !~ /@half$/ : $1 == want) {
       k = ($2 == "window") ? "**window**" : $3
       stable = ($13 == 1) ? "yes" : "no (" $14 ")"
       if ($4 == 1) stable = "(1 seed)"
-      printf "| %s | %s | %s | %.3g | %s | %+.2g [%+.2g, %+.2g] | %s | %s | %s |\n", $1, k, $5, $6, $7, $9, $10, $11, ($12 == 1 ? "yes" : "no"), stable, $15
+      among = $22; gsub(/;/, ", ", among)
+      verdict = ($21 == 1) ? "follows " $5 ", not " $16 : "unresolved among {" among "}"
+      if ($23 != "seeds" && $23 != "") verdict = verdict " (" $23 ")"
+      ratio = ($16 == "") ? "" : sprintf("%s/%s %.3g [%.3g, %.3g]", $16, $5, $17, $18, $19)
+      printf "| %s | %s | %s | %s | %s | %.3g | %s | %s |\n", $1, k, verdict, ratio, $5, $6, stable, $15
     }' "$1"
 }
 

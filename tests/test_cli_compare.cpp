@@ -110,10 +110,11 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
   EXPECT_EQ(verdicts.substr(0, verdicts.find('\n')),
             "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-            "margin_hi,significant,stable,per_seed,converged");
+            "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
+            "seed_ratios,resolved,among,basis");
   EXPECT_EQ(CountLines(verdicts), 1 + 7 + 1);  // k = 0..6 and the window
   EXPECT_NE(verdicts.find("\nc,window,,3,"), std::string::npos) << verdicts;
-  EXPECT_NE(verdicts.find(",untested\n"), std::string::npos) << verdicts;
+  EXPECT_NE(verdicts.find(",untested,"), std::string::npos) << verdicts;
   const std::string curves = icl::test::ReadFile(tmp / "cmp.cells.csv");
   EXPECT_EQ(CountLines(curves), 1 + 3 * 7);  // learners x k
   EXPECT_NE(icl::test::ReadFile(tmp / "cmp.csv").find("\nc/seed2,ols,0,"), std::string::npos);
@@ -167,8 +168,8 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
                              (tmp / "cmp.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
-  EXPECT_NE(verdicts.find(converged ? ",yes\n" : ",no\n"), std::string::npos) << verdicts;
-  EXPECT_EQ(verdicts.find(",untested\n"), std::string::npos) << verdicts;
+  EXPECT_NE(verdicts.find(converged ? ",yes," : ",no,"), std::string::npos) << verdicts;
+  EXPECT_EQ(verdicts.find(",untested,"), std::string::npos) << verdicts;
   const std::string evidence = icl::test::ReadFile(tmp / "cmp.convergence.csv");
   EXPECT_EQ(
       evidence.substr(0, evidence.find('\n')),

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
 #include <sstream>
 
 #include "analysis/compare.hpp"
@@ -432,4 +435,131 @@ TEST(ComparePipeline, OrthogonalQueriesGiveTheSpanLearnersZeroPredictions) {
   }
   // From k = d on the examples span R^4 and the queries are ordinary: OLS predicts w.q != 0.
   EXPECT_GT(r.entries[0].spd.mean(t.d + 1), 1e-2);
+}
+
+namespace {
+
+// A learner under test planted at a known distance: a linear classical learner whose weights
+// after every k carry independent Gaussian noise of variance v per coordinate, drawn from the
+// prompt's inputs and a seed. On queries x ~ N(0, I_d) its SPD / d to its base learner is
+// v E|x|^2 / d = v in expectation, and to any other learner B it is SPD(base, B) + v (the noise
+// is independent of both), so the ratio SPD(B) / SPD(base) is planted as 1 + SPD(base, B) / v.
+class NoisyLearner : public learners::ClassicalLearner {
+ public:
+  NoisyLearner(std::unique_ptr<learners::ClassicalLearner> base, double v, std::uint64_t seed)
+      : base_(std::move(base)), sigma_(std::sqrt(v)), seed_(seed) {}
+  std::string spec() const override { return base_->spec() + "+noise"; }
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, learners::LearnerRun& out) const override {
+    base_->Run(x, y, out);
+    std::uint64_t h = seed_ * 0x9e3779b97f4a7c15ULL;
+    for (double e : x)  // the prompt's inputs
+      h = (h ^ std::hash<double>{}(e)) * 0x100000001b3ULL;
+    std::mt19937_64 gen(h);
+    std::normal_distribution<double> normal;
+    for (double& w : out.weights)
+      w += sigma_ * normal(gen);
+    for (arma::uword k = 0; k < out.predictions.n_elem; ++k)
+      out.predictions(k) = arma::dot(out.weights.col(k), x.col(k));
+  }
+
+ private:
+  std::unique_ptr<learners::ClassicalLearner> base_;
+  double sigma_;
+  std::uint64_t seed_;
+};
+
+}  // namespace
+
+// The separation rule on planted learners (three seeds each): a 3x separation with a small seed
+// spread is resolved; the same with one seed planted on the other side is not; a 1.1x
+// separation is not; a cell whose budgets follow different learners changes with training.
+TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
+  data::TaskConfig t;
+  t.d = 4, t.n = 10;
+  analysis::CompareRequest req;
+  req.prompts = 400;
+  req.ilwd_prompts = 2;
+  req.learner_specs = "ols,ridge:2";
+  auto make = [&](const std::string& spec) { return learners::MakeLearner(spec, t); };
+  // SPD(ols, ridge:2) / d over the summary window, from OLS itself under test.
+  const auto ref = analysis::RunCompare(
+      {analysis::ClassicalUnderTest("ols", t, std::shared_ptr<const learners::ClassicalLearner>(
+                                                  make("ols")))},
+      req);
+  double s = arma::datum::nan;
+  for (const auto& e : ref.entries)
+    if (e.model == "ols" && e.learner == "ridge:2") s = arma::mean(e.spd_prompt);
+  ASSERT_TRUE(std::isfinite(s) && s > 0);
+  // v = s / 2 plants a ratio of 3; v = 10 s a ratio of 1.1.
+  auto noisy = [&](const std::string& name, const std::string& base, double ratio,
+                   std::uint64_t seed) {
+    return analysis::ClassicalUnderTest(
+        name, t, std::make_shared<NoisyLearner>(make(base), s / (ratio - 1), seed));
+  };
+  const auto r = analysis::RunCompare(
+      {noisy("a/1", "ols", 3, 1), noisy("a/2", "ols", 3, 2), noisy("a/3", "ols", 3, 3),
+       noisy("b/1", "ols", 3, 4), noisy("b/2", "ols", 3, 5), noisy("b/3", "ridge:2", 3, 6),
+       noisy("c/1", "ols", 1.1, 7), noisy("c/2", "ols", 1.1, 8), noisy("c/3", "ols", 1.1, 9),
+       noisy("h/1", "ridge:2", 3, 10), noisy("h/2", "ridge:2", 3, 11),
+       noisy("h/3", "ridge:2", 3, 12)},
+      req);
+  const auto a = analysis::AnalyseCells(r,
+                                        {{"a", {"a/1", "a/2", "a/3"}},
+                                         {"b", {"b/1", "b/2", "b/3"}},
+                                         {"c", {"c/1", "c/2", "c/3"}},
+                                         {"h", {"h/1", "h/2", "h/3"}}},
+                                        400);
+  auto window = [&](const std::string& cell) {
+    for (const auto& v : a.verdicts)
+      if (v.cell == cell && v.k < 0) return v;
+    ADD_FAILURE() << "no window verdict for " << cell;
+    return analysis::Verdict{};
+  };
+  const analysis::Verdict va = window("a"), vb = window("b"), vc = window("c");
+  EXPECT_EQ(va.closest, "ols");
+  EXPECT_EQ(va.separated_from, "ridge:2");
+  // The ratio is 1 + s / v-hat with v-hat the noise's mean square over 400 prompts x 3 seeds
+  // (relative standard error about sqrt(2 / 1200) = 0.04) plus a cross term of mean 0 and
+  // standard error about 2 sqrt(s v / 1200) / v = 0.08 at s / v = 2: 0.5 is over 5 of them.
+  EXPECT_NEAR(va.ratio, 3.0, 0.5);
+  EXPECT_TRUE(va.resolved) << va.ratio << " [" << va.ratio_lo << ", " << va.ratio_hi << "]";
+  EXPECT_EQ(va.basis, "seeds");
+  EXPECT_EQ(va.among, (std::vector<std::string>{"ols"}));
+  EXPECT_FALSE(vb.resolved) << vb.ratio;  // seed 3 follows ridge: its own ratio is below 1
+  ASSERT_EQ(vb.seed_ratios.size(), 3u);
+  EXPECT_LT(vb.seed_ratios[2], 1.0);
+  EXPECT_EQ(vb.among.size(), 2u);
+  EXPECT_FALSE(vc.resolved) << vc.ratio;  // 1.1: below the ratio of 2 whatever the interval
+  // At s / v = 0.1 the cross term's standard error is about 2 sqrt(0.1 / 1200) = 0.018.
+  EXPECT_NEAR(vc.ratio, 1.1, 0.08);
+  // Budgets: h (ridge at T/2) against a (ols at T) changes with training.
+  const auto half = analysis::CompareWithHalfRuns(a, {{"a", "h"}, {"a", "a"}});
+  EXPECT_TRUE(half[0].changes_with_training);
+  EXPECT_FALSE(half[1].changes_with_training);
+  std::ostringstream text;
+  analysis::PrintVerdicts(text, a);
+  EXPECT_NE(text.str().find("follows ols, not ridge:2"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("unresolved among {ols, ridge:2}"), std::string::npos) << text.str();
+  std::ostringstream half_text;
+  analysis::PrintHalfAgreement(half_text, half);
+  EXPECT_NE(half_text.str().find("changes with training"), std::string::npos);
+  // One seed: prompts alone, labelled.
+  const auto one = analysis::AnalyseCells(r, {{"a1", {"a/1"}}}, 400);
+  EXPECT_EQ(one.verdicts.back().basis, "one seed");
+  EXPECT_TRUE(one.verdicts.back().resolved);
+}
+
+// OLS and the fitted families that contain it are never separated by a ratio.
+TEST(SeparationRule, NestedFamiliesAreNeverSeparatedByARatio) {
+  EXPECT_TRUE(analysis::Nested("ols", "ridge:fit"));
+  EXPECT_TRUE(analysis::Nested("newton:fit", "ols"));
+  EXPECT_TRUE(analysis::Nested("ridge:fit", "newton:fit:1..8"));
+  EXPECT_TRUE(analysis::Nested("ridge:fit", "ridge:0.1"));
+  EXPECT_TRUE(analysis::Nested("bayes", "ridge:fit"));
+  EXPECT_TRUE(analysis::Nested("gd:fit:1..16", "gd:0.05"));
+  EXPECT_FALSE(analysis::Nested("ols", "ridge:0.1"));
+  EXPECT_FALSE(analysis::Nested("ols", "gd:fit"));
+  EXPECT_FALSE(analysis::Nested("gd:0.05", "gd:0.02"));
+  EXPECT_FALSE(analysis::Nested("ridge:fit", "gd:fit"));
 }

@@ -380,9 +380,8 @@ std::vector<HalfAgreement> CompareWithHalfRuns(
         h.half_closest = w.closest;
         h.significant = v->significant;
         h.half_significant = w.significant;
-        h.changes_with_training =
-            v->closest != w.closest && !v->closest.empty() && !w.closest.empty() &&
-            (v->resolved || w.resolved);
+        h.changes_with_training = !v->closest.empty() && !w.closest.empty() &&
+                                  !Nested(v->closest, w.closest) && (v->resolved || w.resolved);
         continue;
       }
       if (v->closest.empty() || w.closest.empty()) continue;

@@ -108,8 +108,8 @@ struct HalfAgreement {
   int ks = 0;                           // k compared: those with a closest learner in both
   std::vector<int> differ;              // the k whose closest learners differ
   std::vector<int> differ_significant;  // ... where both verdicts are significant
-  // The window's closest learners differ and the separation rule resolves at least one of the
-  // two verdicts: the answer depends on the training budget (a phenomenon, not an error), so
+  // The window's closest learners differ, are not of one family (Nested), and the separation
+  // rule resolves at least one of the two verdicts: the answer depends on the training budget (a phenomenon, not an error), so
   // neither is the recipe's answer.
   bool changes_with_training = false;
 };

@@ -535,6 +535,7 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   EXPECT_NEAR(vc.ratio, 1.1, 0.08);
   // Budgets: h (ridge at T/2) against a (ols at T) changes with training.
   const auto half = analysis::CompareWithHalfRuns(a, {{"a", "h"}, {"a", "a"}});
+  // (a against itself: the same learner; ridge:2 and ols are of no one family.)
   EXPECT_TRUE(half[0].changes_with_training);
   EXPECT_FALSE(half[1].changes_with_training);
   std::ostringstream text;

@@ -84,9 +84,9 @@ Ratio RatioOf(const arma::mat& b, const arma::mat& a, const probes::Bootstrap& b
   return r;
 }
 
-// Fills v's separation fields: A is `order[0]`; its family (Nested) is never separated by a
-// ratio; B is the nearest learner outside it; every outside learner that fails the rule joins
-// `among`.
+// Fills v's separation fields: A is `order[0]`; B is the nearest learner not nested with A
+// (Nested), which decides the verdict; every learner that fails the rule against A joins
+// `among`, nested or not.
 void Separate(const CellRows& rows, const std::vector<arma::mat>& values,
               const std::vector<std::pair<double, std::size_t>>& order,
               const probes::Bootstrap& boot, Verdict& v) {
@@ -97,11 +97,13 @@ void Separate(const CellRows& rows, const std::vector<arma::mat>& values,
   bool first = true;
   for (std::size_t o = 1; o < order.size(); ++o) {
     const std::size_t i = order[o].second;
+    const Ratio r = RatioOf(values[i], values[a], boot);
     if (Nested(rows.learners[a], rows.learners[i])) {
-      v.among.push_back(rows.learners[i]);
+      // A nested learner cannot decide the verdict; it is listed with A when the rule does
+      // not separate it (an OLS-like learner ties OLS and the fitted families).
+      if (!r.Separates()) v.among.push_back(rows.learners[i]);
       continue;
     }
-    const Ratio r = RatioOf(values[i], values[a], boot);
     if (first) {
       first = false;
       v.separated_from = rows.learners[i];
@@ -168,14 +170,12 @@ bool Nested(const std::string& a, const std::string& b) {
     return s == "ols" || s == "ridge:fit" || s.rfind("newton:fit", 0) == 0;
   };
   if (ols_like(a) && ols_like(b)) return true;
-  // A fitted family and a fixed member of it: ridge:fit and ridge:LAMBDA or bayes (a ridge),
-  // gd:fit... and gd:ALPHA..., sgd:fit and sgd:ALPHA, newton:fit... and newton:....
-  auto base = [](const std::string& s) {
-    if (s == "bayes") return std::string("ridge");
-    return s.substr(0, s.find(':'));
-  };
+  // A fitted gradient-descent family and a fixed member of it (gd:fit... and gd:ALPHA...,
+  // sgd:fit and sgd:ALPHA). A fixed ridge or Newton stays a candidate of its own against the
+  // OLS-like family: the fitted lambda or steps say which it is.
+  auto base = [](const std::string& s) { return s.substr(0, s.find(':')); };
   auto fitted = [](const std::string& s) { return s.find(":fit") != std::string::npos; };
-  return base(a) == base(b) && fitted(a) != fitted(b);
+  return base(a) == base(b) && (base(a) == "gd" || base(a) == "sgd") && fitted(a) != fitted(b);
 }
 
 std::vector<Cell> SingleCells(const CompareResult& r) {

@@ -49,9 +49,9 @@ struct Verdict {
   std::vector<double> seed_ratios;  // each seed's own SPD(B) / SPD(A)
   std::string separated_from;       // B: the nearest learner outside A's family
   bool resolved = false;
-  // A first, then every learner not separated from A: its family (learners that contain A or
-  // that A contains, as ridge:fit and newton:fit contain OLS, are never separated by a ratio)
-  // and every other learner that fails the rule. One entry when resolved against B.
+  // A first, then every learner the rule does not separate from A. Learners nested with A (as
+  // ridge:fit and newton:fit contain OLS) never decide the verdict: B is the nearest learner
+  // outside A's family, and "follows A" may list nested learners tied with A.
   std::vector<std::string> among;
   std::string basis;  // "seeds" (three or more), "one seed", "two seeds"
 };
@@ -60,7 +60,7 @@ inline constexpr double kSeparationRatio = 2.0;
 
 // True when one of two learner specs contains the other as a limit, so that a ratio of their
 // SPDs cannot separate them: ols, ridge:fit and newton:fit (OLS as lambda -> 0 or as the steps
-// grow), and ridge:LAMBDA against ridge:fit.
+// grow), and a fitted gd or sgd family against a fixed member of it.
 bool Nested(const std::string& a, const std::string& b);
 
 // SPD / d per k of one reference learner against a cell: mean over seeds and prompts, with the

@@ -71,7 +71,8 @@ verdict_table() {
       stable = ($13 == 1) ? "yes" : "no (" $14 ")"
       if ($4 == 1) stable = "(1 seed)"
       among = $22; gsub(/;/, ", ", among)
-      verdict = ($21 == 1) ? "follows " $5 ", not " $16 : "unresolved among {" among "}"
+      nested = $22; sub(/^[^;]*;?/, "", nested); gsub(/;/, ", ", nested)
+      verdict = ($21 == 1) ? "follows " $5 (nested == "" ? "" : " (or its nested " nested ")") ", not " $16 : "unresolved among {" among "}"
       if ($23 != "seeds" && $23 != "") verdict = verdict " (" $23 ")"
       ratio = ($16 == "") ? "" : sprintf("%s/%s %.3g [%.3g, %.3g]", $16, $5, $17, $18, $19)
       printf "| %s | %s | %s | %s | %s | %.3g | %s | %s |\n", $1, k, verdict, ratio, $5, $6, stable, $15

@@ -551,13 +551,14 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   EXPECT_TRUE(one.verdicts.back().resolved);
 }
 
-// OLS and the fitted families that contain it are never separated by a ratio.
+// OLS and the fitted families that contain it are never separated by a ratio; nor a fitted
+// gradient-descent family and its fixed members.
 TEST(SeparationRule, NestedFamiliesAreNeverSeparatedByARatio) {
   EXPECT_TRUE(analysis::Nested("ols", "ridge:fit"));
   EXPECT_TRUE(analysis::Nested("newton:fit", "ols"));
   EXPECT_TRUE(analysis::Nested("ridge:fit", "newton:fit:1..8"));
-  EXPECT_TRUE(analysis::Nested("ridge:fit", "ridge:0.1"));
-  EXPECT_TRUE(analysis::Nested("bayes", "ridge:fit"));
+  EXPECT_FALSE(analysis::Nested("ridge:fit", "ridge:0.1"));  // the fitted lambda says which
+  EXPECT_FALSE(analysis::Nested("bayes", "ridge:fit"));
   EXPECT_TRUE(analysis::Nested("gd:fit:1..16", "gd:0.05"));
   EXPECT_FALSE(analysis::Nested("ols", "ridge:0.1"));
   EXPECT_FALSE(analysis::Nested("ols", "gd:fit"));

@@ -10,7 +10,6 @@
 #include <cmath>
 
 #include "core/names.hpp"
-#include "core/output.hpp"
 #include "core/spec.hpp"
 
 namespace icl::analysis {

@@ -1,17 +1,10 @@
 // The compare pipeline: references on each learner's task, SPD, implicit weights, ILWD.
 #include "analysis/compare_run.hpp"
-#include "probes/uncertainty.hpp"
-
-#include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <memory>
-#include <stdexcept>
 
 #include "core/errors.hpp"
-#include "core/names.hpp"
 #include "core/output.hpp"
 #include "core/spec.hpp"
 #include "learners/trainer.hpp"
@@ -195,6 +188,26 @@ void ImplicitWeightsOf(const LearnerUnderTest& m, const data::PromptSet& set, in
   }
 }
 
+// Every fit item's family member closest to `m` on the fit prompts (fitted) and that member run
+// on the scored prompts (fitted_ref, its weights on the first P).
+void FitFamilies(const LearnerUnderTest& m, const std::vector<FitSpec>& fits,
+                 const std::vector<bool>& is_fit, const std::vector<int>& ks, int P,
+                 TaskReferences& ref, std::vector<FamilyFit>& fitted,
+                 std::vector<Reference>& fitted_ref) {
+  const arma::mat target = m.predict(ref.fit_set);
+  for (std::size_t i = 0; i < fits.size(); ++i) {
+    if (!is_fit[i]) continue;
+    // The grid's predictions are the same for every learner of this task: shared by the
+    // seeds of a cell (built at the first that needs them), unless too large to keep.
+    if (ref.users > 1 && !ref.grids[i] &&
+        FamilyGridBytes(fits[i], ref.fit_set, ks) <= kMaxSharedGrid)
+      ref.grids[i] = std::make_shared<const FamilyGrid>(MakeFamilyGrid(fits[i], ref.fit_set, ks));
+    fitted[i] = FitFamily(fits[i], ref.fit_set, target, ks, ref.grids[i].get());
+    fitted_ref[i] = RunReference(
+        *learners::MakeLearner(fits[i].Spec(fitted[i].value, fitted[i].steps), m.task), ref.set, P);
+  }
+}
+
 // Every pair of reference learners against each other, each reference added as a model.
 void AddAllPairs(const std::vector<Reference>& L, int d, CompareResult& out) {
   for (std::size_t a = 0; a < L.size(); ++a)
@@ -284,22 +297,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     // hyperparameters closest to this model.
     std::vector<FamilyFit> fitted(items.size(), FamilyFit{arma::datum::nan, arma::datum::nan});
     std::vector<Reference> fitted_ref(items.size());
-    if (any_fit) {
-      const arma::mat target = m.predict(ref.fit_set);
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (!is_fit[i]) continue;
-        // The grid's predictions are the same for every learner of this task: shared by the
-        // seeds of a cell (built at the first that needs them), unless too large to keep.
-        if (ref.users > 1 && !ref.grids[i] &&
-            FamilyGridBytes(fits[i], ref.fit_set, ks) <= kMaxSharedGrid)
-          ref.grids[i] =
-              std::make_shared<const FamilyGrid>(MakeFamilyGrid(fits[i], ref.fit_set, ks));
-        fitted[i] = FitFamily(fits[i], ref.fit_set, target, ks, ref.grids[i].get());
-        fitted_ref[i] = RunReference(
-            *learners::MakeLearner(fits[i].Spec(fitted[i].value, fitted[i].steps), m.task), ref.set,
-            P);
-      }
-    }
+    if (any_fit) FitFamilies(m, fits, is_fit, ks, P, ref, fitted, fitted_ref);
     const arma::mat pred = m.predict(ref.set);
     arma::cube w(d, n, P);
     arma::mat r2(n, P);

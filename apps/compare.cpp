@@ -248,6 +248,56 @@ struct CompareOutputs {
   }
 };
 
+// Each half run compared as a cell of its own beside its full run's cell: (cell, its half run's
+// cell), in the order of `halves`.
+std::vector<std::pair<std::string, std::string>> HalfCells(
+    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves,
+    const std::vector<std::string>& names, const std::vector<analysis::Cell>& cells) {
+  std::vector<std::pair<std::string, std::string>> half_cells;
+  for (std::size_t h = 0; h < halves.size(); ++h) {
+    const std::string& full = names[halves[h].second];
+    const auto owner = std::find_if(cells.begin(), cells.end(), [&](const analysis::Cell& c) {
+      return std::find(c.models.begin(), c.models.end(), full) != c.models.end();
+    });
+    const std::string half_cell = owner->name + "@half";
+    for (const auto& c : cells)
+      if (c.name == half_cell)
+        throw std::invalid_argument("--half-verdict: the name '" + half_cell +
+                                    "' of a half run's cell is taken by another cell");
+    half_cells.emplace_back(owner->name, half_cell);
+  }
+  return half_cells;
+}
+
+// The checkpoints (`infos`, named `names`), then the half runs of `half_cells`, loaded as
+// learners under test.
+std::vector<analysis::LearnerUnderTest> LearnersUnderTest(
+    const std::vector<learners::CheckpointInfo>& infos, const std::vector<std::string>& names,
+    const data::TaskConfig& task, const po::variables_map& vm, const ShiftArgs& shifts,
+    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves,
+    const std::vector<std::pair<std::string, std::string>>& half_cells) {
+  std::vector<analysis::LearnerUnderTest> models;
+  for (std::size_t c = 0; c < infos.size(); ++c) {
+    // Each checkpoint is compared on prompts of its own training task (noise, scale), unless
+    // options override them: the layout of the paper's noisy-regime table.
+    data::TaskConfig tc = infos[c].train.task;
+    tc.fixed_w = false;
+    tc.n = task.n;
+    if (vm.count("noise")) tc.noise = task.noise;
+    if (vm.count("w-scale")) tc.w_scale = task.w_scale;
+    ApplyShifts(vm, shifts, tc);
+    models.push_back(
+        analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
+  }
+  // A half run reads the prompts of its full run's task.
+  for (std::size_t i = 0; i < half_cells.size(); ++i) {
+    const auto& [half, full] = halves[i];
+    models.push_back(analysis::TransformerUnderTest(
+        half_cells[i].first + "/half", models[full].task, learners::LoadCheckpoint(half.path)));
+  }
+  return models;
+}
+
 }  // namespace
 
 std::vector<OptionSpec> CompareOptions() {
@@ -290,22 +340,10 @@ int RunCompare(int argc, char** argv) {
   const bool half_verdict = vm.count("half-verdict") > 0;
   if (half_verdict && halves.empty())
     throw std::invalid_argument("--half-verdict: needs a --half run to compare");
-  // Each half run compared as a cell of its own beside its full run's cell.
   // (cell, its half run's cell), in the order of `halves`; empty without --half-verdict.
-  std::vector<std::pair<std::string, std::string>> half_cells;
-  if (half_verdict)
-    for (std::size_t h = 0; h < halves.size(); ++h) {
-      const std::string& full = names[halves[h].second];
-      const auto owner = std::find_if(cells.begin(), cells.end(), [&](const analysis::Cell& c) {
-        return std::find(c.models.begin(), c.models.end(), full) != c.models.end();
-      });
-      const std::string half_cell = owner->name + "@half";
-      for (const auto& c : cells)
-        if (c.name == half_cell)
-          throw std::invalid_argument("--half-verdict: the name '" + half_cell +
-                                      "' of a half run's cell is taken by another cell");
-      half_cells.emplace_back(owner->name, half_cell);
-    }
+  const std::vector<std::pair<std::string, std::string>> half_cells =
+      half_verdict ? HalfCells(halves, names, cells)
+                   : std::vector<std::pair<std::string, std::string>>{};
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
@@ -341,25 +379,8 @@ int RunCompare(int argc, char** argv) {
   for (std::size_t i = 0; i < half_cells.size(); ++i)
     cells.push_back({half_cells[i].second, {half_cells[i].first + "/half"}});
 
-  std::vector<analysis::LearnerUnderTest> models;
-  for (std::size_t c = 0; c < infos.size(); ++c) {
-    // Each checkpoint is compared on prompts of its own training task (noise, scale), unless
-    // options override them: the layout of the paper's noisy-regime table.
-    data::TaskConfig tc = infos[c].train.task;
-    tc.fixed_w = false;
-    tc.n = task.n;
-    if (vm.count("noise")) tc.noise = task.noise;
-    if (vm.count("w-scale")) tc.w_scale = task.w_scale;
-    ApplyShifts(vm, a.shifts, tc);
-    models.push_back(
-        analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
-  }
-  // A half run reads the prompts of its full run's task.
-  for (std::size_t i = 0; i < half_cells.size(); ++i) {
-    const auto& [half, full] = halves[i];
-    models.push_back(analysis::TransformerUnderTest(
-        half_cells[i].first + "/half", models[full].task, learners::LoadCheckpoint(half.path)));
-  }
+  const std::vector<analysis::LearnerUnderTest> models =
+      LearnersUnderTest(infos, names, task, vm, a.shifts, halves, half_cells);
   Progress progress("compare",
                     static_cast<long long>(models.size()) * std::min(req.ilwd_prompts, req.prompts),
                     vm.count("quiet") > 0, "contexts");

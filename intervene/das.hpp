@@ -36,9 +36,10 @@ struct NamedSubspace {
 // the rotated gd construction, three of three random starts ended at IIA 0.19-0.26 with most of
 // X'y's subspace missed (a direction of state differences that the output does not read must
 // turn through ones it reads, which mix large differences into the product). The ridge probe's
-// directions (the quantity read linearly, das.cpp) start in the quantity's span; the training
-// then follows the interchange loss alone. The angle to the probe is then a distance travelled
-// from the start, not independent evidence; `random` starts from a random rotation.
+// directions (the quantity read linearly, das_interchange.cpp) start in the quantity's span;
+// the training then follows the interchange loss alone. The angle to the probe is then a
+// distance travelled from the start, not independent evidence; `random` starts from a random
+// rotation.
 enum class DasStart { kProbe, kRandom };
 std::string DasStartName(DasStart s);  // "probe", "random"
 

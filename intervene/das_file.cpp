@@ -1,0 +1,329 @@
+// The DAS file (format "iclprobe-das"): its schema, writer and reader, its tidy CSV and the
+// console summary of a run.
+#include "intervene/das.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/errors.hpp"
+#include "core/hdf5.hpp"
+#include "core/names.hpp"
+#include "data/prompt_io.hpp"
+#include "intervene/das_internal.hpp"
+#include "intervene/file_common.hpp"
+#include "learners/classical.hpp"
+
+namespace icl::intervene {
+
+namespace {
+
+constexpr const char* kPerLayerM[] = {"iia",           "iia_lo",        "iia_hi", "random_iia",
+                                      "random_iia_lo", "random_iia_hi", "epochs"};
+constexpr const char* kPerLayer[] = {"none_iia",    "none_iia_lo", "none_iia_hi", "full_iia",
+                                     "full_iia_lo", "full_iia_hi", "probe_r2"};
+constexpr const char* kPerSubspace[] = {"subspace_iia", "subspace_iia_lo", "subspace_iia_hi"};
+template <typename R>
+auto& PerLayerM(R& r, int i) {
+  return *std::array{&r.iia,           &r.iia_lo,        &r.iia_hi, &r.random_iia,
+                     &r.random_iia_lo, &r.random_iia_hi, &r.epochs}[i];
+}
+template <typename R>
+auto& PerLayer(R& r, int i) {
+  return *std::array{&r.none_iia,    &r.none_iia_lo, &r.none_iia_hi, &r.full_iia,
+                     &r.full_iia_lo, &r.full_iia_hi, &r.probe_r2}[i];
+}
+
+// mat (rows L, cols M) <-> [L, M] row-major.
+std::vector<double> RowMajor(const arma::mat& m) {
+  const arma::mat t = m.t();
+  return std::vector<double>(t.memptr(), t.memptr() + t.n_elem);
+}
+// cube (rows L, cols M, slices X) <-> [L, M, X] row-major.
+std::vector<double> RowMajor(const arma::cube& c) {
+  std::vector<double> v;
+  v.reserve(c.n_elem);
+  for (arma::uword i = 0; i < c.n_rows; ++i)
+    for (arma::uword j = 0; j < c.n_cols; ++j)
+      for (arma::uword s = 0; s < c.n_slices; ++s)
+        v.push_back(c(i, j, s));
+  return v;
+}
+arma::cube CubeOf(const std::vector<double>& v, arma::uword L, arma::uword M, arma::uword X) {
+  arma::cube c(L, M, X);
+  std::size_t n = 0;
+  for (arma::uword i = 0; i < L; ++i)
+    for (arma::uword j = 0; j < M; ++j)
+      for (arma::uword s = 0; s < X; ++s)
+        c(i, j, s) = v[n++];
+  return c;
+}
+
+std::string BasisName(int layer, int m) {
+  return fmt::format("state_{}_m_{}", layer, m);
+}
+
+}  // namespace
+
+void WriteDasFile(const std::string& path, const DasResult& res) {
+  const hsize_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
+                S = res.subspace_names.size();
+  h5::File f = h5::File::Create(path, /*truncate=*/true);
+  data::WriteFormatAttrs(f, kDasFormat);
+  const DasRequest& r = res.request;
+  f.SetAttr("checkpoint", res.checkpoint);
+  f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
+  f.SetAttr("quantity", r.quantity);
+  f.SetAttr("algorithm", r.algorithm);
+  f.SetAttr("position", DasPositionName(r.position));
+  f.SetAttr("start", DasStartName(r.start));
+  f.SetAttr("seed", static_cast<std::int64_t>(r.seed));
+  f.SetAttr("train_pairs", r.train_pairs);
+  f.SetAttr("test_pairs", r.test_pairs);
+  f.SetAttr("max_epochs", r.max_epochs);
+  f.SetAttr("tolerance", r.tolerance);
+  f.SetAttr("learning_rate", r.learning_rate);
+  f.SetAttr("batch", r.batch);
+  f.SetAttr("bootstrap_replicates", r.bootstrap);
+  f.SetAttr("task_config", res.task.ToJson());
+  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
+  f.SetAttr("ms", std::vector<std::int64_t>(res.ms.begin(), res.ms.end()));
+  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
+  f.SetAttr("subspaces", res.subspace_names);
+  f.SetAttr("rule",
+            std::string("A's state at the positions becomes h_A + U U' (h_B - h_A), U the learned "
+                        "H x m basis (R = exp(S - S') R0, its first m columns; Adam on the mean "
+                        "of (o - t)^2 / var_k t); IIA = 1 - sum (o - t)^2 / sum (t - mean_k t)^2 "
+                        "over held-out pairs (stream seed + 1) and k, 95% percentile bootstrap "
+                        "over pairs; random: a random U of the same m; none: no interchange; "
+                        "full: the whole state at the positions; angles in degrees"));
+  for (int i = 0; i < 7; ++i) {
+    const std::vector<double> v = RowMajor(PerLayerM(res, i));
+    f.CreateDataset<double>(kPerLayerM[i], {L, M}, {"layer", "m"}).Write(v.data(), v.size());
+  }
+  for (int i = 0; i < 7; ++i) {
+    const arma::vec& v = PerLayer(res, i);
+    f.CreateDataset<double>(kPerLayer[i], {L}, {"layer"}).Write(v.memptr(), v.n_elem);
+  }
+  const std::vector<double> ik = RowMajor(res.iia_k), rk = RowMajor(res.random_iia_k),
+                            amin = RowMajor(res.angle_min), amax = RowMajor(res.angle_max);
+  f.CreateDataset<double>("iia_k", {L, M, K}, {"layer", "m", "k"}).Write(ik.data(), ik.size());
+  f.CreateDataset<double>("random_iia_k", {L, M, K}, {"layer", "m", "k"})
+      .Write(rk.data(), rk.size());
+  f.CreateDataset<double>("angle_min", {L, M, S}, {"layer", "m", "subspace"})
+      .Write(amin.data(), amin.size());
+  f.CreateDataset<double>("angle_max", {L, M, S}, {"layer", "m", "subspace"})
+      .Write(amax.data(), amax.size());
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<double> v =
+        RowMajor(*std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i]);
+    f.CreateDataset<double>(kPerSubspace[i], {L, S}, {"layer", "subspace"})
+        .Write(v.data(), v.size());
+  }
+  if (r.quantity == "w")
+    for (const auto& [name, v] : {std::pair<const char*, double>{"ceiling_iia", res.ceiling_iia},
+                                  {"ceiling_iia_lo", res.ceiling_iia_lo},
+                                  {"ceiling_iia_hi", res.ceiling_iia_hi}})
+      f.CreateDataset<double>(name, {1}).Write(&v, 1);
+  for (const auto* names : {&kPerLayerM, &kPerLayer})
+    for (const char* name : *names)
+      if (IsIntervalBound(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
+  for (const char* name :
+       {"subspace_iia_lo", "subspace_iia_hi", "ceiling_iia_lo", "ceiling_iia_hi"})
+    if (f.Exists(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
+  h5::Group g = f.CreateGroup("bases");
+  for (std::size_t li = 0; li < L; ++li)
+    for (std::size_t mi = 0; mi < M; ++mi) {
+      const arma::mat& b = res.bases[li * M + mi];
+      // H x m column-major is [m, H] row-major: row i is basis vector i.
+      g.CreateDataset<double>(BasisName(res.layers[li], res.ms[mi]), {b.n_cols, b.n_rows},
+                              {"basis_vector", "hidden"})
+          .Write(b.memptr(), b.n_elem);
+    }
+}
+
+DasResult ReadDasFile(const std::string& path) {
+  const h5::File f = h5::File::Open(path);
+  data::CheckFormat(f, kDasFormat);
+  const std::string where = "'" + path + "'";
+  DasResult res;
+  DasRequest& r = res.request;
+  res.checkpoint = f.GetString("checkpoint");
+  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
+  r.quantity = f.GetString("quantity");
+  r.algorithm = f.GetString("algorithm");
+  r.position = ParseDasPosition(f.GetString("position"), where);
+  const std::string start = f.GetString("start");
+  if (start != "probe" && start != "random")
+    throw core::InputError(where, "", "attribute 'start' must be probe or random");
+  r.start = start == "probe" ? DasStart::kProbe : DasStart::kRandom;
+  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
+  r.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
+  const auto small_int = [&](const char* name) {
+    const std::int64_t v = f.GetInt(name);
+    if (v < 0 || v > 100000000)
+      throw core::InputError(where, "", std::string("attribute '") + name + "' is out of range");
+    return static_cast<int>(v);
+  };
+  r.train_pairs = small_int("train_pairs");
+  r.test_pairs = small_int("test_pairs");
+  r.max_epochs = small_int("max_epochs");
+  r.batch = small_int("batch");
+  r.bootstrap = small_int("bootstrap_replicates");
+  r.tolerance = f.GetDouble("tolerance");
+  r.learning_rate = f.GetDouble("learning_rate");
+  try {
+    r.Validate();
+    if (r.quantity == "xty")
+      ParseMomentAlgorithm(r.algorithm, res.task);
+    else
+      learners::MakeLearner(r.algorithm, res.task, "algorithm");
+  } catch (const core::InputError& e) {
+    throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
+  }
+  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
+  std::vector<std::int64_t> ms = f.GetIntList("ms");
+  if (ms.empty() || ms.size() > 4096)
+    throw core::InputError(where, "", "attribute 'ms' must hold 1..4096 sizes");
+  for (const std::int64_t m : ms) {
+    if (m < 1 || m > 1000000)
+      throw core::InputError(where, "", "attribute 'ms' holds " + std::to_string(m));
+    res.ms.push_back(static_cast<int>(m));
+  }
+  if (std::set<int>(res.ms.begin(), res.ms.end()).size() != res.ms.size())
+    throw core::InputError(where, "", "attribute 'ms' lists a size twice");
+  res.subspace_names = f.GetStringList("subspaces");
+  if (res.subspace_names.empty() || res.subspace_names.size() > 64 ||
+      res.subspace_names[0] != "probe" ||
+      std::set<std::string>(res.subspace_names.begin(), res.subspace_names.end()).size() !=
+          res.subspace_names.size())
+    throw core::InputError(where, "",
+                           "attribute 'subspaces' must hold 1..64 distinct names, 'probe' first");
+  for (const std::string& s : res.subspace_names)
+    if (!core::IsPlainName(s))
+      throw core::InputError(where, "", "attribute 'subspaces' holds a name that is not plain");
+  const hsize_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
+                S = res.subspace_names.size();
+  const auto read = [&](const char* name, const h5::Dims& dims) {
+    return IsIntervalBound(name) ? ReadBound(f, where, name, dims)
+                                 : ReadFinite(f, where, name, dims);
+  };
+  for (int i = 0; i < 7; ++i) {
+    const std::vector<double> v = read(kPerLayerM[i], {L, M});
+    PerLayerM(res, i) = arma::mat(v.data(), M, L).t();
+  }
+  for (int i = 0; i < 7; ++i)
+    PerLayer(res, i) = arma::vec(read(kPerLayer[i], {L}));
+  res.iia_k = CubeOf(read("iia_k", {L, M, K}), L, M, K);
+  res.random_iia_k = CubeOf(read("random_iia_k", {L, M, K}), L, M, K);
+  res.angle_min = CubeOf(read("angle_min", {L, M, S}), L, M, S);
+  res.angle_max = CubeOf(read("angle_max", {L, M, S}), L, M, S);
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<double> v = read(kPerSubspace[i], {L, S});
+    *std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i] =
+        arma::mat(v.data(), S, L).t();
+  }
+  if (r.quantity == "w") {
+    res.ceiling_iia = read("ceiling_iia", {1})[0];
+    res.ceiling_iia_lo = read("ceiling_iia_lo", {1})[0];
+    res.ceiling_iia_hi = read("ceiling_iia_hi", {1})[0];
+  }
+  const h5::Dataset any = f.OpenDataset("bases/" + BasisName(res.layers[0], res.ms[0]));
+  const h5::Dims dims0 = any.dims();
+  if (dims0.size() != 2 || dims0[1] < 1 || dims0[1] > 65536)
+    throw core::InputError(where, "", "/bases datasets must be [m, H] with H in 1..65536");
+  const hsize_t H = dims0[1];
+  for (std::size_t li = 0; li < L; ++li)
+    for (std::size_t mi = 0; mi < M; ++mi) {
+      const std::string name = "bases/" + BasisName(res.layers[li], res.ms[mi]);
+      if (static_cast<hsize_t>(res.ms[mi]) > H)
+        throw core::InputError(
+            where, "", "m = " + std::to_string(res.ms[mi]) + " is larger than the bases' width");
+      const std::vector<double> v = read(name.c_str(), {static_cast<hsize_t>(res.ms[mi]), H});
+      arma::mat b(v.data(), H, res.ms[mi]);
+      // Written orthonormal to float64 rounding (QR): sqrt(H) eps per entry, far below 1e-9.
+      if (arma::abs(b.t() * b - arma::eye(b.n_cols, b.n_cols)).max() > 1e-9)
+        throw core::InputError(where, "", "/" + name + " is not an orthonormal basis");
+      res.bases.push_back(std::move(b));
+    }
+  return res;
+}
+
+void WriteDasCsv(std::ostream& os, const DasResult& res) {
+  os << "quantity,algorithm,position,layer,m,k,test_pairs,iia,iia_lo,iia_hi,random_iia,"
+        "random_iia_lo,random_iia_hi,none_iia,full_iia,epochs,probe_r2,ceiling_iia";
+  for (const std::string& s : res.subspace_names)
+    os << ",angle_max_" << s << ",angle_min_" << s;
+  os << "\n";
+  const DasRequest& r = res.request;
+  for (std::size_t li = 0; li < res.layers.size(); ++li)
+    for (std::size_t mi = 0; mi < res.ms.size(); ++mi) {
+      const auto row = [&](const std::string& k, double iia, const std::string& lo,
+                           const std::string& hi, double rnd, const std::string& rlo,
+                           const std::string& rhi, bool angles) {
+        os << fmt::format(
+            "{},{},{},{},{},{},{},{:.6g},{},{},{:.6g},{},{},{:.6g},{:.6g},{},{:.6g},{}", r.quantity,
+            r.algorithm, DasPositionName(r.position), res.layers[li], res.ms[mi], k, r.test_pairs,
+            iia, lo, hi, rnd, rlo, rhi, res.none_iia(li), res.full_iia(li), res.epochs(li, mi),
+            res.probe_r2(li), r.quantity == "w" ? fmt::format("{:.6g}", res.ceiling_iia) : "");
+        for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
+          if (angles)
+            os << fmt::format(",{:.4g},{:.4g}", res.angle_max(li, mi, si),
+                              res.angle_min(li, mi, si));
+          else
+            os << ",,";
+        os << "\n";
+      };
+      for (std::size_t ki = 0; ki < res.ks.size(); ++ki)
+        row(std::to_string(res.ks[ki]), res.iia_k(li, mi, ki), "", "", res.random_iia_k(li, mi, ki),
+            "", "", false);
+      row("pooled", res.iia(li, mi), CsvValue(res.iia_lo(li, mi)), CsvValue(res.iia_hi(li, mi)),
+          res.random_iia(li, mi), CsvValue(res.random_iia_lo(li, mi)),
+          CsvValue(res.random_iia_hi(li, mi)), true);
+    }
+}
+
+void PrintDasSummary(std::ostream& os, const DasResult& res) {
+  const DasRequest& r = res.request;
+  os << fmt::format(
+      "das: {} counterfactual under {} at the {}; IIA pooled over k = {}..{} on {} held-out "
+      "pairs, 95% bootstrap intervals\n",
+      r.quantity, r.algorithm, DasPositionName(r.position), res.ks.front(), res.ks.back(),
+      r.test_pairs);
+  if (r.quantity == "w")
+    os << fmt::format(
+        "ceiling (the model itself on B's first k examples and A's query): IIA {:.4f} {}\n",
+        res.ceiling_iia, IntervalText(res.ceiling_iia_lo, res.ceiling_iia_hi, 0, 4));
+  os << "  state    m   IIA                        random subspace            epochs";
+  for (const std::string& s : res.subspace_names)
+    os << fmt::format("  max angle {}", s);
+  os << "\n";
+  for (std::size_t li = 0; li < res.layers.size(); ++li) {
+    os << fmt::format(
+        "  {:5d}  none {:.4f} {}   full {:.4f} {}   probe R2 {:.3f}\n", res.layers[li],
+        res.none_iia(li), IntervalText(res.none_iia_lo(li), res.none_iia_hi(li), 0, 4),
+        res.full_iia(li), IntervalText(res.full_iia_lo(li), res.full_iia_hi(li), 0, 4),
+        res.probe_r2(li));
+    os << "         interchanged as given:";
+    for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
+      os << fmt::format(
+          "  {} {:.4f} {}", res.subspace_names[si], res.subspace_iia(li, si),
+          IntervalText(res.subspace_iia_lo(li, si), res.subspace_iia_hi(li, si), 0, 4));
+    os << "\n";
+    for (std::size_t mi = 0; mi < res.ms.size(); ++mi) {
+      os << fmt::format("  {:5d} {:4d}   {:7.4f} {}   {:7.4f} {}   {:6.0f}", res.layers[li],
+                        res.ms[mi], res.iia(li, mi),
+                        IntervalText(res.iia_lo(li, mi), res.iia_hi(li, mi), 7, 4),
+                        res.random_iia(li, mi),
+                        IntervalText(res.random_iia_lo(li, mi), res.random_iia_hi(li, mi), 7, 4),
+                        res.epochs(li, mi));
+      for (std::size_t si = 0; si < res.subspace_names.size(); ++si)
+        os << fmt::format("  {:8.1f}", res.angle_max(li, mi, si));
+      os << "\n";
+    }
+  }
+}
+
+}  // namespace icl::intervene

@@ -152,61 +152,55 @@ ProbeStack InitialStack(int G, int T, int H, int m, const GradientProbeOptions& 
   return s;
 }
 
-}  // namespace
+// The features of the train, validation and test rows, stacked over the G probes.
+struct StackedRows {
+  torch::Tensor train, val, test;
+};
 
-std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& features,
-                                           const arma::mat& targets, const arma::uvec& train,
-                                           const arma::uvec& val, const arma::uvec& test,
-                                           const GradientProbeOptions& o) {
-  if (features.empty()) return {};
-  const int G = features.size(), H = features[0].size(-1), m = targets.n_rows;
+// Standardise each probe's features with its own training statistics (per feature over
+// training rows and positions). Each probe's rows are standardised in place and copied into its
+// slice of the stacked tensors (pooled: [G, N, H, T], positions last, for ProbeStack::Forward),
+// so the large buffers are allocated once: with a layer's states of tens of MB, fresh buffers
+// per step of the preparation cost more in page faults than the epochs.
+StackedRows StandardisedRows(const std::vector<torch::Tensor>& features, const arma::uvec& train,
+                             const arma::uvec& val, const arma::uvec& test,
+                             const GradientProbeOptions& o) {
+  const int G = features.size(), H = features[0].size(-1);
   const int T = o.pooled ? features[0].size(1) : 1;
-  for (const auto& f : features)
-    if (f.sizes() != features[0].sizes())
-      throw std::logic_error("probe: batched probes need features of one shape");
-
-  // Standardise each probe's features with its own training statistics (per feature over
-  // training rows and positions); targets are shared. Each probe's rows are standardised in place
-  // and copied into its slice of the stacked tensors (pooled: [G, N, H, T], positions last, for
-  // ProbeStack::Forward), so the large buffers are allocated once: with a layer's states of tens
-  // of MB, fresh buffers per step of the preparation cost more in page faults than the epochs.
   auto stacked = [&](const arma::uvec& rows) {
     const long n = rows.n_elem;
     return o.pooled ? LargeEmpty({G, n, H, T}) : LargeEmpty({G, n, H});
   };
-  torch::Tensor xtr = stacked(train), xva = stacked(val), xte = stacked(test);
-  {
-    torch::NoGradGuard no_grad;
-    for (int g = 0; g < G; ++g) {
-      auto rows = Rows(features[g], train);
-      const auto flat = rows.reshape({-1, H});
-      const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
-      auto put = [&](torch::Tensor&& x, torch::Tensor& into) {
-        x.sub_(mu).div_(sd);
-        into[g].copy_(o.pooled ? x.transpose(1, 2) : x);
-      };
-      put(std::move(rows), xtr);
-      put(Rows(features[g], val), xva);
-      put(Rows(features[g], test), xte);
-    }
+  StackedRows x{stacked(train), stacked(val), stacked(test)};
+  torch::NoGradGuard no_grad;
+  for (int g = 0; g < G; ++g) {
+    auto rows = Rows(features[g], train);
+    const auto flat = rows.reshape({-1, H});
+    const auto mu = flat.mean(0), sd = flat.std(0, /*unbiased=*/false).clamp_min(1e-6);
+    auto put = [&](torch::Tensor&& rows_g, torch::Tensor& into) {
+      rows_g.sub_(mu).div_(sd);
+      into[g].copy_(o.pooled ? rows_g.transpose(1, 2) : rows_g);
+    };
+    put(std::move(rows), x.train);
+    put(Rows(features[g], val), x.val);
+    put(Rows(features[g], test), x.test);
   }
-  const arma::vec ymu = arma::mean(targets.cols(train), 1);
-  arma::vec ysd = arma::stddev(targets.cols(train), 1, 1);
-  ysd.transform([](double v) { return v > 1e-12 ? v : 1.0; });
-  arma::mat yz = targets;
-  yz.each_col() -= ymu;
-  yz.each_col() /= ysd;
-  const auto ytr = TargetRows(yz, train), yva = TargetRows(yz, val);
+  return x;
+}
 
-  ProbeStack probe = InitialStack(G, T, H, m, o);
+// Adam on the stacked probes (elementwise: each probe takes its own steps) with early stopping
+// per probe: a probe whose validation loss has not improved for `patience` epochs keeps its best
+// weights and stops counting; the others go on (the stopped one's slice goes on changing,
+// unread). The loop ends when every probe has stopped; the probes are left at their best
+// weights. Returns each probe's epochs.
+std::vector<int> TrainWithEarlyStopping(ProbeStack& probe, const StackedRows& x,
+                                        const torch::Tensor& ytr, const torch::Tensor& yva,
+                                        const GradientProbeOptions& o) {
+  const int G = x.train.size(0);
   // The shuffles come from a generator of our own, seeded like the initial weights.
   at::Generator shuffle = at::detail::createCPUGenerator(o.seed ^ 0x5bd1e995ULL);
-  // Adam is elementwise: on stacked tensors it takes each probe's own steps.
   torch::optim::Adam opt(probe.All(), torch::optim::AdamOptions(o.lr));
-  const long n = xtr.size(1);
-  // Early stopping per probe: a probe whose validation loss has not improved for `patience`
-  // epochs keeps its best weights and stops counting; the others go on (the stopped one's slice
-  // goes on changing, unread). The loop ends when every probe has stopped.
+  const long n = x.train.size(1);
   std::vector<double> best(G, std::numeric_limits<double>::infinity());
   std::vector<int> since_best(G, 0), epochs(G, o.max_epochs);
   std::vector<bool> stopped(G, false);
@@ -217,14 +211,15 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
     for (long b = 0; b < n; b += o.batch) {
       const auto idx = perm.slice(0, b, std::min(n, b + o.batch));
       opt.zero_grad();
-      const auto diff = probe.Forward(xtr.index_select(1, idx)) - ytr.index_select(0, idx);
+      const auto diff = probe.Forward(x.train.index_select(1, idx)) - ytr.index_select(0, idx);
       // The sum over probes of each one's mean squared error: probe g's gradient is that of its
       // own loss.
       diff.pow(2).mean({1, 2}).sum().backward();
       opt.step();
     }
     torch::NoGradGuard no_grad;
-    const auto v = (probe.Forward(xva) - yva).pow(2).mean({1, 2}).to(torch::kFloat64).contiguous();
+    const auto v =
+        (probe.Forward(x.val) - yva).pow(2).mean({1, 2}).to(torch::kFloat64).contiguous();
     for (int g = 0; g < G; ++g) {
       if (stopped[g]) continue;
       const double vg = v[g].item<double>();
@@ -248,15 +243,25 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
                                std::to_string(o.max_epochs) + " epochs (diverged; learning rate " +
                                std::to_string(o.lr) + " too large?)");
   torch::NoGradGuard no_grad;
-  {
-    auto params = probe.All();
-    for (std::size_t i = 0; i < params.size(); ++i)
-      for (int g = 0; g < G; ++g)
-        params[i][g].copy_(best_params[g][i]);
-  }
-  const auto pred = probe.Forward(xte).to(torch::kFloat64).contiguous();  // [G, b, m]
+  auto params = probe.All();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    for (int g = 0; g < G; ++g)
+      params[i][g].copy_(best_params[g][i]);
+  return epochs;
+}
+
+// Each probe's test errors and predictions in target units (the targets were standardised by
+// ymu, ysd), its validation error per entry and its pooling weights.
+std::vector<GradientFit> TestFits(const ProbeStack& probe, const StackedRows& x,
+                                  const torch::Tensor& yva, const arma::mat& targets,
+                                  const arma::uvec& test, const arma::vec& ymu,
+                                  const arma::vec& ysd, const std::vector<int>& epochs,
+                                  const GradientProbeOptions& o) {
+  torch::NoGradGuard no_grad;
+  const int G = x.test.size(0), m = targets.n_rows;
+  const auto pred = probe.Forward(x.test).to(torch::kFloat64).contiguous();  // [G, b, m]
   // Each entry's validation error at the kept weights, in target units.
-  const auto val_err = (probe.Forward(xva) - yva).pow(2).mean(1).to(torch::kFloat64).contiguous();
+  const auto val_err = (probe.Forward(x.val) - yva).pow(2).mean(1).to(torch::kFloat64).contiguous();
   const arma::mat ytest = targets.cols(test);
   arma::mat centred = ytest;
   centred.each_col() -= arma::vec(arma::mean(ytest, 1));
@@ -284,6 +289,33 @@ std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& fea
     }
   }
   return fits;
+}
+
+}  // namespace
+
+std::vector<GradientFit> FitGradientProbes(const std::vector<torch::Tensor>& features,
+                                           const arma::mat& targets, const arma::uvec& train,
+                                           const arma::uvec& val, const arma::uvec& test,
+                                           const GradientProbeOptions& o) {
+  if (features.empty()) return {};
+  const int G = features.size(), H = features[0].size(-1), m = targets.n_rows;
+  const int T = o.pooled ? features[0].size(1) : 1;
+  for (const auto& f : features)
+    if (f.sizes() != features[0].sizes())
+      throw std::logic_error("probe: batched probes need features of one shape");
+  // Features standardised per probe; targets are shared, standardised once.
+  const StackedRows x = StandardisedRows(features, train, val, test, o);
+  const arma::vec ymu = arma::mean(targets.cols(train), 1);
+  arma::vec ysd = arma::stddev(targets.cols(train), 1, 1);
+  ysd.transform([](double v) { return v > 1e-12 ? v : 1.0; });
+  arma::mat yz = targets;
+  yz.each_col() -= ymu;
+  yz.each_col() /= ysd;
+  const auto ytr = TargetRows(yz, train), yva = TargetRows(yz, val);
+
+  ProbeStack probe = InitialStack(G, T, H, m, o);
+  const std::vector<int> epochs = TrainWithEarlyStopping(probe, x, ytr, yva, o);
+  return TestFits(probe, x, yva, targets, test, ymu, ysd, epochs, o);
 }
 
 GradientFit FitGradientProbe(const torch::Tensor& features, const arma::mat& targets,

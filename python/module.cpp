@@ -1024,7 +1024,10 @@ std::string FileKind(const std::string& path) {
   return format;
 }
 
-PYBIND11_MODULE(_core, m) {
+namespace {
+
+// The process: file kinds, thread counts, versions and the BLAS kernels in use.
+void BindProcess(py::module_& m) {
   m.def("file_kind", &FileKind, py::arg("path"));
   m.def(
       "thread_count",
@@ -1045,10 +1048,16 @@ PYBIND11_MODULE(_core, m) {
     const std::string name = icl::core::BlasCoreName(), want = icl::core::BlasCoreOverride();
     return icl::core::IsGenericBlasCore(name) && !want.empty() ? want : std::string();
   });
+}
 
+// Regression targets of prompts given as arrays.
+void BindTargets(py::module_& m) {
   m.def("targets", &Targets, py::arg("x"), py::arg("y"), py::arg("ridge_lambda"),
         py::arg("learners"), py::arg("noise"), py::arg("w_scale"));
+}
 
+// Probing runs on arrays, their settings, and probes files (read, or a run's in memory).
+void BindProbes(py::module_& m) {
   py::class_<ProbeArrays>(m, "ProbeArrays")
       .def(py::init<>())
       .def_readwrite("hidden", &ProbeArrays::hidden)
@@ -1116,7 +1125,10 @@ PYBIND11_MODULE(_core, m) {
          double margin) { return FamilyReport(learners, k, threshold, relative, margin); },
       py::arg("learners"), py::arg("k"), py::arg("threshold"), py::arg("relative"),
       py::arg("margin"));
+}
 
+// An activations file, read through extract's reader.
+void BindActivations(py::module_& m) {
   py::class_<Activations>(m, "Activations")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def_property_readonly("path", [](const Activations& a) { return a.info().path; })
@@ -1138,7 +1150,10 @@ PYBIND11_MODULE(_core, m) {
       .def("hidden", &Activations::Hidden, py::arg("layer"))
       .def("target", &Activations::Target, py::arg("name"))
       .def("read_prompts", &Activations::Prompts);
+}
 
+// extract: a checkpoint's states to an activations file.
+void BindExtract(py::module_& m) {
   py::class_<ExtractSettings>(m, "ExtractSettings")
       .def(py::init<>())
       .def_readwrite("prompts", &ExtractSettings::prompts)
@@ -1158,7 +1173,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("threads", &ExtractSettings::threads);
   m.def("extract", &ExtractFile, py::arg("checkpoint"), py::arg("out"), py::arg("settings"),
         py::arg("progress"));
+}
 
+// The results files of intervene, das, swap, erase and trace.
+void BindResultsFiles(py::module_& m) {
   py::class_<ResultsFile>(m, "ResultsFile")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def_property_readonly("kind", &ResultsFile::kind)
@@ -1167,7 +1185,10 @@ PYBIND11_MODULE(_core, m) {
       .def("attrs", &ResultsFile::Attrs)
       .def("datasets", &ResultsFile::Datasets)
       .def("read", &ResultsFile::Read, py::arg("name"));
+}
 
+// A checkpoint's transformer, run as extract runs it.
+void BindTransformer(py::module_& m) {
   py::class_<TransformerModel>(m, "Transformer")
       .def(py::init<const std::string&>(), py::arg("path"))
       .def_property_readonly("path", [](const TransformerModel& t) { return t.info().path; })
@@ -1178,4 +1199,18 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("step", [](const TransformerModel& t) { return t.info().step; })
       .def("forward", &TransformerModel::Forward, py::arg("x"), py::arg("y"),
            py::arg("return_hidden"), py::arg("threads"), py::arg("progress"));
+}
+
+}  // namespace
+
+// The order of the bindings is the order of registration: a signature names a class bound
+// before it.
+PYBIND11_MODULE(_core, m) {
+  BindProcess(m);
+  BindTargets(m);
+  BindProbes(m);
+  BindActivations(m);
+  BindExtract(m);
+  BindResultsFiles(m);
+  BindTransformer(m);
 }

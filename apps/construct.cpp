@@ -90,8 +90,8 @@ int RunConstruct(int argc, char** argv) {
   if (!Parse(argc, argv, opts, vm,
              "Usage: iclprobe construct --program gd|gd:K|newton:K:C[:LAMBDA] [--alpha A]\n"
              "                          [--rotate SEED] --d D --n N --out FILE\n\n"
-             "Writes a transformer whose weights compute a known algorithm (PAPER.md, the RAW\n"
-             "constructions), as an ordinary checkpoint that baselines, compare, extract, probe\n"
+             "Writes a transformer whose weights compute a known algorithm (RAW operations,\n"
+             "docs/paper.md), as an ordinary checkpoint that baselines, compare, extract, probe\n"
              "and report read unchanged. No LayerNorm (norm \"none\"), one head, zero biases.\n"
              "Layout of the hidden state (rows, in order): x [d], y [1], pos [2n] (one-hot\n"
              "position), count [1] (t+1), xprev [d], yx [d], mean_yx [d], xty [d], for gd:K\n"

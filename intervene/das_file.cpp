@@ -1,4 +1,4 @@
-// The DAS file (format "iclprobe-das"): its schema, writer and reader, its tidy CSV and the
+// The DAS file (format kDasFormat, das.hpp): its schema, writer and reader, its tidy CSV and the
 // console summary of a run.
 #include "intervene/das.hpp"
 

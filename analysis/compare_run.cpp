@@ -133,11 +133,11 @@ void CompareRequest::Validate() const {
   // learner's predictions, about four copies of n (d + 1) numbers each), and the query points
   // of the ILWD contexts with their predictions (d + 2 numbers per query, context and k).
   const double n = task.n, d = task.d;
-  core::RequireMemory(8.0 * (double(prompts) + fit_prompts) * n * (d + 1) * 4, "compare",
-                      "prompts", "the prompts and their predictions");
+  core::RequireMemory(8.0 * (double(prompts) + fit_prompts) * n * (d + 1) * 4, "compare", "prompts",
+                      "the prompts and their predictions");
   const double q = queries == 0 ? 2 * (d + 1) : queries;
-  core::RequireMemory(8.0 * q * std::min(ilwd_prompts, prompts) * n * (d + 2), "compare",
-                      "queries", "the query points of the implicit weights");
+  core::RequireMemory(8.0 * q * std::min(ilwd_prompts, prompts) * n * (d + 2), "compare", "queries",
+                      "the query points of the implicit weights");
   CheckLearnerSpecs(learner_specs, task);
 }
 

@@ -287,8 +287,8 @@ std::string RuleText(const Verdict& v) {
     return v.among.size() > 1 ? "unresolved among {" + Joined(v.among) + "} (nested families)"
                               : "no other learner to separate from";
   const std::string ratio =
-      fmt::format("{} / {} SPD ratio {:.3g} [{:.3g}, {:.3g}]", v.separated_from, v.closest,
-                  v.ratio, v.ratio_lo, v.ratio_hi);
+      fmt::format("{} / {} SPD ratio {:.3g} [{:.3g}, {:.3g}]", v.separated_from, v.closest, v.ratio,
+                  v.ratio_lo, v.ratio_hi);
   std::string s;
   if (v.resolved) {
     s = "follows " + v.closest;

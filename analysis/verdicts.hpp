@@ -109,8 +109,8 @@ struct HalfAgreement {
   std::vector<int> differ;              // the k whose closest learners differ
   std::vector<int> differ_significant;  // ... where both verdicts are significant
   // The window's closest learners differ, are not of one family (Nested), and the separation
-  // rule resolves at least one of the two verdicts: the answer depends on the training budget (a phenomenon, not an error), so
-  // neither is the recipe's answer.
+  // rule resolves at least one of the two verdicts: the answer depends on the training budget (a
+  // phenomenon, not an error), so neither is the recipe's answer.
   bool changes_with_training = false;
 };
 // `pairs`: (cell, its half run's cell), both analysed in `a`. Throws std::invalid_argument when

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The repository speaks of the project alone: no text cites a numbered issue or a numbered
-# period of work ("issue 31", "sessions 10-12", "this session"), which a reader of the code
-# cannot look up; a date, a commit id or the reason itself says the same. And every markdown
+# period of work (the word for either followed by a number, or "this" and that word), which a
+# reader of the code cannot look up; a date, a commit id or the reason itself says the same. And every markdown
 # file that a code comment cites (docs/paper.md, checkpoints/README.md, ...) exists, with the
 # section named beside it ('docs/design.md "Conventions"') where one is named.
 # Run from anywhere; exits 1 listing what it found. Needs git (it reads the tracked files) and
@@ -13,9 +13,9 @@ if ! git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
 fi
 status=0
 
-# 1. Work history. "issue 31", "Issue 31's", "issues 13 and 31", "issue #29", "session 20",
-# "sessions 27–28", "Session 29–30", "this session". Case-insensitive; a word boundary in front,
-# so that no longer word ("tissue 3", "possession 2") matches.
+# 1. Work history: the word for an issue or for a period of work, singular or plural, followed
+# by a number (with or without '#'), or preceded by "this" (the pattern below). Case-insensitive;
+# a word boundary in front, so that no longer word ending in those letters matches.
 pattern='\bissues? #?[0-9]+|\bsessions? [0-9]+|\bthis session\b'
 hits=$(git grep --untracked -nIiE "$pattern" -- . ':!tests/check_no_work_history.sh')
 if [ -n "$hits" ]; then

@@ -108,10 +108,11 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
       << r.out;
   EXPECT_NE(r.out.find("window k in {0-2,5-6}: "), std::string::npos) << r.out;
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
-  EXPECT_EQ(verdicts.substr(0, verdicts.find('\n')),
-            "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-            "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
-            "seed_ratios,resolved,among,basis");
+  EXPECT_EQ(
+      verdicts.substr(0, verdicts.find('\n')),
+      "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
+      "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
+      "seed_ratios,resolved,among,basis");
   EXPECT_EQ(CountLines(verdicts), 1 + 7 + 1);  // k = 0..6 and the window
   EXPECT_NE(verdicts.find("\nc,window,,3,"), std::string::npos) << verdicts;
   EXPECT_NE(verdicts.find(",untested,"), std::string::npos) << verdicts;

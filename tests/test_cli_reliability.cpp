@@ -1422,8 +1422,8 @@ TEST(ModuleReaders, StringListAttributesNeverCrashOpen) {
           EXPECT_TRUE(b.exit_code == 0 ||
                       (b.exit_code == 1 && b.err.find("Error: ") != std::string::npos &&
                        b.err.find(bad) != std::string::npos))
-              << attr << " as " << n << (fixed ? " fixed" : " variable")
-              << " strings: exit " << b.exit_code << "\n"
+              << attr << " as " << n << (fixed ? " fixed" : " variable") << " strings: exit "
+              << b.exit_code << "\n"
               << b.err;
         }
   }

@@ -484,8 +484,8 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   auto make = [&](const std::string& spec) { return learners::MakeLearner(spec, t); };
   // SPD(ols, ridge:2) / d over the summary window, from OLS itself under test.
   const auto ref = analysis::RunCompare(
-      {analysis::ClassicalUnderTest("ols", t, std::shared_ptr<const learners::ClassicalLearner>(
-                                                  make("ols")))},
+      {analysis::ClassicalUnderTest(
+          "ols", t, std::shared_ptr<const learners::ClassicalLearner>(make("ols")))},
       req);
   double s = arma::datum::nan;
   for (const auto& e : ref.entries)

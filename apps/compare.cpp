@@ -14,6 +14,7 @@
 #include "apps/progress.hpp"
 #include "core/output.hpp"
 #include "core/subprocess.hpp"
+#include "learners/budget_curve.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/classical.hpp"
 #include "learners/convergence.hpp"
@@ -25,8 +26,8 @@ namespace {
 
 // What the command line sets.
 struct CompareArgs {
-  std::vector<std::string> checkpoints, cells, halves;
-  std::string csv, plot_dir;
+  std::vector<std::string> checkpoints, cells, halves, budgets;
+  std::string csv, plot_dir, budget_window;
   int threads = 0, n = 0;
   double noise = -1, w_scale = -1;
   ShiftArgs shifts;
@@ -49,6 +50,14 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "own named CELL@half, on the same prompts, and say at which k its closest learner differs "
        "from its cell's: whether the verdict depends on the training length, which the "
        "convergence rule cannot say for a learner whose error still falls with every doubling");
+  t.List("budget", &a.budgets, "budgets", "a shorter training budget of a compared checkpoint "
+       "(the same recipe and seed, T/2^j steps and warmup; repeatable; --half runs count too): "
+       "the checkpoint's excess error over the Bayes predictor at each budget and the power law "
+       "e(T) = a T^-b fitted to it, b with its 95% interval (three or more budgets) and the "
+       "excess extrapolated to 4T, or 'plateau' where the excess stops falling; to <csv "
+       "stem>.budgets.csv and .budget_fit.csv");
+  t.Optional("budget-window", &a.budget_window, "budget_window", "the k that --budget's excess "
+       "averages over, a comma list (default: the verdicts' window, every k but d and d+1)");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
        "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), "
        "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and the family's member closest to each "
@@ -81,7 +90,10 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
   // A half run is read with its evaluation log beside it.
-  t.Input("checkpoint").Input("cell", {}, /*named_list=*/true).Input("half", {".train.csv"});
+  t.Input("checkpoint")
+      .Input("cell", {}, /*named_list=*/true)
+      .Input("half", {".train.csv"})
+      .Input("budget");
   t.Output("csv").Output("plot-dir");
 }
 
@@ -197,9 +209,10 @@ std::vector<std::pair<learners::CheckpointInfo, std::size_t>> MatchHalves(
 // The CSV and the two files beside it, all written or none.
 struct CompareOutputs {
   std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells, convergence;
+  std::unique_ptr<core::AtomicOutput> budgets, budget_fit;
 
   CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force,
-                 bool with_convergence) {
+                 bool with_convergence, bool with_budgets) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
@@ -207,8 +220,16 @@ struct CompareOutputs {
     const std::string verd = lp.string() + ".verdicts.csv";
     const std::string cell = lp.string() + ".cells.csv";
     const std::string conv = lp.string() + ".convergence.csv";
-    core::RequireDistinctOutputs(
-        {{"csv", csv}, {"csv", lin}, {"csv", pair}, {"csv", verd}, {"csv", cell}, {"csv", conv}});
+    const std::string bud = lp.string() + ".budgets.csv";
+    const std::string fit = lp.string() + ".budget_fit.csv";
+    core::RequireDistinctOutputs({{"csv", csv},
+                                  {"csv", lin},
+                                  {"csv", pair},
+                                  {"csv", verd},
+                                  {"csv", cell},
+                                  {"csv", conv},
+                                  {"csv", bud},
+                                  {"csv", fit}});
     const core::OutputOptions o{force, inputs, false, true};
     spd = std::make_unique<core::AtomicOutput>(csv, "csv", o);
     linearity = std::make_unique<core::AtomicOutput>(lin, "csv", o);
@@ -216,10 +237,15 @@ struct CompareOutputs {
     verdicts = std::make_unique<core::AtomicOutput>(verd, "csv", o);
     cells = std::make_unique<core::AtomicOutput>(cell, "csv", o);
     if (with_convergence) convergence = std::make_unique<core::AtomicOutput>(conv, "csv", o);
+    if (with_budgets) {
+      budgets = std::make_unique<core::AtomicOutput>(bud, "csv", o);
+      budget_fit = std::make_unique<core::AtomicOutput>(fit, "csv", o);
+    }
   }
 
   void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis,
-             const std::vector<learners::ConvergenceEvidence>& evidence) {
+             const std::vector<learners::ConvergenceEvidence>& evidence,
+             const std::vector<learners::BudgetCurve>& curves) {
     std::ostringstream f, g, h, v, c;
     analysis::WriteCompareCsv(f, result);
     analysis::WriteLinearityCsv(g, result);
@@ -236,15 +262,24 @@ struct CompareOutputs {
       learners::WriteConvergenceCsv(e, evidence);
       convergence->WriteText(e.str());
     }
+    if (budgets) {
+      std::ostringstream b, fit;
+      learners::WriteBudgetCurveCsv(b, curves);
+      learners::WriteBudgetFitCsv(fit, curves);
+      budgets->WriteText(b.str());
+      budget_fit->WriteText(fit.str());
+    }
   }
   // All complete and synced before any takes its final name.
   void Commit() {
     for (auto* o : {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get()})
       o->Commit();
     if (convergence) convergence->Commit();
+    if (budgets) budgets->Commit(), budget_fit->Commit();
     std::cout << "wrote " << spd->path() << ", " << linearity->path() << ", " << paired->path()
               << ", " << verdicts->path() << (convergence ? ", " : " and ") << cells->path()
               << (convergence ? " and " + convergence->path() : "") << "\n";
+    if (budgets) std::cout << "wrote " << budgets->path() << " and " << budget_fit->path() << "\n";
   }
 };
 
@@ -304,6 +339,32 @@ std::vector<OptionSpec> CompareOptions() {
   return SpecsOf("compare", &DeclareOptions);
 }
 
+// The shorter budgets of the compared runs (--budget files and --half runs), grouped with
+// their full runs, and the window of k their excess error is averaged over.
+struct BudgetArgs {
+  std::vector<std::vector<learners::CheckpointInfo>> groups;
+  std::vector<int> window;  // empty: each curve's summary window
+};
+
+BudgetArgs ReadBudgets(
+    const CompareArgs& a, const po::variables_map& vm,
+    const std::vector<learners::CheckpointInfo>& infos,
+    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves) {
+  std::vector<learners::CheckpointInfo> budget_infos;
+  for (const auto& b : a.budgets) {
+    core::RequireRegularInput(b, "budget");
+    budget_infos.push_back(learners::ReadCheckpointInfo(b));
+  }
+  for (const auto& h : halves)
+    budget_infos.push_back(h.first);
+  BudgetArgs out;
+  out.groups = learners::GroupBudgets(infos, budget_infos, "budget");
+  if (!a.budget_window.empty()) out.window = ParseInts("--budget-window", a.budget_window);
+  if (vm.count("budget-window") && out.groups.empty())
+    throw std::invalid_argument("--budget-window: needs a --budget (or --half) run");
+  return out;
+}
+
 int RunCompare(int argc, char** argv) {
   CompareArgs a;
   OptionTable t("compare");
@@ -360,8 +421,13 @@ int RunCompare(int argc, char** argv) {
   std::unique_ptr<CompareOutputs> out;
   std::vector<std::string> inputs = InputPaths(t.specs(), vm);
   inputs.insert(inputs.end(), files.begin(), files.end());
+  // Every run with its shorter budgets (--budget, and --half runs), checked before any work.
+  const BudgetArgs budgets = ReadBudgets(a, vm, infos, halves);
+  const auto& budget_groups = budgets.groups;
+  const std::vector<int>& budget_window = budgets.window;
   if (vm.count("csv"))
-    out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0, !halves.empty());
+    out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0, !halves.empty(),
+                                           !budget_groups.empty());
   const std::string gnuplot =
       vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
   SetThreads(a.threads);
@@ -378,6 +444,13 @@ int RunCompare(int argc, char** argv) {
   }
   for (std::size_t i = 0; i < half_cells.size(); ++i)
     cells.push_back({half_cells[i].second, {half_cells[i].first + "/half"}});
+  std::vector<learners::BudgetCurve> curves;
+  for (const auto& runs : budget_groups) {
+    const data::TaskConfig& rt = runs.back().train.task;
+    curves.push_back(learners::MeasureBudgetCurve(
+        runs, budget_window.empty() ? analysis::SummaryWindow(rt.d, rt.n) : budget_window));
+    learners::PrintBudgetCurve(std::cout, curves.back());
+  }
 
   const std::vector<analysis::LearnerUnderTest> models =
       LearnersUnderTest(infos, names, task, vm, a.shifts, halves, half_cells);
@@ -399,7 +472,7 @@ int RunCompare(int argc, char** argv) {
     plots = analysis::PlanCellPlots(verdicts);
     analysis::PreparePlotFolder(plots, a.plot_dir, inputs, vm.count("force") > 0, "compare");
   }
-  if (out) out->Write(result, verdicts, evidence);
+  if (out) out->Write(result, verdicts, evidence, curves);
   if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
   if (out) out->Commit();
   return 0;

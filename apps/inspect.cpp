@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis/compare_run.hpp"
 #include "apps/cli.hpp"
 #include "construct/construct.hpp"
 #include "core/output.hpp"
+#include "learners/budget_curve.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/convergence.hpp"
 
@@ -16,7 +18,8 @@ namespace {
 
 // What the command line sets.
 struct InspectArgs {
-  std::string checkpoint, export_path, half;
+  std::string checkpoint, export_path, half, budget_window;
+  std::vector<std::string> budgets;
   int threads = 0;
 };
 
@@ -28,11 +31,18 @@ void DeclareOptions(OptionTable& t, InspectArgs& a) {
        "warmup: test the convergence rule (at every k != d, d+1 the half run's held-out error / d "
        "within max(5%, the paired 95% interval) of this one's), from both evaluation logs and "
        "both learners re-run on the logs' evaluation prompts");
+  t.List("budget", &a.budgets, "budgets", "a shorter training budget of this checkpoint (the "
+       "same recipe and seed, T/2^j steps and warmup; repeatable): the excess error over the "
+       "Bayes predictor at each budget, re-run on the evaluation prompts, and the power law "
+       "e(T) = a T^-b fitted to it (b with its 95% interval from three budgets on, the excess "
+       "extrapolated to 4T), or 'plateau' where the excess stops falling");
+  t.Optional("budget-window", &a.budget_window, "budget_window", "the k that --budget's excess "
+       "averages over, a comma list (default: every k but d and d+1)");
   t.Switch("force", "overwrite an existing --export file");
   // clang-format on
   AddThreadsOption(t, &a.threads);
   // A half run is read with its evaluation log beside it.
-  t.Input("checkpoint").Input("half", {".train.csv"}).Output("export");
+  t.Input("checkpoint").Input("half", {".train.csv"}).Input("budget").Output("export");
 }
 
 }  // namespace
@@ -57,10 +67,11 @@ int RunInspect(int argc, char** argv) {
     std::cout
         << "Usage: iclprobe inspect CHECKPOINT [--export OUT]\n\n"
            "Prints a checkpoint's model and training configuration, step and parameter count;\n"
-           "with --half, the evidence that more training stops helping.\n\n"
+           "with --budget, its excess error over the Bayes predictor by training budget and the\n"
+           "power law fitted to it; with --half, the convergence rule's test.\n\n"
         << opts
         << "\nExamples:\n  iclprobe inspect runs/d4l8.h5 --export checkpoints/d4l8.h5\n"
-           "  iclprobe inspect runs/d8_40k.h5 --half runs/d8_20k.h5\n";
+           "  iclprobe inspect runs/d8_40k.h5 --budget runs/d8_20k.h5 --budget runs/d8_10k.h5\n";
     return 0;
   }
   po::notify(vm);
@@ -116,6 +127,20 @@ int RunInspect(int argc, char** argv) {
                              core::OutputOptions{so.force, so.inputs, false, /*lock=*/false});
   }
 
+  // The budgets checked before any work.
+  std::vector<learners::CheckpointInfo> budget_infos;
+  for (const auto& b : a.budgets) {
+    core::RequireRegularInput(b, "budget");
+    budget_infos.push_back(learners::ReadCheckpointInfo(b));
+  }
+  const auto budgets =
+      learners::GroupBudgets({learners::ReadCheckpointInfo(checkpoint)}, budget_infos, "budget");
+  if (vm.count("budget-window") && budgets.empty())
+    throw std::invalid_argument("--budget-window: needs a --budget run");
+  const std::vector<int> window =
+      a.budget_window.empty() ? std::vector<int>{} : ParseInts("--budget-window", a.budget_window);
+  if (!budgets.empty()) CheckThreads(a.threads), SetThreads(a.threads);
+
   learners::CheckpointInfo info;
   learners::Transformer model = learners::LoadCheckpoint(checkpoint, &info);
   std::cout << fmt::format(
@@ -131,6 +156,13 @@ int RunInspect(int argc, char** argv) {
     learners::CheckpointInfo full = learners::ReadCheckpointInfo(checkpoint);
     learners::PrintConvergence(
         std::cout, learners::TestConvergence(full, learners::ReadCheckpointInfo(a.half)));
+  }
+  if (!budgets.empty()) {
+    const data::TaskConfig& rt = info.train.task;
+    learners::PrintBudgetCurve(
+        std::cout,
+        learners::MeasureBudgetCurve(
+            budgets.front(), window.empty() ? analysis::SummaryWindow(rt.d, rt.n) : window));
   }
   if (!export_path.empty()) {
     learners::SaveCheckpoint(export_path, model, info.train, info.step, /*optimizer=*/nullptr, so);

@@ -244,3 +244,103 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
     EXPECT_NE(e.err.find(message), std::string::npos) << args << ": " << e.err;
   }
 }
+
+namespace {
+
+// The CSV's rows as fields (no quoted commas in these files' numbers and short paths).
+std::vector<std::vector<std::string>> CsvRows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields;
+    std::istringstream f(line);
+    for (std::string field; std::getline(f, field, ',');)
+      fields.push_back(field);
+    if (!line.empty() && line.back() == ',') fields.emplace_back();
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+}  // namespace
+
+// The excess error over the Bayes predictor by training budget, in inspect and compare; its
+// value at the longest budget is compare's SPD to `bayes` on the same prompts, a second path.
+TEST(CliCompare, BudgetsGiveTheExcessErrorCurve) {
+  TempDir tmp;
+  auto train = [&](const std::string& name, int seed, int steps) {
+    const auto t = RunIclprobe(
+        "train --d 3 --n 7 --layers 1 --hidden 16 --heads 2 --batch 8 --eval-every 5 "
+        "--eval-prompts 40 --save-every 5 --threads 1 --quiet --lr 3e-3 --steps " +
+        std::to_string(steps) + " --warmup " + std::to_string(steps / 10) + " --seed " +
+        std::to_string(seed) + " --out " + (tmp / name));
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+  };
+  train("t40.h5", 1, 40);
+  train("t20.h5", 1, 20);
+  train("t10.h5", 1, 10);
+  train("t30.h5", 1, 30);
+  train("s2_20.h5", 2, 20);
+  const std::string budgets = " --budget " + (tmp / "t20.h5") + " --budget " + (tmp / "t10.h5");
+
+  const auto i = RunIclprobe("inspect " + (tmp / "t40.h5") + budgets + " --threads 1");
+  ASSERT_EQ(i.exit_code, 0) << i.err;
+  EXPECT_NE(
+      i.out.find("excess error over the Bayes predictor by training budget: " + (tmp / "t40.h5")),
+      std::string::npos)
+      << i.out;
+  EXPECT_TRUE(i.out.find("excess over Bayes falls as T^-b, b = ") != std::string::npos ||
+              i.out.find("no power law: plateau") != std::string::npos)
+      << i.out;
+
+  // The training runs' evaluation prompts are seed 999's first 40: compare on the same.
+  const auto r = RunIclprobe("compare -c " + (tmp / "t40.h5") + budgets +
+                             " --learners bayes --prompts 40 --seed 999 --ilwd-prompts 2 "
+                             "--threads 1 --quiet --csv " +
+                             (tmp / "cmp.csv"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto curve = CsvRows(icl::test::ReadFile(tmp / "cmp.budgets.csv"));
+  ASSERT_EQ(curve.size(), 1u + 3u);
+  EXPECT_EQ(curve[0],
+            (std::vector<std::string>{"recipe", "steps", "checkpoint", "excess", "excess_lo",
+                                      "excess_hi", "change", "change_lo", "change_hi", "falls"}));
+  EXPECT_EQ(curve[1][1], "10");
+  EXPECT_EQ(curve[3][1], "40");
+  EXPECT_EQ(curve[3][2], tmp / "t40.h5");
+  const auto fit = CsvRows(icl::test::ReadFile(tmp / "cmp.budget_fit.csv"));
+  ASSERT_EQ(fit.size(), 2u);
+  EXPECT_EQ(fit[1][1], "3");
+  // compare's SPD / d to bayes, averaged over the window k in {0, 1, 2, 5, 6} (d = 3, n = 7).
+  double spd = 0;
+  int ks = 0;
+  for (const auto& row : CsvRows(icl::test::ReadFile(tmp / "cmp.csv")))
+    if (row.size() > 3 && row[1] == "bayes" && row[2] != "3" && row[2] != "4" && row[2] != "k")
+      spd += std::stod(row[3]), ++ks;
+  ASSERT_EQ(ks, 5);
+  // Both paths run the float32 model on the same prompts, batched differently: predictions agree
+  // to ~1e-6 relative, and an excess of this barely trained model is far from cancellation.
+  EXPECT_NEAR(std::stod(curve[3][3]) / (spd / ks), 1.0, 1e-4);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"compare -c " + (tmp / "t40.h5") + " --budget " + (tmp / "s2_20.h5"),
+       "is a shorter budget (T/2^j steps and warmup, the same recipe and seed) of no compared run"},
+      {"compare -c " + (tmp / "t40.h5") + " --budget " + (tmp / "t30.h5"), "is not T/2^j"},
+      {"compare -c " + (tmp / "t40.h5") + budgets + " --budget-window 2,9",
+       "--budget-window: has k = 9, outside 0..6"},
+      {"compare -c " + (tmp / "t40.h5") + " --budget-window 2", "needs a --budget"},
+      {"inspect " + (tmp / "t40.h5") + " --budget " + (tmp / "t20.h5") + " --budget " +
+           (tmp / "t20.h5"),
+       "t20.h5"},
+      {"inspect " + (tmp / "t20.h5") + " --budget " + (tmp / "t40.h5"), "is not T/2^j"},
+      {"inspect " + (tmp / "t40.h5") + " --budget " + (tmp / "none.h5"), "none.h5"},
+  };
+  for (const auto& [args, message] : cases) {
+    const bool compare = args.rfind("compare", 0) == 0;
+    const auto e =
+        RunIclprobe(args + " --threads 1" + (compare ? " --quiet --csv " + (tmp / "bad.csv") : ""));
+    EXPECT_EQ(e.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(e.err), 1) << args << ": " << e.err;
+    EXPECT_NE(e.err.find(message), std::string::npos) << args << ": " << e.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp / "bad.csv")) << args;
+  }
+}

@@ -9,6 +9,7 @@
 
 #include "core/errors.hpp"
 #include "core/spec.hpp"
+#include "core/stats.hpp"
 
 namespace icl::analysis {
 
@@ -17,13 +18,8 @@ Summary OverSeeds(const arma::cube& c, arma::uword ki, arma::uword li) {
   Summary s;
   s.mean = arma::mean(v);
   if (v.n_elem > 1) {
-    // Student-t 97.5% quantiles for 1..30 degrees of freedom.
-    static const double t[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306,
-                               2.262,  2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120,
-                               2.110,  2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
-                               2.060,  2.056, 2.052, 2.048, 2.045, 2.042};
-    const std::size_t df = v.n_elem - 1;
-    s.half = (df <= 30 ? t[df - 1] : 1.96) * arma::stddev(v) / std::sqrt(double(v.n_elem));
+    const int df = static_cast<int>(v.n_elem) - 1;
+    s.half = core::StudentT975(df) * arma::stddev(v) / std::sqrt(double(v.n_elem));
   }
   return s;
 }
@@ -119,6 +115,7 @@ std::vector<Onset> FindOnsets(const ProbeResults& r, int k, const OnsetRule& rul
       o.target = t;
       o.probe = p;
       o.k = k;
+      o.n = r.n;
       o.intervals = scorer.intervals();
       o.best_r2 = -arma::datum::inf;
       arma::uword best_li = 0;
@@ -201,8 +198,20 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
                  "of y_{k+1} is read).\n"
                : "Position: every target is read at the y-token of example k (the state after "
                  "k examples).\n");
+  const int k = onsets[0].k, n = onsets[0].n;
+  if (k == n && n > 0)
+    os << fmt::format(
+        "Read by nothing: at k = n = {} the y-token of example k is the last token of the "
+        "prompt; no later position attends to it and no prediction reads it, so what is decodable "
+        "there is computed, not shown to be used{}.\n",
+        n, query ? " (TARGET.query has no x-token of example k+1 there)" : "");
+  else if (k < n)
+    os << fmt::format(
+        "Read: at k = {} < n = {} later positions attend to the y-token of example k, and the "
+        "x-token of example k+1 makes the prediction of y_{{k+1}}.\n",
+        k, n);
   for (const auto& t : std::vector<std::string>(targets.begin(), targets.end())) {
-    std::vector<std::string> found, missing;
+    std::vector<std::string> found, weak, missing;
     std::map<std::string, std::vector<std::string>> control;
     for (const auto& o : onsets) {
       if (o.target != t) continue;
@@ -218,10 +227,12 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
                         ? fmt::format("{:+.3f} [{:+.3f}, {:+.3f}] over the layer before",
                                       o.over_previous.mean, o.over_previous.lo, o.over_previous.hi)
                         : std::string("the first layer probed"));
-        found.push_back(fmt::format("layer {} ({}, R2 {}; {}; {})", o.layer, o.probe,
-                                    Ci(o.at_onset), fmt::join(m, ", "), best));
+        (o.best_r2 < kWeakR2 ? weak : found)
+            .push_back(fmt::format("layer {} ({}, R2 {}; {}; {})", o.layer, o.probe, Ci(o.at_onset),
+                                   fmt::join(m, ", "), best));
       } else if (o.layer >= 0) {
-        found.push_back(fmt::format("layer {} ({}, {})", o.layer, o.probe, best));
+        (o.best_r2 < kWeakR2 ? weak : found)
+            .push_back(fmt::format("layer {} ({}, {})", o.layer, o.probe, best));
       } else {
         missing.push_back(fmt::format("{} ({})", o.probe, best));
       }
@@ -230,8 +241,12 @@ void PrintOnsets(std::ostream& os, const std::vector<Onset>& onsets, const Onset
     }
     os << "  " << t << ": ";
     if (!found.empty()) os << "decodable from " << fmt::format("{}", fmt::join(found, ", "));
+    if (!weak.empty())
+      os << (found.empty() ? "" : "; ")
+         << fmt::format("weakly decodable (best R2 below {:g}) from {}", kWeakR2,
+                        fmt::join(weak, ", "));
     if (!missing.empty())
-      os << (found.empty() ? "" : "; ") << "not decodable by "
+      os << (found.empty() && weak.empty() ? "" : "; ") << "not decodable by "
          << fmt::format("{}", fmt::join(missing, ", "));
     for (const auto& [c, ls] : control) {
       std::vector<std::string> reached;

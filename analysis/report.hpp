@@ -83,9 +83,14 @@ struct OnsetRule {
 // The onset: the first layer whose R2 (its interval's lower bound, when the file has
 // intervals) reaches the threshold and whose paired margin over every control (its lower bound)
 // exceeds the rule's margin.
+// Below this best R2 (the point estimate), a quantity is called weakly decodable: an onset
+// relative to the best layer is found even when the best layer explains little.
+inline constexpr double kWeakR2 = 0.5;
+
 struct Onset {
   std::string target, probe;
   int k = 0;
+  int n = 0;  // examples per prompt: at k = n the y-token read is the last token, read by nothing
   int layer = -1;        // -1: never
   double threshold = 0;  // the R2 that had to be reached
   double best_r2 = 0;

@@ -33,7 +33,10 @@ finish() {
   {
     echo "# $1"
     echo
-    echo "Profile: $PROFILE. Wall time: $((wall / 60)) min $((wall % 60)) s on $(nproc) cores ($(date -u +%Y-%m-%d))."
+    local cpu commit
+    cpu=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+    commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")
+    echo "Profile: $PROFILE. Wall time: $((wall / 60)) min $((wall % 60)) s on $(nproc) cores of ${cpu:-an unknown CPU} ($(date -u +%Y-%m-%d), commit $commit)."
     echo
     cat "$2"
     echo

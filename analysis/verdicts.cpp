@@ -224,7 +224,7 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
       out.verdicts.push_back(Judge(cell, rows, k, boot));
     out.verdicts.push_back(Judge(cell, rows, -1, boot));
     for (auto v = out.verdicts.end() - (r.n + 1); v != out.verdicts.end(); ++v)
-      v->converged = cell.converged;
+      v->budget_curve = cell.budget_curve;
     for (std::size_t i = 0; i < rows.learners.size(); ++i) {
       CellCurve c{cell.name,      rows.learners[i], static_cast<int>(cell.models.size()),
                   arma::vec(r.n), arma::vec(r.n),   arma::vec(r.n)};
@@ -242,7 +242,7 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
   os << "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-        "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
+        "margin_hi,significant,stable,per_seed,budget_curve,separated_from,ratio,ratio_lo,ratio_hi,"
         "seed_ratios,resolved,among,basis\n";
   for (const Verdict& v : a.verdicts) {
     std::string per, among, ratios;
@@ -256,7 +256,7 @@ void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
                       core::CsvField(v.cell), v.k < 0 ? "window" : "k",
                       v.k < 0 ? std::string() : std::to_string(v.k), v.seeds, v.closest,
                       v.closest_spd, v.runner_up, v.runner_up_spd, v.margin, v.lo, v.hi,
-                      int(v.significant), int(v.stable), core::CsvField(per), v.converged);
+                      int(v.significant), int(v.stable), core::CsvField(per), v.budget_curve);
     os << fmt::format("{},{:.6g},{:.6g},{:.6g},{},{},{},{}\n", v.separated_from, v.ratio,
                       v.ratio_lo, v.ratio_hi, core::CsvField(ratios), int(v.resolved),
                       core::CsvField(among), v.basis);
@@ -342,10 +342,10 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
     if (v.cell != last) {
       last = v.cell;
       os << fmt::format(
-          "\nverdicts for {} ({} seed{}, convergence rule: {}; intervals: 95%, bootstrap over "
+          "\nverdicts for {} ({} seed{}, excess-error curve over the budgets: {}; intervals: 95%, "
+          "bootstrap over "
           "{}prompts; margin = runner-up - closest, SPD / d)\n",
-          v.cell, v.seeds, v.seeds == 1 ? "" : "s",
-          v.converged == "yes" ? "passed" : (v.converged == "no" ? "FAILED" : "untested"),
+          v.cell, v.seeds, v.seeds == 1 ? "" : "s", v.budget_curve,
           v.seeds > 1 ? "seeds, then " : "");
     }
     if (v.k < 0)
@@ -355,7 +355,7 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
   }
 }
 
-std::vector<HalfAgreement> CompareWithHalfRuns(
+std::vector<BudgetAgreement> CompareWithShorterBudgets(
     const CellAnalysis& a, const std::vector<std::pair<std::string, std::string>>& pairs) {
   // Verdicts of one cell by k (-1: the window).
   auto of = [&](const std::string& cell) {
@@ -365,21 +365,21 @@ std::vector<HalfAgreement> CompareWithHalfRuns(
     if (m.empty()) throw std::invalid_argument("verdicts: no cell '" + cell + "' was analysed");
     return m;
   };
-  std::vector<HalfAgreement> out;
+  std::vector<BudgetAgreement> out;
   for (const auto& [cell, half] : pairs) {
     const auto full = of(cell), short_run = of(half);
-    HalfAgreement h;
+    BudgetAgreement h;
     h.cell = cell;
-    h.half_cell = half;
+    h.short_cell = half;
     for (const auto& [k, v] : full) {
       const auto it = short_run.find(k);
       if (it == short_run.end()) continue;
       const Verdict& w = *it->second;
       if (k < 0) {
         h.closest = v->closest;
-        h.half_closest = w.closest;
+        h.short_closest = w.closest;
         h.significant = v->significant;
-        h.half_significant = w.significant;
+        h.short_significant = w.significant;
         h.changes_with_training = !v->closest.empty() && !w.closest.empty() &&
                                   !Nested(v->closest, w.closest) && (v->resolved || w.resolved);
         continue;
@@ -396,7 +396,7 @@ std::vector<HalfAgreement> CompareWithHalfRuns(
   return out;
 }
 
-void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
+void PrintBudgetAgreement(std::ostream& os, const std::vector<BudgetAgreement>& h) {
   auto list = [](const std::vector<int>& ks) {
     std::string s;
     for (int k : ks)
@@ -407,12 +407,12 @@ void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h) {
     return closest.empty() ? std::string("no learner")
                            : closest + (significant ? " (significant)" : " (within noise)");
   };
-  for (const HalfAgreement& x : h) {
+  for (const BudgetAgreement& x : h) {
     os << fmt::format(
-        "\nverdict at half the steps, {} against {}: over the window {} at half the steps, {} "
-        "for the cell: {}; per k the same closest learner at {} of {} k",
-        x.half_cell, x.cell, verdict(x.half_closest, x.half_significant),
-        verdict(x.closest, x.significant), x.closest == x.half_closest ? "the same" : "different",
+        "\nverdict at a shorter budget, {} against {}: over the window {} at {}, {} for the "
+        "cell: {}; per k the same closest learner at {} of {} k",
+        x.short_cell, x.cell, verdict(x.short_closest, x.short_significant), x.short_cell,
+        verdict(x.closest, x.significant), x.closest == x.short_closest ? "the same" : "different",
         x.ks - static_cast<int>(x.differ.size()), x.ks);
     if (!x.differ.empty())
       os << fmt::format(

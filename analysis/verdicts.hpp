@@ -19,9 +19,11 @@ namespace icl::analysis {
 struct Cell {
   std::string name;
   std::vector<std::string> models;
-  // The convergence rule's outcome for the cell (learners/convergence.hpp; one half-budget run
-  // per cell is enough): "yes", "no" or "untested".
-  std::string converged = "untested";
+  // What the excess-error curves over the training budget of the cell's runs say
+  // (learners/budget_curve.hpp; one seed with shorter budgets is enough): "falling" (every
+  // doubling lowers the excess), "plateau" (some doubling does not) or "untested" (no shorter
+  // budget). Verdicts files written before the curves hold the old rule's "yes"/"no" here.
+  std::string budget_curve = "untested";
 };
 
 struct Verdict {
@@ -33,10 +35,10 @@ struct Verdict {
   // runner_up - closest, with its 95% interval over seeds and prompts (paired: the same
   // resamples for both learners).
   double margin = arma::datum::nan, lo = arma::datum::nan, hi = arma::datum::nan;
-  bool significant = false;            // lo > 0
-  bool stable = false;                 // every seed's own closest learner is `closest`
-  std::vector<std::string> per_seed;   // each seed's closest learner, in the cell's order
-  std::string converged = "untested";  // the cell's (Cell::converged)
+  bool significant = false;               // lo > 0
+  bool stable = false;                    // every seed's own closest learner is `closest`
+  std::vector<std::string> per_seed;      // each seed's closest learner, in the cell's order
+  std::string budget_curve = "untested";  // the cell's (Cell::budget_curve)
 
   // The separation rule (docs/methodology.md, "Verdicts"). The ratio SPD(B) / SPD(A) of the
   // closest learner A and the nearest learner B that A's family does not nest is about
@@ -88,23 +90,21 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
 std::vector<Cell> SingleCells(const CompareResult& r);
 
 // cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,margin_hi,
-// significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,seed_ratios,
+// significant,stable,per_seed,budget_curve,separated_from,ratio,ratio_lo,ratio_hi,seed_ratios,
 // resolved,among,basis (scope: k or window; per_seed: each seed's closest, ';'-joined;
-// converged: yes, no or untested; among: ';'-joined; resolved: 1 or 0)
+// budget_curve: falling, plateau or untested; among: ';'-joined; resolved: 1 or 0)
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
 // cell,learner,k,seeds,spd,spd_lo,spd_hi
 void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);
 // Per cell: the window's verdict, then one line per k.
 void PrintVerdicts(std::ostream& os, const CellAnalysis& a);
-// A cell's verdicts against those of its half-budget run, compared as a cell of its own on the
-// same prompts: does the answer depend on training length? (The convergence rule cannot pass a
-// learner whose error keeps falling as a power law of the steps, yet its verdict may be the
-// same at half the steps.) Per k and over the window: the two closest learners, and the k at
-// which they differ.
-struct HalfAgreement {
-  std::string cell, half_cell;
-  std::string closest, half_closest;                   // over the window
-  bool significant = false, half_significant = false;  // each window verdict's margin
+// A cell's verdicts against those of a shorter training budget of its runs, compared as a cell
+// of its own on the same prompts: does the answer depend on training length? Per k and over the
+// window: the two closest learners, and the k at which they differ.
+struct BudgetAgreement {
+  std::string cell, short_cell;
+  std::string closest, short_closest;                   // over the window
+  bool significant = false, short_significant = false;  // each window verdict's margin
   int ks = 0;                           // k compared: those with a closest learner in both
   std::vector<int> differ;              // the k whose closest learners differ
   std::vector<int> differ_significant;  // ... where both verdicts are significant
@@ -113,11 +113,11 @@ struct HalfAgreement {
   // phenomenon, not an error), so neither is the recipe's answer.
   bool changes_with_training = false;
 };
-// `pairs`: (cell, its half run's cell), both analysed in `a`. Throws std::invalid_argument when
-// a name is not a cell of `a`.
-std::vector<HalfAgreement> CompareWithHalfRuns(
+// `pairs`: (cell, its shorter budget's cell), both analysed in `a`. Throws std::invalid_argument
+// when a name is not a cell of `a`.
+std::vector<BudgetAgreement> CompareWithShorterBudgets(
     const CellAnalysis& a, const std::vector<std::pair<std::string, std::string>>& pairs);
-void PrintHalfAgreement(std::ostream& os, const std::vector<HalfAgreement>& h);
+void PrintBudgetAgreement(std::ostream& os, const std::vector<BudgetAgreement>& h);
 
 // A figure per cell: SPD / d per k of every reference learner, log scale, 95% intervals over
 // seeds and prompts (PNG and SVG).

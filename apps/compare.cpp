@@ -42,14 +42,12 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "by training seed (repeatable); each verdict then carries an interval over seeds and "
        "prompts (two-stage bootstrap) and says whether every seed agrees; e.g. "
        "--cell d8=s1.h5,s2.h5,s3.h5");
-  t.List("half", &a.halves, "halves", "a half-budget run (the recipe of a compared checkpoint, "
-       "its seed, half the steps and warmup; repeatable, one per cell is enough): test the "
-       "convergence rule on its full run (held-out error / d within max(5%, the paired 95% "
-       "interval) at every k != d, d+1) and mark the cell's verdicts converged or not");
-  t.Switch("half-verdict", "with --half: also compare each half-budget run, as a cell of its "
-       "own named CELL@half, on the same prompts, and say at which k its closest learner differs "
-       "from its cell's: whether the verdict depends on the training length, which the "
-       "convergence rule cannot say for a learner whose error still falls with every doubling");
+  t.List("half", &a.halves, "halves", "a half-budget run of a compared checkpoint (the same "
+       "recipe and seed, half the steps and warmup): a --budget, kept for older command lines");
+  t.Switch("budget-verdicts", "with --budget: also compare each shorter budget, as a cell of its "
+       "own named CELL@STEPS (its seeds at that budget), on the same prompts, and say at which k "
+       "its closest learner differs from its cell's; a window verdict that differs and that the "
+       "separation rule resolves is flagged 'changes with training'");
   t.List("budget", &a.budgets, "budgets", "a shorter training budget of a compared checkpoint "
        "(the same recipe and seed, T/2^j steps and warmup; repeatable; --half runs count too): "
        "the checkpoint's excess error over the Bayes predictor at each budget and the power law "
@@ -89,11 +87,7 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
   // clang-format on
   AddShiftOptions(t, &a.shifts, /*query=*/true);
   AddThreadsOption(t, &a.threads);
-  // A half run is read with its evaluation log beside it.
-  t.Input("checkpoint")
-      .Input("cell", {}, /*named_list=*/true)
-      .Input("half", {".train.csv"})
-      .Input("budget");
+  t.Input("checkpoint").Input("cell", {}, /*named_list=*/true).Input("half").Input("budget");
   t.Output("csv").Output("plot-dir");
 }
 
@@ -175,51 +169,19 @@ void CheckCell(const CellArg& cell, const std::vector<learners::CheckpointInfo>&
   }
 }
 
-// Each --half file with the index of its full run among `infos` (the same recipe and seed,
-// twice the steps and warmup); refused before any work when it has none.
-std::vector<std::pair<learners::CheckpointInfo, std::size_t>> MatchHalves(
-    const std::vector<std::string>& halves, const std::vector<learners::CheckpointInfo>& infos) {
-  std::vector<std::pair<learners::CheckpointInfo, std::size_t>> out;
-  for (const auto& h : halves) {
-    core::RequireRegularInput(h, "half");
-    learners::CheckpointInfo info = learners::ReadCheckpointInfo(h);
-    std::string why = "no checkpoint is compared";
-    std::size_t full = infos.size();
-    for (std::size_t j = 0; j < infos.size() && full == infos.size(); ++j) {
-      const std::string m = learners::HalfRunMismatch(infos[j], info);
-      if (m.empty() && infos[j].train.seed == info.train.seed)
-        full = j;
-      else if (j == 0 || m.empty())
-        why = "'" + infos[j].path + "': " + (m.empty() ? "another seed" : m);
-    }
-    if (full == infos.size())
-      throw std::invalid_argument("--half '" + h +
-                                  "': no --checkpoint or --cell file is its full run (the same "
-                                  "recipe and seed with twice the steps and warmup; " +
-                                  why + ")");
-    for (const auto& [other, j] : out)
-      if (j == full)
-        throw std::invalid_argument("--half: '" + other.path + "' and '" + h +
-                                    "' are both half runs of '" + infos[j].path + "'");
-    out.emplace_back(std::move(info), full);
-  }
-  return out;
-}
-
 // The CSV and the two files beside it, all written or none.
 struct CompareOutputs {
-  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells, convergence;
+  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells;
   std::unique_ptr<core::AtomicOutput> budgets, budget_fit;
 
   CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force,
-                 bool with_convergence, bool with_budgets) {
+                 bool with_budgets) {
     std::filesystem::path lp(csv);
     lp.replace_extension("");
     const std::string lin = lp.string() + ".linearity.csv";
     const std::string pair = lp.string() + ".paired.csv";
     const std::string verd = lp.string() + ".verdicts.csv";
     const std::string cell = lp.string() + ".cells.csv";
-    const std::string conv = lp.string() + ".convergence.csv";
     const std::string bud = lp.string() + ".budgets.csv";
     const std::string fit = lp.string() + ".budget_fit.csv";
     core::RequireDistinctOutputs({{"csv", csv},
@@ -227,7 +189,6 @@ struct CompareOutputs {
                                   {"csv", pair},
                                   {"csv", verd},
                                   {"csv", cell},
-                                  {"csv", conv},
                                   {"csv", bud},
                                   {"csv", fit}});
     const core::OutputOptions o{force, inputs, false, true};
@@ -236,7 +197,6 @@ struct CompareOutputs {
     paired = std::make_unique<core::AtomicOutput>(pair, "csv", o);
     verdicts = std::make_unique<core::AtomicOutput>(verd, "csv", o);
     cells = std::make_unique<core::AtomicOutput>(cell, "csv", o);
-    if (with_convergence) convergence = std::make_unique<core::AtomicOutput>(conv, "csv", o);
     if (with_budgets) {
       budgets = std::make_unique<core::AtomicOutput>(bud, "csv", o);
       budget_fit = std::make_unique<core::AtomicOutput>(fit, "csv", o);
@@ -244,7 +204,6 @@ struct CompareOutputs {
   }
 
   void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis,
-             const std::vector<learners::ConvergenceEvidence>& evidence,
              const std::vector<learners::BudgetCurve>& curves) {
     std::ostringstream f, g, h, v, c;
     analysis::WriteCompareCsv(f, result);
@@ -257,11 +216,6 @@ struct CompareOutputs {
     paired->WriteText(h.str());
     verdicts->WriteText(v.str());
     cells->WriteText(c.str());
-    if (convergence) {
-      std::ostringstream e;
-      learners::WriteConvergenceCsv(e, evidence);
-      convergence->WriteText(e.str());
-    }
     if (budgets) {
       std::ostringstream b, fit;
       learners::WriteBudgetCurveCsv(b, curves);
@@ -274,43 +228,88 @@ struct CompareOutputs {
   void Commit() {
     for (auto* o : {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get()})
       o->Commit();
-    if (convergence) convergence->Commit();
     if (budgets) budgets->Commit(), budget_fit->Commit();
     std::cout << "wrote " << spd->path() << ", " << linearity->path() << ", " << paired->path()
-              << ", " << verdicts->path() << (convergence ? ", " : " and ") << cells->path()
-              << (convergence ? " and " + convergence->path() : "") << "\n";
+              << ", " << verdicts->path() << " and " << cells->path() << "\n";
     if (budgets) std::cout << "wrote " << budgets->path() << " and " << budget_fit->path() << "\n";
   }
 };
 
-// Each half run compared as a cell of its own beside its full run's cell: (cell, its half run's
-// cell), in the order of `halves`.
-std::vector<std::pair<std::string, std::string>> HalfCells(
-    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves,
-    const std::vector<std::string>& names, const std::vector<analysis::Cell>& cells) {
-  std::vector<std::pair<std::string, std::string>> half_cells;
-  for (std::size_t h = 0; h < halves.size(); ++h) {
-    const std::string& full = names[halves[h].second];
-    const auto owner = std::find_if(cells.begin(), cells.end(), [&](const analysis::Cell& c) {
-      return std::find(c.models.begin(), c.models.end(), full) != c.models.end();
-    });
-    const std::string half_cell = owner->name + "@half";
-    for (const auto& c : cells)
-      if (c.name == half_cell)
-        throw std::invalid_argument("--half-verdict: the name '" + half_cell +
-                                    "' of a half run's cell is taken by another cell");
-    half_cells.emplace_back(owner->name, half_cell);
-  }
-  return half_cells;
+// The cell whose models include `model`.
+const analysis::Cell& OwnerOf(const std::vector<analysis::Cell>& cells, const std::string& model) {
+  return *std::find_if(cells.begin(), cells.end(), [&](const analysis::Cell& c) {
+    return std::find(c.models.begin(), c.models.end(), model) != c.models.end();
+  });
 }
 
-// The checkpoints (`infos`, named `names`), then the half runs of `half_cells`, loaded as
+// A shorter budget compared as a learner under test: its model's name (the full run's, then
+// @STEPS), its checkpoint and the index of its full run among the compared checkpoints.
+struct ShortRun {
+  std::string model;
+  std::string path;
+  std::size_t full = 0;
+};
+
+// Every shorter budget of `groups` (each ends with its compared run) as a learner under test,
+// and the cells they form: CELL@STEPS holds the cell's seeds at that budget. `pairs` receives
+// (cell, its shorter budget's cell), in order of the cells, then of the steps, descending.
+std::vector<ShortRun> BudgetCells(const std::vector<std::vector<learners::CheckpointInfo>>& groups,
+                                  const std::vector<learners::CheckpointInfo>& infos,
+                                  const std::vector<std::string>& names,
+                                  std::vector<analysis::Cell>& cells,
+                                  std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::vector<ShortRun> runs;
+  std::vector<analysis::Cell> added;
+  for (const auto& cell : cells)
+    for (const auto& group : groups) {
+      const auto full = std::find_if(infos.begin(), infos.end(),
+                                     [&](const auto& i) { return i.path == group.back().path; });
+      const std::size_t j = static_cast<std::size_t>(full - infos.begin());
+      if (&OwnerOf(cells, names[j]) != &cell) continue;
+      for (std::size_t r = group.size() - 1; r-- > 0;) {
+        const std::string steps = std::to_string(group[r].train.steps);
+        const std::string name = cell.name + "@" + steps;
+        runs.push_back({names[j] + "@" + steps, group[r].path, j});
+        auto it = std::find_if(added.begin(), added.end(),
+                               [&](const analysis::Cell& c) { return c.name == name; });
+        if (it == added.end()) {
+          for (const auto& c : cells)
+            if (c.name == name)
+              throw std::invalid_argument("--budget-verdicts: the name '" + name +
+                                          "' of a shorter budget's cell is taken by another cell");
+          added.push_back({name, {}});
+          it = added.end() - 1;
+        }
+        it->models.push_back(runs.back().model);
+      }
+    }
+  for (auto& c : added) {
+    pairs.emplace_back(c.name.substr(0, c.name.rfind('@')), c.name);
+    cells.push_back(std::move(c));
+  }
+  return runs;
+}
+
+// Each cell's excess-error curves (those of its runs with shorter budgets): "plateau" when one
+// of them is, "falling" when all fall, else "untested".
+void MarkBudgetCurves(const std::vector<learners::BudgetCurve>& curves,
+                      const std::vector<learners::CheckpointInfo>& infos,
+                      const std::vector<std::string>& names, std::vector<analysis::Cell>& cells) {
+  for (const auto& curve : curves)
+    for (std::size_t j = 0; j < infos.size(); ++j)
+      if (infos[j].path == curve.recipe)
+        for (auto& cell : cells)
+          if (std::find(cell.models.begin(), cell.models.end(), names[j]) != cell.models.end())
+            cell.budget_curve =
+                curve.plateau || cell.budget_curve == "plateau" ? "plateau" : "falling";
+}
+
+// The checkpoints (`infos`, named `names`), then the shorter budgets `short_runs`, loaded as
 // learners under test.
 std::vector<analysis::LearnerUnderTest> LearnersUnderTest(
     const std::vector<learners::CheckpointInfo>& infos, const std::vector<std::string>& names,
     const data::TaskConfig& task, const po::variables_map& vm, const ShiftArgs& shifts,
-    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves,
-    const std::vector<std::pair<std::string, std::string>>& half_cells) {
+    const std::vector<ShortRun>& short_runs) {
   std::vector<analysis::LearnerUnderTest> models;
   for (std::size_t c = 0; c < infos.size(); ++c) {
     // Each checkpoint is compared on prompts of its own training task (noise, scale), unless
@@ -324,12 +323,10 @@ std::vector<analysis::LearnerUnderTest> LearnersUnderTest(
     models.push_back(
         analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
   }
-  // A half run reads the prompts of its full run's task.
-  for (std::size_t i = 0; i < half_cells.size(); ++i) {
-    const auto& [half, full] = halves[i];
-    models.push_back(analysis::TransformerUnderTest(
-        half_cells[i].first + "/half", models[full].task, learners::LoadCheckpoint(half.path)));
-  }
+  // A shorter budget reads the prompts of its full run's task.
+  for (const ShortRun& s : short_runs)
+    models.push_back(analysis::TransformerUnderTest(s.model, models[s.full].task,
+                                                    learners::LoadCheckpoint(s.path)));
   return models;
 }
 
@@ -346,17 +343,23 @@ struct BudgetArgs {
   std::vector<int> window;  // empty: each curve's summary window
 };
 
-BudgetArgs ReadBudgets(
-    const CompareArgs& a, const po::variables_map& vm,
-    const std::vector<learners::CheckpointInfo>& infos,
-    const std::vector<std::pair<learners::CheckpointInfo, std::size_t>>& halves) {
-  std::vector<learners::CheckpointInfo> budget_infos;
+BudgetArgs ReadBudgets(const CompareArgs& a, const po::variables_map& vm,
+                       const std::vector<learners::CheckpointInfo>& infos) {
+  std::vector<learners::CheckpointInfo> budget_infos, halves;
+  for (const auto& h : a.halves) {
+    core::RequireRegularInput(h, "half");
+    halves.push_back(learners::ReadCheckpointInfo(h));
+  }
+  // A --half run is a --budget of T/2, refused under its own option's name.
+  for (const auto& group : learners::GroupBudgets(infos, halves, "half"))
+    if (group.size() != 2 || group[0].train.steps * 2 != group[1].train.steps)
+      throw std::invalid_argument("--half '" + group[0].path + "': not half the steps of '" +
+                                  group[1].path + "' (give it as --budget)");
   for (const auto& b : a.budgets) {
     core::RequireRegularInput(b, "budget");
     budget_infos.push_back(learners::ReadCheckpointInfo(b));
   }
-  for (const auto& h : halves)
-    budget_infos.push_back(h.first);
+  budget_infos.insert(budget_infos.end(), halves.begin(), halves.end());
   BudgetArgs out;
   out.groups = learners::GroupBudgets(infos, budget_infos, "budget");
   if (!a.budget_window.empty()) out.window = ParseInts("--budget-window", a.budget_window);
@@ -397,14 +400,6 @@ int RunCompare(int argc, char** argv) {
     }
     cells.push_back(std::move(cell));
   }
-  const auto halves = MatchHalves(a.halves, infos);
-  const bool half_verdict = vm.count("half-verdict") > 0;
-  if (half_verdict && halves.empty())
-    throw std::invalid_argument("--half-verdict: needs a --half run to compare");
-  // (cell, its half run's cell), in the order of `halves`; empty without --half-verdict.
-  const std::vector<std::pair<std::string, std::string>> half_cells =
-      half_verdict ? HalfCells(halves, names, cells)
-                   : std::vector<std::pair<std::string, std::string>>{};
   analysis::CompareRequest& req = a.req;
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
@@ -422,28 +417,25 @@ int RunCompare(int argc, char** argv) {
   std::vector<std::string> inputs = InputPaths(t.specs(), vm);
   inputs.insert(inputs.end(), files.begin(), files.end());
   // Every run with its shorter budgets (--budget, and --half runs), checked before any work.
-  const BudgetArgs budgets = ReadBudgets(a, vm, infos, halves);
+  const BudgetArgs budgets = ReadBudgets(a, vm, infos);
   const auto& budget_groups = budgets.groups;
   const std::vector<int>& budget_window = budgets.window;
+  // (cell, its shorter budget's cell) and the shorter budgets' learners; empty without
+  // --budget-verdicts.
+  std::vector<std::pair<std::string, std::string>> budget_cells;
+  std::vector<ShortRun> short_runs;
+  if (vm.count("budget-verdicts")) {
+    if (budget_groups.empty())
+      throw std::invalid_argument("--budget-verdicts: needs a --budget (or --half) run to compare");
+    short_runs = BudgetCells(budget_groups, infos, names, cells, budget_cells);
+  }
   if (vm.count("csv"))
-    out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0, !halves.empty(),
+    out = std::make_unique<CompareOutputs>(a.csv, inputs, vm.count("force") > 0,
                                            !budget_groups.empty());
   const std::string gnuplot =
       vm.count("plot-dir") ? core::FindProgram("gnuplot", "ICLPROBE_GNUPLOT") : "";
   SetThreads(a.threads);
 
-  // The convergence evidence first (it re-runs the full and half runs on their evaluation
-  // prompts); a cell is converged when each of its seeds that has a half run passes.
-  std::vector<learners::ConvergenceEvidence> evidence;
-  for (const auto& [half, j] : halves) {
-    evidence.push_back(learners::TestConvergence(infos[j], half));
-    learners::PrintConvergence(std::cout, evidence.back());
-    for (auto& cell : cells)
-      if (std::find(cell.models.begin(), cell.models.end(), names[j]) != cell.models.end())
-        cell.converged = evidence.back().converged && cell.converged != "no" ? "yes" : "no";
-  }
-  for (std::size_t i = 0; i < half_cells.size(); ++i)
-    cells.push_back({half_cells[i].second, {half_cells[i].first + "/half"}});
   std::vector<learners::BudgetCurve> curves;
   for (const auto& runs : budget_groups) {
     const data::TaskConfig& rt = runs.back().train.task;
@@ -451,9 +443,10 @@ int RunCompare(int argc, char** argv) {
         runs, budget_window.empty() ? analysis::SummaryWindow(rt.d, rt.n) : budget_window));
     learners::PrintBudgetCurve(std::cout, curves.back());
   }
+  MarkBudgetCurves(curves, infos, names, cells);
 
   const std::vector<analysis::LearnerUnderTest> models =
-      LearnersUnderTest(infos, names, task, vm, a.shifts, halves, half_cells);
+      LearnersUnderTest(infos, names, task, vm, a.shifts, short_runs);
   Progress progress("compare",
                     static_cast<long long>(models.size()) * std::min(req.ilwd_prompts, req.prompts),
                     vm.count("quiet") > 0, "contexts");
@@ -463,8 +456,9 @@ int RunCompare(int argc, char** argv) {
   const analysis::CellAnalysis verdicts = analysis::AnalyseCells(result, cells);
   analysis::PrintCompareSummary(std::cout, result, req.learner_specs);
   analysis::PrintVerdicts(std::cout, verdicts);
-  if (half_verdict)
-    analysis::PrintHalfAgreement(std::cout, analysis::CompareWithHalfRuns(verdicts, half_cells));
+  if (!budget_cells.empty())
+    analysis::PrintBudgetAgreement(std::cout,
+                                   analysis::CompareWithShorterBudgets(verdicts, budget_cells));
   // Plots are planned and their folder checked before anything is written; the tables take
   // their final names only after the plots are drawn.
   analysis::PlotFiles plots;
@@ -472,7 +466,7 @@ int RunCompare(int argc, char** argv) {
     plots = analysis::PlanCellPlots(verdicts);
     analysis::PreparePlotFolder(plots, a.plot_dir, inputs, vm.count("force") > 0, "compare");
   }
-  if (out) out->Write(result, verdicts, evidence, curves);
+  if (out) out->Write(result, verdicts, curves);
   if (!gnuplot.empty()) analysis::WritePlots(plots, a.plot_dir, gnuplot);
   if (out) out->Commit();
   return 0;

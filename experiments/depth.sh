@@ -54,21 +54,21 @@ else
   HALVES+=(--half "$RUNS/l1_half.h5")
 fi
 CELLARGS=(); for c in "${CELLS[@]}"; do CELLARGS+=(--cell "$c"); done
-run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --half-verdict --learners "$LEARNERS" --prompts $P --ilwd-prompts $Q \
+run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --budget-verdicts --learners "$LEARNERS" --prompts $P --ilwd-prompts $Q \
   --fit-prompts $FIT --seed 11 --threads 1 --quiet --force --plot-dir "$OUT/figs" --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 { echo "Cells: depth L ($DESC); seeds differ only in the training seed:"
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}
-    echo "- **$cell**: $(echo "${c#*=}" | tr ',' '\n' | wc -l) seeds${STEPS_OF[$cell]:+ of ${STEPS_OF[$cell]} steps} ($(echo "${c#*=}" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv")."
+    echo "- **$cell**: $(echo "${c#*=}" | tr ',' '\n' | wc -l) seeds${STEPS_OF[$cell]:+ of ${STEPS_OF[$cell]} steps} ($(echo "${c#*=}" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv")."
   done
   echo
   echo "One compare: $P prompts of seed 11 (a prompt seed no earlier depth result used on these learners), reference learners $LEARNERS; the :fit members fitted per seed on the $FIT prompts after the scored ones. Verdicts: the closest learner by mean SPD / d, the runner-up and the paired margin with its 95% interval over seeds, then prompts within a seed (two-stage bootstrap); 'every seed agrees' when each seed's own closest learner is the same. The window leaves out k = d and d + 1, fixed before these learners were scored."
   echo
   echo "Mean SPD / d over the window, per seed (rows: reference learners; * = the seed's minimum with its paired 95% interval over prompts against the runner-up excluding 0, ~ = one that does not):"
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,/^$/p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
-  echo; echo "Convergence of each cell (its half-budget run: the same recipe with half the steps and warmup; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's):"; echo
+  echo; echo "Excess-error curve of each cell's seed with a shorter budget (the same recipe with half the steps and warmup): the excess SPD / d over the Bayes predictor at each budget, the power law fitted or a plateau:"; echo
   echo '```'; convergence_lines "$OUT/compare.txt"; echo '```'
-  echo; echo "Verdict at half the steps (each half-budget run compared as a cell of its own, CELLNAME@half, on the same prompts; where the rule fails because the error still falls with every doubling, this says whether the answer changes with the training length):"; echo
+  echo; echo "Verdict at a shorter budget (each shorter run compared as a cell of its own, CELLNAME@STEPS, on the same prompts: does the answer change with the training length?):"; echo
   half_verdict_lines "$OUT/compare.txt"
   echo; echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare.txt"; echo '```'
   echo; echo "Verdict at every k and over the window:"; echo

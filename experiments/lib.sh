@@ -63,13 +63,13 @@ finished_seeds() {
 }
 
 # verdict_table VERDICTS_CSV [CELL]: compare's verdicts (every k, then the window k != d, d+1)
-# as a Markdown table, for one cell or every cell of the file but the half-budget runs' (CELL@half):
+# as a Markdown table, for one cell or every cell of the file but the shorter budgets' (CELL@STEPS):
 # the separation rule's verdict (docs/methodology.md, "Verdicts") with the ratio of the nearest
 # learner outside the closest one's family to the closest, its 95% interval and basis.
 verdict_table() {
-  echo "| cell | k | verdict | ratio [95%] | closest | SPD / d | every seed agrees | converged |"
+  echo "| cell | k | verdict | ratio [95%] | closest | SPD / d | every seed agrees | excess-error curve |"
   echo "|---|---|---|---|---|---:|---|---|"
-  awk -F, -v want="${2:-}" 'NR > 1 && (want == "" ? $1 !~ /@half$/ : $1 == want) {
+  awk -F, -v want="${2:-}" 'NR > 1 && (want == "" ? $1 !~ /@[0-9a-z]+$/ : $1 == want) {
       k = ($2 == "window") ? "**window**" : $3
       stable = ($13 == 1) ? "yes" : "no (" $14 ")"
       if ($4 == 1) stable = "(1 seed)"
@@ -112,18 +112,19 @@ section() {
   awk -v t="$1" 'index($0, t) == 1 { on = 1 } on { print; if ($0 ~ /^\|/) seen = 1; else if (seen && $0 == "") exit }' "$2"
 }
 
-# convergence_lines COMPARE_TXT: compare's verdict lines on each half-budget run, paths relative
-# to the repository and the output folder.
+# convergence_lines COMPARE_TXT: compare's excess-error curve of each run with shorter budgets
+# (the run, then the fit or "plateau"), paths relative to the repository and the output folder.
 convergence_lines() {
-  { grep -E '^(convergence of|  (not )?converged:)' "$1" || echo "no half-budget runs: convergence untested"; } |
+  { grep -E '^(excess error over the Bayes predictor by training budget:|  (excess over Bayes falls|no power law))' "$1" ||
+      echo "no shorter budgets: no excess-error curve"; } |
     sed -e "s|$ROOT/||g" -e "s|$OUT/||g"
 }
 
-# half_verdict_lines COMPARE_TXT...: compare --half-verdict's lines, each cell's verdict against
-# its half-budget run's on the same prompts (does the answer depend on the training length?).
+# half_verdict_lines COMPARE_TXT...: compare --budget-verdicts' lines, each cell's verdict against
+# its shorter budgets' on the same prompts (does the answer depend on the training length?).
 half_verdict_lines() {
-  { grep -h '^verdict at half the steps' "$@" || echo "no half-budget runs compared"; } |
-    sed 's/^verdict at half the steps, /- /'
+  { grep -h '^verdict at a shorter budget' "$@" || echo "no shorter budgets compared"; } |
+    sed 's/^verdict at a shorter budget, /- /'
 }
 
 # fitted_members COMPARE_TXT: each seed's name and the members its :fit learners fitted.

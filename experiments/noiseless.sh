@@ -31,7 +31,7 @@ fi
 for c in "${CELLS[@]}"; do
   cell=${c%%=*}
   half=()
-  if [ -f "${HALF[$cell]:-}" ]; then half=(--half "${HALF[$cell]}" --half-verdict); fi
+  if [ -f "${HALF[$cell]:-}" ]; then half=(--half "${HALF[$cell]}" --budget-verdicts); fi
   run "$ICLPROBE" compare --cell "$c" "${half[@]}" --learners "$LEARNERS" --prompts $P \
     --ilwd-prompts $Q --fit-prompts $FIT --seed 11 --threads 1 --quiet --force \
     --plot-dir "$OUT/figs_$cell" --csv "$OUT/compare_$cell.csv" > "$OUT/compare_$cell.txt"
@@ -40,16 +40,16 @@ done
 { echo "Cells (each a recipe; seeds differ only in the training seed):"
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}; n=$(echo "${c#*=}" | tr ',' '\n' | wc -l)
-    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (half-budget run: ${HALF[$cell]#$ROOT/})."
+    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (half-budget run: ${HALF[$cell]#$ROOT/})."
   done
   echo
   echo "Every compare: $P prompts of seed 11 (a prompt seed no earlier result used), reference learners $LEARNERS; the :fit ones are fitted per seed on the $FIT prompts after the scored ones (gd:fit: one step's alpha; gd:fit:1..16: alpha and the number of steps; newton:fit: Fu et al.'s iteration, its scale C and step count). Verdicts follow the separation rule (docs/methodology.md, 'Verdicts'): 'follows A, not B' only when the SPD ratio of the nearest learner B outside A's family to the closest learner A is at least 2, the lower end of its 95% interval (two-stage bootstrap: seeds, then prompts within a seed) above 1 and every seed's own ratio above 1; otherwise 'unresolved among' the learners not separated from A. OLS, ridge:fit and newton:fit contain one another's limits and are never separated by a ratio. 'every seed agrees' when each seed's own closest learner is the same. The window leaves out k = d and d + 1, fixed before these learners were scored."
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}
     echo; echo "## Cell $cell"; echo
-    echo "Convergence (the half-budget run against the full run of the same seed; the rule's table):"; echo
-    echo '```'; sed -n '/^convergence of/,/converged/p' "$OUT/compare_$cell.txt" | sed "s|$ROOT/||g"; echo '```'; echo
-    echo "Verdict at half the steps (the half-budget run compared as a cell of its own, $cell@half, on the same prompts: does the answer change with the training length?):"; echo
+    echo "Excess-error curve over the budgets (the excess SPD / d over the Bayes predictor of the seed with a shorter budget, at each budget; the power law fitted, or a plateau):"; echo
+    echo '```'; sed -n '/^excess error over the Bayes predictor by training budget/,/^  \(excess over Bayes\|no power law\)/p' "$OUT/compare_$cell.txt" | sed "s|$ROOT/||g"; echo '```'; echo
+    echo "Verdict at a shorter budget (the shorter run compared as a cell of its own, $cell@STEPS, on the same prompts: does the answer change with the training length?):"; echo
     half_verdict_lines "$OUT/compare_$cell.txt"; echo
     echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare_$cell.txt"; echo '```'; echo
     echo "Verdict at every k and over the window:"; echo

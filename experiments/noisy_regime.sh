@@ -61,9 +61,9 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" --learners ols,ridge:0.0625,ridge:0.111
   --prompts $P --ilwd-prompts $Q --seed 21 --threads 1 --quiet --force --plot-dir "$OUT/figs" \
   --csv "$OUT/compare.csv" > "$OUT/compare.txt"
 # The fitted members: which lambda (and GD / Newton member) each seed is closest to.
-# --half-verdict: each column's half-budget run compared as a cell of its own on the same prompts
+# --budget-verdicts: each column's half-budget run compared as a cell of its own on the same prompts
 # (does the fitted verdict change with the training length?).
-HV=(); for a in "${CELLARGS[@]}"; do [ "$a" = --half ] && HV=(--half-verdict); done
+HV=(); for a in "${CELLARGS[@]}"; do [ "$a" = --half ] && HV=(--budget-verdicts); done
 run "$ICLPROBE" compare "${CELLARGS[@]}" "${HV[@]}" --learners bayes,ridge:fit,gd:fit:1..16,newton:fit \
   --prompts $P --ilwd-prompts $Q --fit-prompts $FIT --seed 21 --threads 1 --quiet --force \
   --csv "$OUT/compare_fit.csv" > "$OUT/compare_fit.txt"
@@ -144,7 +144,7 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   echo "Mean SPD / d over the window, per seed (* = the seed's minimum with its paired interval over prompts excluding 0, ~ = one that does not):"
   echo; echo '```'; sed -n '/mean SPD \/ d over the window/,/^$/p' "$OUT/compare.txt" | grep -v '^wrote'; echo '```'
   echo
-  echo "Convergence (each level's half-budget run against its seed-1 run; rule: at every k != d, d+1 the half run's held-out error / d within max(5%, the paired 95% interval) of the full run's, on its 500 evaluation prompts):"
+  echo "Excess-error curve over the budgets (each level's seed 1 at half and full budget: the excess SPD / d over the Bayes ridge at each, on its 500 evaluation prompts; the power law fitted, or a plateau):"
   echo; echo '```'; convergence_lines "$OUT/compare.txt"; echo '```'
   echo
   echo "Verdict at every k and over the window, per column:"

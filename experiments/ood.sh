@@ -67,9 +67,9 @@ for c in "${CELLS[@]}"; do
 done
 
 { echo "Cells: $(for c in "${CELLS[@]}"; do n=$(echo "${c#*=}" | tr ',' '\n' | wc -l); echo -n "${c%%=*} ($n seeds); "; done | sed 's/; $//')."
-  echo "Each row: compare on $P prompts (seed 5) drawn with the shift, reference learners $LEARNERS (the :fit ones fitted per seed on $FIT further prompts). Verdict over the window k != d, d+1 (fixed before any learner was scored): the closest learner by mean SPD / d, the runner-up, the paired margin (runner-up - closest) with its 95% interval over seeds and prompts, and 'every seed agrees' when each seed's own closest learner is the same; 'converged': the convergence rule on the cell's half-budget run (yes, no, or untested where the cell has none; the evidence is in CELL_shift0.txt and CELL_shift0.convergence.csv)."
+  echo "Each row: compare on $P prompts (seed 5) drawn with the shift, reference learners $LEARNERS (the :fit ones fitted per seed on $FIT further prompts). Verdict over the window k != d, d+1 (fixed before any learner was scored): the closest learner by mean SPD / d, the runner-up, the paired margin (runner-up - closest) with its 95% interval over seeds and prompts, and 'every seed agrees' when each seed's own closest learner is the same; 'excess-error curve': what the excess over the Bayes predictor of the cell's seed with a half-budget run does between the two budgets (falling, plateau, or untested where the cell has none; the curve is in CELL_shift0.txt and CELL_shift0.budgets.csv)."
   echo
-  echo "| shift | cell | closest | SPD / d | runner-up | margin [95%] | every seed agrees | converged |"
+  echo "| shift | cell | closest | SPD / d | runner-up | margin [95%] | every seed agrees | excess-error curve |"
   echo "|---|---|---|---:|---|---|---|---|"
   i=0
   for entry in "${SHIFTS[@]}"; do

@@ -73,11 +73,11 @@ cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, i
   fi
   echo "$CKDIR/l${L}_h$H.h5 $CKDIR/l${L}_h${H}_half.h5 $STEPS"
 }
-echo "L,H,seeds,steps,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,stable,ridge_lambda,converged,half_closest" > "$OUT/phase.csv"
+echo "L,H,seeds,steps,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,stable,ridge_lambda,budget_curve,half_closest" > "$OUT/phase.csv"
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
     read -r files halfrun steps <<< "$(cell_files $L $H)"
-    half=(); if [ -f "$halfrun" ]; then half=(--half "$halfrun" --half-verdict); fi
+    half=(); if [ -f "$halfrun" ]; then half=(--half "$halfrun" --budget-verdicts); fi
     cmd=(compare --cell "l${L}_h$H=$files" "${half[@]}" --learners $LEARNERS --prompts $P --ilwd-prompts $Q --fit-prompts $FIT
       --seed 11 --threads 1 --quiet --force --csv "$OUT/compare_l${L}_h$H.csv")
     # The full profile keeps a comparison made by the same command and newer than its learners
@@ -96,10 +96,10 @@ for L in "${DEPTHS[@]}"; do
     # geometric mean over the cell's seeds with each seed's value after it; the colour is the
     # geometric mean of the fitted ridge lambda.
     # The last column: the closest learner over the window of the cell's half-budget run, compared
-    # as a cell of its own on the same prompts (compare --half-verdict); empty without one.
+    # as a cell of its own on the same prompts (compare --budget-verdicts); empty without one.
     awk -F, -v L=$L -v H=$H -v steps=$steps -v cell="l${L}_h$H" 'FNR == NR { if (FNR > 1 && index($1, cell "/seed") == 1 && $8 != "" && $3 == 0) { n[$2]++; lg[$2] += log($8); v = sprintf("%.3g", $8); if ($9 != "" && $9 != 1) v = v " x" $9; each[$2] = each[$2] (n[$2] > 1 ? "/" : "") v } next }
       function value(m) { if (!(m in n)) return ""; if (n[m] == 1) return each[m]; return sprintf("%.3g (%s)", exp(lg[m] / n[m]), each[m]) }
-      FNR > 1 && $1 == cell "@half" && $2 == "window" { half = $5 }
+      FNR > 1 && $1 == cell "@" (steps / 2) && $2 == "window" { half = $5 }
       FNR > 1 && $1 == cell && $2 == "window" {
         row = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%d,%s,%s", L, H, $4, steps, $5, value($5), $6, $7, value($7), $9, $10, $11, $12, $13, exp(lg["ridge:fit"] / n["ridge:fit"]), $15)
       }
@@ -160,11 +160,10 @@ fi
   echo "GD-like. lambda -> 0 is OLS. The heat map's colour is log10 of the fitted lambda."
   echo; echo '![phase diagram](phase.png)'; echo
   echo "The last column is the closest learner over the window of the cell's half-budget run (seed 1, half"
-  echo "the steps), compared as a cell of its own on the same prompts (compare --half-verdict): where the"
-  echo "rule fails because the error still falls with every doubling, it says whether the answer changes"
-  echo "with the training length (each cell's compare_lL_hH.txt has the per-k agreement)."
+  echo "the steps), compared as a cell of its own on the same prompts (compare --budget-verdicts): it says"
+  echo "whether the answer changes with the training length (each cell's compare_lL_hH.txt has the per-k agreement)."
   echo
-  echo '| L | H | seeds | steps | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | every seed agrees | converged | at half the steps |'
+  echo '| L | H | seeds | steps | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | every seed agrees | excess-error curve | at half the steps |'
   echo '|---:|---:|---:|---:|---|---:|---:|---|---:|---|---|---|---|'
   awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "" : " (within noise)", ($3 > 1 ? ($14 ? "yes" : "no") : "(1 seed)"), $16, ($17 == "" ? "-" : $17) }' "$OUT/phase.csv"
 } > "$OUT/summary.md"

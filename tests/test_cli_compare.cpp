@@ -102,16 +102,18 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   EXPECT_GT(std::filesystem::file_size(tmp / "figs/spd_cell0.png"), 0u);
   EXPECT_NE(icl::test::ReadFile(tmp / "figs/plots.gp").find("'spd_cell0.csv' index 2"),
             std::string::npos);
-  EXPECT_NE(r.out.find("verdicts for c (3 seeds, convergence rule: untested; intervals: 95%, "
-                       "bootstrap over seeds, then prompts"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(
+          "verdicts for c (3 seeds, excess-error curve over the budgets: untested; intervals: 95%, "
+          "bootstrap over seeds, then prompts"),
+      std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("window k in {0-2,5-6}: "), std::string::npos) << r.out;
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
   EXPECT_EQ(
       verdicts.substr(0, verdicts.find('\n')),
       "cell,scope,k,seeds,closest,closest_spd,runner_up,runner_up_spd,margin,margin_lo,"
-      "margin_hi,significant,stable,per_seed,converged,separated_from,ratio,ratio_lo,ratio_hi,"
+      "margin_hi,significant,stable,per_seed,budget_curve,separated_from,ratio,ratio_lo,ratio_hi,"
       "seed_ratios,resolved,among,basis");
   EXPECT_EQ(CountLines(verdicts), 1 + 7 + 1);  // k = 0..6 and the window
   EXPECT_NE(verdicts.find("\nc,window,,3,"), std::string::npos) << verdicts;
@@ -138,8 +140,10 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   }
 }
 
-// The convergence rule from a run and its half-budget run, in inspect and in compare's verdicts.
-TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
+// The convergence rule from a run and its half-budget run in inspect; in compare a half run is a
+// shorter budget: its excess-error curve marks the cell's verdicts, and --budget-verdicts
+// compares it as a cell of its own.
+TEST(CliCompare, HalfRunsAreShorterBudgets) {
   TempDir tmp;
   auto train = [&](const std::string& name, int seed, int steps, int layers = 1) {
     const auto t = RunIclprobe("train --d 3 --n 7 --layers " + std::to_string(layers) +
@@ -168,16 +172,21 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
                              "--quiet --csv " +
                              (tmp / "cmp.csv"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Two budgets: the curve falls or is a plateau, and says so in every verdict row of the cell.
   const std::string verdicts = icl::test::ReadFile(tmp / "cmp.verdicts.csv");
-  EXPECT_NE(verdicts.find(converged ? ",yes," : ",no,"), std::string::npos) << verdicts;
-  EXPECT_EQ(verdicts.find(",untested,"), std::string::npos) << verdicts;
-  const std::string evidence = icl::test::ReadFile(tmp / "cmp.convergence.csv");
-  EXPECT_EQ(
-      evidence.substr(0, evidence.find('\n')),
-      "checkpoint,half,k,in_window,full_error,half_error,diff,diff_lo,diff_hi,allowed,within");
-  EXPECT_EQ(CountLines(evidence), 1 + 7);
+  const bool plateau = r.out.find("no power law: plateau") != std::string::npos;
+  EXPECT_TRUE(plateau || r.out.find("excess over Bayes falls as T^-b") != std::string::npos)
+      << r.out;
+  const std::string mark = plateau ? ",plateau," : ",falling,";
+  int marked = 0;
+  for (std::size_t at = verdicts.find(mark); at != std::string::npos;
+       at = verdicts.find(mark, at + 1))
+    ++marked;
+  EXPECT_EQ(marked, 7 + 1) << verdicts;
+  EXPECT_FALSE(std::filesystem::exists(tmp / "cmp.convergence.csv"));
+  EXPECT_TRUE(std::filesystem::exists(tmp / "cmp.budgets.csv"));
 
-  // --half-verdict compares the half run as a cell of its own on the same prompts: its rows
+  // --budget-verdicts compares the half run as a cell of its own on the same prompts: its rows
   // must be those of a separate compare of the half run alone (the closest learner and the SPD
   // of the closest two, per k and over the window), and the printed agreement must follow them.
   const std::string common =
@@ -185,7 +194,7 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
       "--threads 1 --quiet --csv ";
   const auto hv =
       RunIclprobe("compare --cell c=" + (tmp / "s1.h5") + "," + (tmp / "s2.h5") + " --half " +
-                  (tmp / "s1_half.h5") + " --half-verdict" + common + (tmp / "hv.csv"));
+                  (tmp / "s1_half.h5") + " --budget-verdicts" + common + (tmp / "hv.csv"));
   ASSERT_EQ(hv.exit_code, 0) << hv.err;
   const auto alone =
       RunIclprobe("compare -c " + (tmp / "s1_half.h5") + common + (tmp / "alone.csv"));
@@ -205,7 +214,7 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
     return out;
   };
   const std::string hv_verdicts = icl::test::ReadFile(tmp / "hv.verdicts.csv");
-  const auto half_rows = rows(hv_verdicts, "c@half");
+  const auto half_rows = rows(hv_verdicts, "c@10");
   ASSERT_EQ(half_rows.size(), 7u + 1u) << hv_verdicts;  // k = 0..6 and the window
   EXPECT_EQ(half_rows, rows(icl::test::ReadFile(tmp / "alone.verdicts.csv"), "s1_half"));
   auto window_closest = [&](const std::string& cell) {
@@ -215,9 +224,9 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
       at = r.find(',', at) + 1;
     return r.substr(at, r.find(',', at) - at);
   };
-  const bool same = window_closest("c") == window_closest("c@half");
-  EXPECT_NE(hv.out.find("verdict at half the steps, c@half against c: over the window " +
-                        window_closest("c@half")),
+  const bool same = window_closest("c") == window_closest("c@10");
+  EXPECT_NE(hv.out.find("verdict at a shorter budget, c@10 against c: over the window " +
+                        window_closest("c@10")),
             std::string::npos)
       << hv.out;
   EXPECT_NE(hv.out.find(std::string("for the cell: ") + (same ? "the same" : "different")),
@@ -225,13 +234,14 @@ TEST(CliCompare, HalfRunsGiveConvergenceEvidence) {
       << hv.out;
 
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"compare -c " + (tmp / "s1.h5") + " --half-verdict", "--half-verdict: needs a --half run"},
+      {"compare -c " + (tmp / "s1.h5") + " --budget-verdicts",
+       "--budget-verdicts: needs a --budget (or --half) run"},
       {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "deep_half.h5"),
-       "no --checkpoint or --cell file is its full run"},
-      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s2_half.h5"), "another seed"},
+       "--half: is a shorter budget (T/2^j steps and warmup, the same recipe and seed) of no"},
+      {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s2_half.h5"), "seed"},
       {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "s1_half.h5") + " --half " +
            (tmp / "s1_half.h5"),
-       "are both half runs of"},
+       "which '" + (tmp / "s1_half.h5") + "' gives already"},
       {"compare -c " + (tmp / "s1.h5") + " --half " + (tmp / "none.h5"), "none.h5"},
       {"inspect " + (tmp / "s1.h5") + " --half " + (tmp / "deep_half.h5"),
        "is not a half-budget run of the recipe of"},

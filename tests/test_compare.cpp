@@ -534,7 +534,7 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   // At s / v = 0.1 the cross term's standard error is about 2 sqrt(0.1 / 1200) = 0.018.
   EXPECT_NEAR(vc.ratio, 1.1, 0.08);
   // Budgets: h (ridge at T/2) against a (ols at T) changes with training.
-  const auto half = analysis::CompareWithHalfRuns(a, {{"a", "h"}, {"a", "a"}});
+  const auto half = analysis::CompareWithShorterBudgets(a, {{"a", "h"}, {"a", "a"}});
   // (a against itself: the same learner; ridge:2 and ols are of no one family.)
   EXPECT_TRUE(half[0].changes_with_training);
   EXPECT_FALSE(half[1].changes_with_training);
@@ -543,7 +543,7 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   EXPECT_NE(text.str().find("follows ols, not ridge:2"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("unresolved among {ols, ridge:2}"), std::string::npos) << text.str();
   std::ostringstream half_text;
-  analysis::PrintHalfAgreement(half_text, half);
+  analysis::PrintBudgetAgreement(half_text, half);
   EXPECT_NE(half_text.str().find("changes with training"), std::string::npos);
   // One seed: prompts alone, labelled.
   const auto one = analysis::AnalyseCells(r, {{"a1", {"a/1"}}}, 400);

@@ -2,8 +2,8 @@
 # Paper Fig. 1 at CPU scale: noiseless learners against the classical ones, per k, with
 # intervals over seeds and prompts. Two cells: the shipped recipe (d = 4, n = 12, L8/H64; the
 # shipped learner and its family, 4 seeds) and the paper's task (d = 8, n = 40, L8/H64, the
-# seeds of checkpoints/behaviour/ that have finished). Each cell's convergence evidence comes
-# from its half-budget run. The verdict at every k and over the window k != d, d+1 (fixed
+# seeds of checkpoints/behaviour/ that have finished). Each cell's seed 1 at T/2 and T/4 gives
+# its excess-error curve and its verdicts at the shorter budgets. The verdict at every k and over the window k != d, d+1 (fixed
 # before these learners were scored); the paper's claim to test: SPD / d to OLS below 0.01 at
 # every k.
 source "$(dirname "$0")/lib.sh"
@@ -14,7 +14,9 @@ if [ "$PROFILE" = full ]; then
   P=2000; Q=200; FIT=500
   CK="$ROOT/checkpoints"
   CELLS=("d4=$CK/d4_l8_h64.h5,$CK/family/d4_l8_h64_s2.h5,$CK/family/d4_l8_h64_s3.h5,$CK/family/d4_l8_h64_s4.h5")
+  # Seed 1's shorter budgets: T/2 and T/4 of each cell.
   declare -A HALF=([d4]="$CK/family/d4_l8_h64_half.h5" [d8]="$CK/behaviour/d8_n40_l8_h64_s1.h5")
+  declare -A QUARTER=([d4]="$CK/family/d4_l8_h64_5k_s1.h5" [d8]="$CK/behaviour/d8_n40_l8_h64_s1_half.h5")
   D8=""
   for s in 1 2 3; do
     f="$CK/behaviour/d8_n40_l8_h64_s${s}_40k.h5"
@@ -25,13 +27,14 @@ else
   P=60; Q=5; FIT=20
   train_tiny_cell
   CELLS=("tiny=$RUNS/tiny_s1.h5,$RUNS/tiny_s2.h5")
-  declare -A HALF=([tiny]="$RUNS/tiny_s1_half.h5")
+  declare -A HALF=([tiny]="$RUNS/tiny_s1_half.h5") QUARTER=()
 fi
 # One compare per cell (a compare reads prompts of one d and n).
 for c in "${CELLS[@]}"; do
   cell=${c%%=*}
   half=()
   if [ -f "${HALF[$cell]:-}" ]; then half=(--half "${HALF[$cell]}" --budget-verdicts); fi
+  if [ -f "${QUARTER[$cell]:-}" ]; then half+=(--budget "${QUARTER[$cell]}"); fi
   run "$ICLPROBE" compare --cell "$c" "${half[@]}" --learners "$LEARNERS" --prompts $P \
     --ilwd-prompts $Q --fit-prompts $FIT --seed 11 --threads 1 --quiet --force \
     --plot-dir "$OUT/figs_$cell" --csv "$OUT/compare_$cell.csv" > "$OUT/compare_$cell.txt"
@@ -40,7 +43,7 @@ done
 { echo "Cells (each a recipe; seeds differ only in the training seed):"
   for c in "${CELLS[@]}"; do
     cell=${c%%=*}; n=$(echo "${c#*=}" | tr ',' '\n' | wc -l)
-    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (half-budget run: ${HALF[$cell]#$ROOT/})."
+    echo "- **$cell**: $n seeds ($(echo "${c#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, -v cell="$cell" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare_$cell.verdicts.csv") (shorter budgets of seed 1: ${HALF[$cell]#$ROOT/}${QUARTER[$cell]:+, ${QUARTER[$cell]#$ROOT/}})."
   done
   echo
   echo "Every compare: $P prompts of seed 11 (a prompt seed no earlier result used), reference learners $LEARNERS; the :fit ones are fitted per seed on the $FIT prompts after the scored ones (gd:fit: one step's alpha; gd:fit:1..16: alpha and the number of steps; newton:fit: Fu et al.'s iteration, its scale C and step count). Verdicts follow the separation rule (docs/methodology.md, 'Verdicts'): 'follows A, not B' only when the SPD ratio of the nearest learner B outside A's family to the closest learner A is at least 2, the lower end of its 95% interval (two-stage bootstrap: seeds, then prompts within a seed) above 1 and every seed's own ratio above 1; otherwise 'unresolved among' the learners not separated from A. OLS, ridge:fit and newton:fit contain one another's limits and are never separated by a ratio. 'every seed agrees' when each seed's own closest learner is the same. The window leaves out k = d and d + 1, fixed before these learners were scored."

@@ -8,7 +8,9 @@
 # family/d4_l8_h64_s2..s4.h5, the same recipe, with family/d4_l8_h64_half.h5); checkpoints/README.md.
 # A depth trained longer (the budget chosen per cell from its learning curve) uses its
 # longest budget whose three seeds have all finished, 80,000 then 40,000 steps
-# (depth/d4_lL_h64_80k_sS.h5, _40k_sS.h5), the next shorter budget's seed-1 run its half run.
+# (depth/d4_lL_h64_80k_sS.h5, _40k_sS.h5), the next shorter budget's seed-1 run its half run;
+# every shorter seed-1 budget (T/2, T/4, ...) gives the cell's excess-error curve and its
+# verdicts at each budget.
 source "$(dirname "$0")/lib.sh"
 setup_out depth
 LEARNERS="ols,ridge:0.1,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3"
@@ -30,10 +32,14 @@ if [ "$PROFILE" = full ]; then
       done
     fi
     CELLS+=("L$L=$files"); HALVES+=(--half "$half")
+    # Seed 1's shorter budgets below the half run, for the curve and the verdicts at each.
+    for b in "20000:${base}_s1.h5" "10000:${base}_half.h5" "5000:${base}_5k_s1.h5"; do
+      if [ "${b%%:*}" -lt $((STEPS_OF[L$L] / 2)) ] && [ -f "${b#*:}" ]; then HALVES+=(--budget "${b#*:}"); fi
+    done
   done
   STEPS_OF[L8]=20000
   CELLS+=("L8=$CK/d4_l8_h64.h5,$CK/family/d4_l8_h64_s2.h5,$CK/family/d4_l8_h64_s3.h5,$CK/family/d4_l8_h64_s4.h5")
-  HALVES+=(--half "$CK/family/d4_l8_h64_half.h5")
+  HALVES+=(--half "$CK/family/d4_l8_h64_half.h5" --budget "$CK/family/d4_l8_h64_5k_s1.h5")
 else
   # Two depths, two seeds each and one half-budget run: the pipeline, not the science.
   P=100; Q=5; FIT=20; STEPS=60

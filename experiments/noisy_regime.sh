@@ -125,7 +125,7 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   echo
   echo "Columns (cells): training (sigma/tau)^2 = $(for pair in "${LEVELS[@]}"; do printf '%s ' "${pair##*:}"; done)($DESC), seeds differ only in the training seed:"
   for pair in "${LEVELS[@]}"; do name=${pair##*:}; files=${FILES_OF[$name]}; half=${HALF_OF[$name]}
-    echo "- **n$name**: $(echo "$files" | tr ',' '\n' | wc -l) seeds of ${STEPS_OF[$name]} steps ($(echo "$files" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, -v cell="n$name" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv") (half-budget run: $(echo "$half" | sed -e "s|$ROOT/||" -e "s|$OUT/||"))."
+    echo "- **n$name**: $(echo "$files" | tr ',' '\n' | wc -l) seeds of ${STEPS_OF[$name]} steps ($(echo "$files" | tr ',' '\n' | sed -e "s|$ROOT/||" -e "s|$OUT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, -v cell="n$name" 'NR > 1 && $1 == cell && $2 == "window" {print $15}' "$OUT/compare.verdicts.csv") (half-budget run: $(echo "$half" | sed -e "s|$ROOT/||" -e "s|$OUT/||"))."
   done
   echo
   echo "Each seed compared on $P prompts of seed 21 (a prompt seed no earlier result used) with the column's own noise, against OLS and ridge at each training lambda. Verdicts: the closest learner by mean SPD / d, the runner-up and the paired margin with its 95% interval over seeds, then prompts within a seed (two-stage bootstrap); 'every seed agrees' when each seed's own closest learner is the same. The window is k = 0..11 except k = d and d + 1 in every column, fixed before these learners were scored (there OLS's SPD has no finite mean under noise)."
@@ -162,7 +162,7 @@ rm -f "$OUT"/probes_mlp_noise_* "$OUT/compare.linearity.csv" "$OUT/compare_fit.l
   half_verdict_lines "$OUT/compare_fit.txt"
   if [ -n "$D8" ]; then
     echo; echo "## The paper's task at sigma^2 = 1/4: d = 8, n = 40"; echo
-    echo "Cell d8noisy: L = 8, H = 64, M = 4, 20,000 steps, three seeds ($(echo "${D8#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); convergence rule: $(awk -F, 'NR > 1 && $2 == "window" {print $15}' "$OUT/compare_d8.verdicts.csv") (half-budget run: checkpoints/behaviour/d8_n40_l8_h64_noise_1_4_half.h5). $P prompts of seed 21 with sigma = 0.5; the Bayes ridge is ridge:0.25; window k = 0..39 except k = 8, 9."
+    echo "Cell d8noisy: L = 8, H = 64, M = 4, 20,000 steps, three seeds ($(echo "${D8#*=}" | tr ',' '\n' | sed "s|$ROOT/||" | paste -sd, | sed 's/,/, /g')); excess-error curve over the budgets: $(awk -F, 'NR > 1 && $2 == "window" {print $15}' "$OUT/compare_d8.verdicts.csv") (half-budget run: checkpoints/behaviour/d8_n40_l8_h64_noise_1_4_half.h5). $P prompts of seed 21 with sigma = 0.5; the Bayes ridge is ridge:0.25; window k = 0..39 except k = 8, 9."
     echo; echo '```'; convergence_lines "$OUT/compare_d8.txt"; fitted_members "$OUT/compare_d8.txt"; echo '```'; echo
     verdict_table "$OUT/compare_d8.verdicts.csv"
     echo; echo "SPD / d per k, mean over seeds with its 95% interval:"; echo

@@ -139,7 +139,7 @@ fi
 { echo "Learners: depth L in {${DEPTHS[*]}} x width H in {${WIDTHS[*]}} (M = 4 heads, d = 4, n = 12, noiseless)."
   echo "The depth row (H = 64) and the width column (L = 4) are cells of three seeds trained 20,000 steps"
   echo "(checkpoints/depth/; L = 8, H = 64 is the shipped learner and its family, four seeds), each with"
-  echo "a half-budget run for the convergence rule; every other cell is one learner (seed 1), of 20,000"
+  echo "a half-budget run for its excess-error curve; every other cell is one learner (seed 1), of 20,000"
   echo "steps and the same recipe where it has been trained (checkpoints/depth/d4_lL_hH_s1.h5; a 10,000-step"
   echo "half run at L = 1, 2; none at L = 8, whose convergence is untested), or three (seeds 1-3) where"
   echo "seeds 2 and 3 have been trained too, else of $STEPS steps (checkpoints/phase/, convergence"

@@ -73,7 +73,7 @@ cell_files() {  # L H: the cell's checkpoints (comma-separated), its half run, i
   fi
   echo "$CKDIR/l${L}_h$H.h5 $CKDIR/l${L}_h${H}_half.h5 $STEPS"
 }
-echo "L,H,seeds,steps,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,stable,ridge_lambda,budget_curve,half_closest" > "$OUT/phase.csv"
+echo "L,H,seeds,steps,closest,closest_value,closest_spd,runner_up,runner_up_value,diff,diff_lo,diff_hi,significant,stable,ridge_lambda,budget_curve,half_closest,resolved,separated_from,ratio,ratio_lo,ratio_hi,among" > "$OUT/phase.csv"
 for L in "${DEPTHS[@]}"; do
   for H in "${WIDTHS[@]}"; do
     read -r files halfrun steps <<< "$(cell_files $L $H)"
@@ -102,8 +102,9 @@ for L in "${DEPTHS[@]}"; do
       FNR > 1 && $1 == cell "@" (steps / 2) && $2 == "window" { half = $5 }
       FNR > 1 && $1 == cell && $2 == "window" {
         row = sprintf("%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%d,%s,%s", L, H, $4, steps, $5, value($5), $6, $7, value($7), $9, $10, $11, $12, $13, exp(lg["ridge:fit"] / n["ridge:fit"]), $15)
+        rule = sprintf("%s,%s,%s,%s,%s,%s", $21, $16, $17, $18, $19, $22)
       }
-      END { print row "," half }' "$OUT/compare_l${L}_h$H.csv" "$OUT/compare_l${L}_h$H.verdicts.csv" >> "$OUT/phase.csv"
+      END { print row "," half "," rule }' "$OUT/compare_l${L}_h$H.csv" "$OUT/compare_l${L}_h$H.verdicts.csv" >> "$OUT/phase.csv"
   done
 done
 # The heat map: colour = log10 of the fitted ridge lambda (ridge with lambda far above the
@@ -163,9 +164,9 @@ fi
   echo "the steps), compared as a cell of its own on the same prompts (compare --budget-verdicts): it says"
   echo "whether the answer changes with the training length (each cell's compare_lL_hH.txt has the per-k agreement)."
   echo
-  echo '| L | H | seeds | steps | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | every seed agrees | excess-error curve | at half the steps |'
-  echo '|---:|---:|---:|---:|---|---:|---:|---|---:|---|---|---|---|'
-  awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "" : " (within noise)", ($3 > 1 ? ($14 ? "yes" : "no") : "(1 seed)"), $16, ($17 == "" ? "-" : $17) }' "$OUT/phase.csv"
+  echo '| L | H | seeds | steps | verdict (separation rule) | ratio [95%] | closest | fitted value | SPD / d | runner-up | its value | runner-up − closest [95%] | every seed agrees | excess-error curve | at half the steps |'
+  echo '|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|---|---|---|---|'
+  awk -F, 'NR > 1 { among = $23; gsub(/;/, ", ", among); verdict = ($18 == 1) ? "follows " among ", not " $19 : "unresolved among {" among "}"; printf "| %s | %s | %s | %s | %s | %.2f [%.2f, %.2f] | %s | %s | %.3e | %s | %s | %+.2e [%+.2e, %+.2e]%s | %s | %s | %s |\n", $1, $2, $3, $4, verdict, $20, $21, $22, $5, $6, $7, $8, $9, $10, $11, $12, $13 ? "" : " (within noise)", ($3 > 1 ? ($14 ? "yes" : "no") : "(1 seed)"), $16, ($17 == "" ? "-" : $17) }' "$OUT/phase.csv"
 } > "$OUT/summary.md"
 { echo; echo "Training commands (checkpoints/phase/commands.txt; resumed runs appear once per resume):"; echo
   echo '```sh'; sed "s|$ROOT/||g" "$CKDIR/commands.txt" 2>/dev/null; echo '```'; } >> "$OUT/summary.md"

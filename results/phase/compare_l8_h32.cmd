@@ -1,1 +1,1 @@
-compare --cell l8_h32=checkpoints/depth/d4_l8_h32_s1.h5 --learners ols,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3 --prompts 2000 --ilwd-prompts 100 --fit-prompts 500 --seed 11 --threads 1 --quiet --force --csv results/phase/compare_l8_h32.csv
+compare --cell l8_h32=checkpoints/depth/d4_l8_h32_s1.h5 --half checkpoints/depth/d4_l8_h32_half.h5 --budget-verdicts --learners ols,ridge:fit,gd:fit,gd:fit:1..16,sgd:fit,newton:fit,knn:3 --prompts 2000 --ilwd-prompts 100 --fit-prompts 500 --seed 11 --threads 1 --quiet --force --csv results/phase/compare_l8_h32.csv

@@ -28,6 +28,21 @@ std::string FamilyName(Family f) {
   return "?";
 }
 
+Family ParseFamily(const std::string& name) {
+  for (const Family f : {Family::kRidge, Family::kLinear, Family::kMlp})
+    if (FamilyName(f) == name) return f;
+  throw core::InputError("probe", "probes",
+                         "unknown probe '" + name.substr(0, 40) + "'; expected ridge, linear, mlp");
+}
+
+std::vector<Family> ParseFamilies(const std::vector<std::string>& names) {
+  if (names.empty()) throw core::InputError("probe", "probes", "name at least one family");
+  std::vector<Family> out;
+  for (const std::string& name : names)
+    out.push_back(ParseFamily(name));
+  return out;
+}
+
 std::string QueryTargetName(const std::string& target) {
   return target + kQuerySuffix;
 }

@@ -17,13 +17,18 @@
 #include "extract/activations.hpp"
 #include "probes/codelength.hpp"
 #include "probes/data_access.hpp"
-#include "probes/gradient.hpp"
+#include "probes/gradient_options.hpp"
 #include "probes/ridge.hpp"
 
 namespace icl::probes {
 
 enum class Family { kRidge, kLinear, kMlp };
-std::string FamilyName(Family f);
+std::string FamilyName(Family f);  // "ridge", "linear", "mlp"
+// FamilyName's inverse; core::InputError (setting "probes") for any other name.
+Family ParseFamily(const std::string& name);
+// The families of a list setting's entries (core::SplitList's, or a Python list of names), in
+// order; core::InputError (setting "probes") for an unknown name or an empty list.
+std::vector<Family> ParseFamilies(const std::vector<std::string>& names);
 
 // Where a probe reads the state after k examples: the y-token of example k (kState), or the
 // x-token of example k+1 (kQuery), where the learner's prediction of y_{k+1} is read. A target

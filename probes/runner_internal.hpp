@@ -12,6 +12,7 @@
 
 #include "core/errors.hpp"
 #include "probes/data_access.hpp"
+#include "probes/gradient.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::probes::detail {

@@ -37,6 +37,11 @@ for lib in $libs; do
 done
 
 grep -rn 'boost/program_options' $libs && fail "a library includes Boost.Program_options"
+# The headers every subcommand includes stay free of LibTorch: only core/'s headers, the task
+# (data/task.hpp) and apps/'s own light headers, none of which includes it.
+grep -nE '^#include' apps/cli.hpp apps/options.hpp apps/subcommands.hpp apps/progress.hpp \
+  | grep -vE '#include (<(armadillo|array|boost/program_options.hpp|chrono|cmath|cstdint|fmt/format.h|map|stdexcept|string|tuple|type_traits|vector)>|"(core/[a-z_]+|data/task)\.hpp"|"apps/(options|progress)\.hpp")' \
+  && fail "a header every subcommand includes includes a library header beyond core/ and the task (LibTorch comes with the others)"
 # String literals holding an option ("--name"), outside comments.
 grep -rnE '"[^"]*--[a-z]' $libs --include=*.cpp --include=*.hpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' \
   && fail "a library message names a command-line option"

@@ -5,6 +5,8 @@
 #include "probes/data_access.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
+#include "probes/runner.hpp"
+#include "tests/test_util.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -305,4 +307,22 @@ TEST(GradientProbe, BatchedFitsEqualEachFitAlone) {
     // The probes differ: the batch is not one probe copied.
     EXPECT_NE(together[0].test.sse, together[2].test.sse);
   }
+}
+
+// The names of the probe families, as the command line's --probes and the Python module's
+// probes= list them.
+TEST(ProbeFamilies, ParseEachNameAndRefuseOthersNamingTheSetting) {
+  for (const Family f : {Family::kRidge, Family::kLinear, Family::kMlp})
+    EXPECT_EQ(ParseFamily(FamilyName(f)), f);
+  EXPECT_EQ(ParseFamilies({"mlp", "ridge"}), (std::vector<Family>{Family::kMlp, Family::kRidge}));
+  using icl::test::InputErrorOf;
+  EXPECT_EQ(InputErrorOf([] { ParseFamily("svm"); }),
+            "probes: unknown probe 'svm'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] { ParseFamily("Ridge"); }),
+            "probes: unknown probe 'Ridge'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] {
+              ParseFamilies({"ridge", "forest"});
+            }),
+            "probes: unknown probe 'forest'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] { ParseFamilies({}); }), "probes: name at least one family");
 }

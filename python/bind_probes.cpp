@@ -1,0 +1,460 @@
+// The Python module's probing runs on arrays (PlanProbesInMemory and RunProbes over MemorySources,
+// as the CLI's probe runs them), their settings and results, and probes files.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <armadillo>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "core/errors.hpp"
+#include "core/names.hpp"
+#include "core/output.hpp"
+#include "core/thread_pool.hpp"
+#include "data/task.hpp"
+#include "extract/activations.hpp"
+#include "learners/model_config.hpp"
+#include "probes/probes_file.hpp"
+#include "probes/runner.hpp"
+#include "probes/uncertainty.hpp"
+#include "python/arrays.hpp"
+#include "python/bindings.hpp"
+#include "python/long_call.hpp"
+#include "python/probe_results.hpp"
+
+namespace icl::python {
+
+namespace {
+
+using icl::core::InputError;
+
+// What a Python call asks of a probing run, with the CLI's option names (probe --help).
+struct ProbeSettings {
+  std::vector<std::string> probes = {"ridge"};  // families: ridge, linear, mlp
+  std::string positions = "y";                  // the T axis: y (state after k = 1..K) or all
+  std::string at = "state";                     // state, query or both (query: positions all)
+  std::string pooling = "attention";            // linear/mlp input: attention or position
+  std::optional<std::vector<double>> lambdas;   // none: the CLI's grid
+  std::array<double, 3> split = {0.8, 0.1, 0.1};
+  std::uint64_t seed = 0;
+  int seeds = 1, bootstrap = 1000, threads = 1;
+  bool shuffle_control = false, codelength = false;
+  std::optional<std::vector<double>> codelength_blocks;
+  int mlp_hidden = 256, epochs = 30, patience = 4, batch = 64;
+  double lr = 1e-3;
+  std::string name = "hidden";  // names the main source in messages and family reports
+};
+
+struct ProbeArrays {
+  py::array hidden;                                         // [N, L, T, F]
+  std::map<std::string, py::array> targets;                 // name -> [N, K, D]
+  std::vector<std::pair<std::string, py::array>> controls;  // name -> [N, L, T, F]
+  std::vector<int> layers, ks;                              // labels of the L and K axes
+};
+
+// The request the CLI's probe would build from `s` (its option names in messages).
+icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
+  namespace pr = icl::probes;
+  pr::ProbeRequest r;
+  r.families.clear();
+  for (const auto& f : ListArgument("probes", s.probes)) {
+    if (f == "ridge")
+      r.families.push_back(pr::Family::kRidge);
+    else if (f == "linear")
+      r.families.push_back(pr::Family::kLinear);
+    else if (f == "mlp")
+      r.families.push_back(pr::Family::kMlp);
+    else
+      throw InputError("iclprobe", "probes",
+                       "expected ridge, linear or mlp, got '" + f.substr(0, 40) + "'");
+  }
+  if (r.families.empty()) throw InputError("iclprobe", "probes", "name at least one family");
+  r.pooled = pr::ParsePooling(s.pooling);
+  r.at = pr::ParseProbeAt(s.at);
+  if (s.lambdas) r.lambdas = arma::vec(*s.lambdas);
+  r.split = s.split;
+  r.seed = s.seed;
+  r.seeds = s.seeds;
+  r.bootstrap = s.bootstrap;
+  r.shuffle_control = s.shuffle_control;
+  r.codelength = s.codelength;
+  if (s.codelength_blocks) {
+    if (!s.codelength)
+      throw InputError("iclprobe", "codelength_blocks", "only with codelength=True");
+    r.codelength_fractions = *s.codelength_blocks;
+  }
+  r.gradient.mlp_hidden = s.mlp_hidden;
+  r.gradient.lr = s.lr;
+  r.gradient.max_epochs = s.epochs;
+  r.gradient.patience = s.patience;
+  r.gradient.batch = s.batch;
+  if (s.threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
+  return r;
+}
+
+// The arrays of one source, read where they lie: hidden [N, L, T, F] float32 (the precision a
+// file stores); layer l of prompt i is T * F floats at (i * L + l) * T * F, the column of a
+// file's reader. `h` must outlive the run.
+std::shared_ptr<icl::probes::MemorySource> HiddenSource(
+    const py::array_t<float, py::array::c_style>& h, const std::vector<int>& layers) {
+  const py::ssize_t L = h.shape(1), T = h.shape(2), F = h.shape(3);
+  auto src = std::make_shared<icl::probes::MemorySource>();
+  for (py::ssize_t l = 0; l < L; ++l)
+    src->hidden[layers[l]] = {h.data(0, l, 0, 0), std::int64_t(L * T * F)};
+  return src;
+}
+
+// One probing run on arrays: the runner's output and what describes it, so that its results
+// can be tabled, analysed as a probes file's (in memory) and saved as one.
+class ProbeRun {
+ public:
+  ProbeRun(icl::probes::ProbeRequest request, icl::extract::ActivationsInfo info,
+           icl::probes::ProbeOutput output)
+      : request_(std::move(request)), info_(std::move(info)), out_(std::move(output)) {}
+  int threads = 1;  // the workers the run had (core::WorkerCount of the request)
+
+  // One row per (target, probe, source, layer, k, seed).
+  py::dict Table() const {
+    const std::size_t R = out_.records.size();
+    std::vector<std::string> target(R), probe(R), source(R);
+    py::array_t<int> layer(R), k(R), seed_col(R), epochs(R);
+    py::array_t<double> r2(R), r2_lo(R), r2_hi(R), nmse(R), nmse_lo(R), nmse_hi(R), mse(R), lam(R),
+        bits(R), uniform(R);
+    for (std::size_t i = 0; i < R; ++i) {
+      const auto& rec = out_.records[i];
+      target[i] = rec.target, probe[i] = rec.probe, source[i] = rec.source;
+      layer.mutable_at(i) = rec.layer, k.mutable_at(i) = rec.k, seed_col.mutable_at(i) = rec.seed;
+      epochs.mutable_at(i) = rec.epochs;
+      r2.mutable_at(i) = rec.r2, r2_lo.mutable_at(i) = rec.r2_lo, r2_hi.mutable_at(i) = rec.r2_hi;
+      nmse.mutable_at(i) = rec.nmse, nmse_lo.mutable_at(i) = rec.nmse_lo,
+      nmse_hi.mutable_at(i) = rec.nmse_hi;
+      mse.mutable_at(i) = rec.mse, lam.mutable_at(i) = rec.lambda;
+      bits.mutable_at(i) = rec.code_bits, uniform.mutable_at(i) = rec.uniform_bits;
+    }
+    // String columns as numpy arrays too, so that `table["source"] == "model"` is elementwise.
+    const py::object np_array = py::module_::import("numpy").attr("array");
+    py::dict t;
+    t["target"] = np_array(target), t["probe"] = np_array(probe), t["source"] = np_array(source);
+    t["layer"] = layer, t["k"] = k, t["seed"] = seed_col;
+    t["r2"] = r2, t["r2_lo"] = r2_lo, t["r2_hi"] = r2_hi;
+    t["nmse"] = nmse, t["nmse_lo"] = nmse_lo, t["nmse_hi"] = nmse_hi;
+    t["mse"] = mse, t["lambda"] = lam, t["epochs"] = epochs;
+    if (request_.codelength) t["code_bits"] = bits, t["uniform_bits"] = uniform;
+    return t;
+  }
+  // [rows of Table, test prompts]: the probe's squared errors and the test mean's.
+  py::tuple PerPrompt() const {
+    const std::size_t R = out_.records.size();
+    const py::ssize_t T = R ? py::ssize_t(out_.records[0].sse.n_elem) : 0;
+    py::array_t<double> sse({py::ssize_t(R), T}), sst({py::ssize_t(R), T});
+    for (std::size_t i = 0; i < R; ++i) {
+      std::memcpy(sse.mutable_data(i, 0), out_.records[i].sse.memptr(), sizeof(double) * T);
+      std::memcpy(sst.mutable_data(i, 0), out_.records[i].sst.memptr(), sizeof(double) * T);
+    }
+    return py::make_tuple(sse, sst);
+  }
+  // R2(model) - R2(control) per cell of every control source, with a paired percentile interval
+  // (both scores on the same bootstrap resamples of the seed's test prompts).
+  py::dict Selectivity() const {
+    namespace pr = icl::probes;
+    std::map<std::tuple<std::string, std::string, int, int, int>, std::size_t> model_row;
+    const auto& recs = out_.records;
+    for (std::size_t i = 0; i < recs.size(); ++i)
+      if (recs[i].source == "model")
+        model_row[{recs[i].target, recs[i].probe, recs[i].layer, recs[i].k, recs[i].seed}] = i;
+    const arma::uword T = recs.empty() ? 0 : recs[0].sse.n_elem;
+    const pr::Bootstrap boot(T, request_.seeds, request_.bootstrap, request_.seed);
+    std::vector<std::string> s_target, s_probe, s_control;
+    std::vector<int> s_layer, s_k, s_seed;
+    std::vector<double> s_val, s_lo, s_hi;
+    for (const auto& c : recs) {
+      if (c.source == "model") continue;
+      const auto& m = recs[model_row.at({c.target, c.probe, c.layer, c.k, c.seed})];
+      const arma::vec diff = boot.R2(m.seed, m.sse, m.sst) - boot.R2(c.seed, c.sse, c.sst);
+      const pr::Interval iv = pr::PercentileInterval(diff);
+      s_target.push_back(c.target), s_probe.push_back(c.probe), s_control.push_back(c.source);
+      s_layer.push_back(c.layer), s_k.push_back(c.k), s_seed.push_back(c.seed);
+      s_val.push_back(m.r2 - c.r2), s_lo.push_back(iv.lo), s_hi.push_back(iv.hi);
+    }
+    const py::object np_array = py::module_::import("numpy").attr("array");
+    py::dict sel;
+    sel["target"] = np_array(s_target), sel["probe"] = np_array(s_probe);
+    sel["control"] = np_array(s_control);
+    sel["layer"] = py::array(py::cast(s_layer)), sel["k"] = py::array(py::cast(s_k));
+    sel["seed"] = py::array(py::cast(s_seed)), sel["selectivity"] = py::array(py::cast(s_val));
+    sel["lo"] = py::array(py::cast(s_lo)), sel["hi"] = py::array(py::cast(s_hi));
+    return sel;
+  }
+  py::list Ridge() const {
+    py::list weights;
+    for (const auto& w : out_.ridge) {
+      py::dict d;
+      d["target"] = w.target, d["source"] = w.source, d["layer"] = w.layer;
+      d["k"] = w.k, d["seed"] = w.seed, d["lambda"] = w.lambda;
+      d["weights"] = ToNumpy(arma::mat(w.weights.t()));  // p x m: numpy [F, D]
+      d["intercept"] = ToNumpy(w.intercept);
+      d["loo_mse"] = ToNumpy(w.loo_mse);
+      d["feature_scale"] = ToNumpy(w.feature_scale);
+      weights.append(d);
+    }
+    return weights;
+  }
+  // Attention-pooling weights of the linear and MLP probes over the positions up to the one read.
+  py::list Pooling() const {
+    py::list out;
+    for (const auto& a : out_.alphas) {
+      py::dict d;
+      d["target"] = a.target, d["probe"] = a.probe, d["source"] = a.source;
+      d["layer"] = a.layer, d["k"] = a.k, d["seed"] = a.seed, d["alpha"] = ToNumpy(a.alpha);
+      out.append(d);
+    }
+    return out;
+  }
+  py::list Roles() const {
+    py::list roles;
+    for (const auto& r8 : out_.roles) {
+      py::array_t<std::uint8_t> a(py::ssize_t(r8.size()));
+      std::memcpy(a.mutable_data(), r8.data(), r8.size());
+      roles.append(a);
+    }
+    return roles;
+  }
+  std::string RequestJson() const { return request_.ToJson(); }
+  // As a probes file's results (written to memory by the file's writer, read back by its
+  // reader), built once.
+  const Probes& Results() {
+    if (!results_)
+      results_ = std::make_unique<Probes>(icl::probes::ProbeResultsInMemory(request_, out_, info_));
+    return *results_;
+  }
+  // Writes a probes.h5 as `iclprobe probe --out` does (a temporary name, renamed when
+  // complete; an existing file only with force).
+  void Save(const std::string& path, bool force) const {
+    icl::core::AtomicOutput out(path, "path", icl::core::OutputOptions{force, {}, false, true});
+    {
+      py::gil_scoped_release release;
+      icl::probes::WriteProbesFile(out.temp_path(), request_, out_, info_);
+    }
+    out.Commit();
+  }
+
+ private:
+  icl::probes::ProbeRequest request_;
+  icl::extract::ActivationsInfo info_;
+  icl::probes::ProbeOutput out_;
+  std::unique_ptr<Probes> results_;
+};
+
+// The runner's k counts 1..K along the caller's K axis; results carry the caller's labels.
+void RelabelKs(icl::probes::ProbeOutput& out, const std::vector<int>& labels) {
+  const auto label = [&](int k) { return labels[std::size_t(k - 1)]; };
+  for (auto& r : out.records)
+    r.k = label(r.k);
+  for (auto& r : out.ridge)
+    r.k = label(r.k);
+  for (auto& a : out.alphas)
+    a.k = label(a.k);
+  for (auto& c : out.codes)
+    c.k = label(c.k);
+  for (auto& k : out.ks)
+    k = label(k);
+}
+
+std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
+                                const py::object& progress) {
+  namespace pr = icl::probes;
+  pr::ProbeRequest r = RequestOf(s);
+  const auto h = FloatArray<float>(in.hidden, "hidden", 4, "[N, L, T, F]");
+  const py::ssize_t N = h.shape(0), L = h.shape(1), T = h.shape(2), F = h.shape(3);
+  if (N < 1 || L < 1 || T < 1 || F < 1)
+    throw InputError("iclprobe", "hidden", "has an empty dimension: " + Shape({N, L, T, F}));
+  if (s.positions != "y" && s.positions != "all")
+    throw InputError("iclprobe", "positions",
+                     "expected y or all, got '" + s.positions.substr(0, 40) + "'");
+  const bool all = s.positions == "all";
+  if (all && T % 2 != 0)
+    throw InputError("iclprobe", "hidden",
+                     "positions all: expected 2n tokens (x_1 y_1 ... x_n y_n) on the T axis, got " +
+                         std::to_string(T));
+  const py::ssize_t K = all ? T / 2 : T;
+  if (py::ssize_t(in.layers.size()) != L || py::ssize_t(in.ks.size()) != K)
+    throw std::logic_error("iclprobe: layer and k labels do not match the hidden states");
+  for (int l : in.layers)
+    if (l < 0 || l > icl::learners::kMaxLayers)
+      throw InputError("iclprobe", "layers",
+                       "labels must be in 0.." + std::to_string(icl::learners::kMaxLayers) +
+                           ", got " + std::to_string(l));
+  for (std::size_t i = 0; i < in.ks.size(); ++i)
+    if (in.ks[i] < 1 || in.ks[i] > icl::data::kMaxN || (all && in.ks[i] != int(i) + 1))
+      throw InputError("iclprobe", "ks",
+                       all ? "with positions all the k axis is 1..n"
+                           : "labels must be in 1.." + std::to_string(icl::data::kMaxN));
+  if (in.targets.empty()) throw InputError("iclprobe", "targets", "at least one is needed");
+
+  auto model = HiddenSource(h, in.layers);
+  icl::extract::ActivationsInfo info;
+  info.path = s.name;
+  info.model.hidden = int(F);
+  info.model.layers = int(L) - 1;
+  info.task.n = int(K);
+  info.prompts = N;
+  info.layers = in.layers;
+  info.positions = all ? icl::extract::Positions::kAll : icl::extract::Positions::kY;
+  info.positions_per_prompt = int(T);
+  info.ridge_lambda = -1;
+  r.activations = s.name;
+  r.targets.clear();
+  for (const auto& [name, arr] : in.targets) {
+    const std::string arg = "targets['" + name.substr(0, 40) + "']";
+    if (!icl::core::IsPlainName(name))
+      throw InputError("iclprobe", "targets",
+                       "'" + name.substr(0, 40) + "' is not a plain name (letters, digits, _ . -)");
+    const auto t = FloatArray<double>(arr, arg, 3, "[N, K, D]");
+    if (t.shape(0) != N || t.shape(1) != K)
+      throw InputError("iclprobe", arg,
+                       "expected [" + std::to_string(N) + ", " + std::to_string(K) +
+                           ", D] to match hidden " + Shape({N, L, T, F}) + ", got " +
+                           Shape({t.shape(0), t.shape(1), t.shape(2)}));
+    const py::ssize_t D = t.shape(2);
+    if (D < 1) throw InputError("iclprobe", arg, "has no entries (D = 0)");
+    pr::Target target{name, arma::uword(D), {}};
+    for (py::ssize_t k = 0; k < K; ++k) {
+      arma::mat v(D, N);
+      for (py::ssize_t i = 0; i < N; ++i)
+        for (py::ssize_t j = 0; j < D; ++j)
+          v(j, i) = t.at(i, k, j);
+      target.values.push_back(std::move(v));
+    }
+    model->targets[name] = std::move(target);
+    r.targets.push_back(name);
+    info.targets.push_back(name);
+    info.target_per_k.push_back(true);
+  }
+  info.task.d = int(model->targets.begin()->second.dims);
+  std::vector<icl::extract::ActivationsInfo> infos = {info};
+  std::vector<std::shared_ptr<const pr::MemorySource>> memory = {model};
+  std::vector<py::array_t<float, py::array::c_style>> kept;  // the controls' states, read in place
+  for (const auto& [name, arr] : in.controls) {
+    const std::string arg = "controls['" + name.substr(0, 40) + "']";
+    if (!icl::core::IsPlainName(name) || name.find('.') != std::string::npos || name == s.name)
+      throw InputError("iclprobe", "controls",
+                       "'" + name.substr(0, 40) +
+                           "' is not a plain name (letters, digits, _ -) other than the model's");
+    const auto& c = kept.emplace_back(FloatArray<float>(arr, arg, 4, "[N, L, T, F]"));
+    if (c.shape(0) != N || c.shape(1) != L || c.shape(2) != T || c.shape(3) != F)
+      throw InputError("iclprobe", arg,
+                       "expected the shape of hidden " + Shape({N, L, T, F}) + ", got " +
+                           Shape({c.shape(0), c.shape(1), c.shape(2), c.shape(3)}));
+    auto src = HiddenSource(c, in.layers);
+    src->targets = model->targets;  // the same prompts, so the same targets
+    icl::extract::ActivationsInfo ci = info;
+    ci.path = name;
+    infos.push_back(ci);
+    memory.push_back(src);
+    r.controls.push_back(name);
+  }
+  // The CLI's rule for --threads: at most the usable cores.
+  const int workers = icl::core::WorkerCount(s.threads);
+  pr::ProbeOutput out = Interruptible<pr::ProbeOutput>(progress, [&](const Tick& tick) {
+    const SerialKernels serial;  // the CLI's probe keeps BLAS serial too
+    const pr::ProbePlan plan = pr::PlanProbesInMemory(r, infos, memory);
+    r = plan.request;  // defaults resolved (layers, k)
+    icl::core::ThreadPool pool(workers);
+    return pr::RunProbes(plan, pool, tick);
+  });
+  RelabelKs(out, in.ks);
+  // What describes the results: the caller's k labels on the task's k axis.
+  for (int& k : r.ks)
+    k = in.ks[std::size_t(k - 1)];
+  info.task.n = std::max(info.task.n, *std::max_element(in.ks.begin(), in.ks.end()));
+  info.model.layers =
+      std::max(info.model.layers, *std::max_element(in.layers.begin(), in.layers.end()));
+  auto run = std::make_unique<ProbeRun>(std::move(r), std::move(info), std::move(out));
+  run->threads = workers;
+  return run;
+}
+
+}  // namespace
+
+// Probing runs on arrays, their settings, and probes files (read, or a run's in memory).
+void BindProbes(py::module_& m) {
+  py::class_<ProbeArrays>(m, "ProbeArrays")
+      .def(py::init<>())
+      .def_readwrite("hidden", &ProbeArrays::hidden)
+      .def_readwrite("targets", &ProbeArrays::targets)
+      .def_readwrite("controls", &ProbeArrays::controls)
+      .def_readwrite("layers", &ProbeArrays::layers)
+      .def_readwrite("ks", &ProbeArrays::ks);
+  py::class_<ProbeSettings>(m, "ProbeSettings")
+      .def(py::init<>())
+      .def_readwrite("probes", &ProbeSettings::probes)
+      .def_readwrite("positions", &ProbeSettings::positions)
+      .def_readwrite("at", &ProbeSettings::at)
+      .def_readwrite("pooling", &ProbeSettings::pooling)
+      .def_readwrite("lambdas", &ProbeSettings::lambdas)
+      .def_readwrite("split", &ProbeSettings::split)
+      .def_readwrite("seed", &ProbeSettings::seed)
+      .def_readwrite("seeds", &ProbeSettings::seeds)
+      .def_readwrite("bootstrap", &ProbeSettings::bootstrap)
+      .def_readwrite("threads", &ProbeSettings::threads)
+      .def_readwrite("shuffle_control", &ProbeSettings::shuffle_control)
+      .def_readwrite("codelength", &ProbeSettings::codelength)
+      .def_readwrite("codelength_blocks", &ProbeSettings::codelength_blocks)
+      .def_readwrite("mlp_hidden", &ProbeSettings::mlp_hidden)
+      .def_readwrite("epochs", &ProbeSettings::epochs)
+      .def_readwrite("patience", &ProbeSettings::patience)
+      .def_readwrite("batch", &ProbeSettings::batch)
+      .def_readwrite("lr", &ProbeSettings::lr)
+      .def_readwrite("name", &ProbeSettings::name);
+
+  py::class_<Probes>(m, "Probes")
+      .def(py::init([](const std::string& path) {
+             return std::make_unique<Probes>(icl::probes::ReadProbesFile(path));
+           }),
+           py::arg("path"))
+      .def_property_readonly("path", [](const Probes& p) { return p.results().path; })
+      .def_property_readonly("targets", [](const Probes& p) { return p.results().targets; })
+      .def_property_readonly("probes", [](const Probes& p) { return p.results().probes; })
+      .def_property_readonly("sources", [](const Probes& p) { return p.results().sources; })
+      .def_property_readonly("layers", [](const Probes& p) { return p.results().layers; })
+      .def_property_readonly("ks", [](const Probes& p) { return p.results().ks; })
+      .def_property_readonly("seeds", [](const Probes& p) { return p.results().seeds; })
+      .def("metric", &Probes::Metric, py::arg("target"), py::arg("probe"), py::arg("source"),
+           py::arg("metric"))
+      .def("onsets", &Probes::Onsets, py::arg("k"), py::arg("threshold"), py::arg("relative"),
+           py::arg("margin"))
+      .def("ridge", &Probes::Ridge, py::arg("target"), py::arg("layer"), py::arg("k"),
+           py::arg("seed"), py::arg("source"));
+
+  py::class_<ProbeRun>(m, "ProbeRun")
+      .def("table", &ProbeRun::Table)
+      .def("per_prompt", &ProbeRun::PerPrompt)
+      .def("selectivity", &ProbeRun::Selectivity)
+      .def("ridge", &ProbeRun::Ridge)
+      .def("pooling", &ProbeRun::Pooling)
+      .def("roles", &ProbeRun::Roles)
+      .def("request", &ProbeRun::RequestJson)
+      .def("results", &ProbeRun::Results, py::return_value_policy::reference_internal)
+      .def("save", &ProbeRun::Save, py::arg("path"), py::arg("force"))
+      .def_readonly("threads", &ProbeRun::threads);
+  m.def("probe", &Probe, py::arg("arrays"), py::arg("settings"), py::arg("progress"));
+  m.def(
+      "family_report",
+      [](const std::vector<std::pair<std::string, const Probes*>>& learners, int k,
+         double threshold, double relative,
+         double margin) { return FamilyReport(learners, k, threshold, relative, margin); },
+      py::arg("learners"), py::arg("k"), py::arg("threshold"), py::arg("relative"),
+      py::arg("margin"));
+}
+
+}  // namespace icl::python

@@ -1,15 +1,12 @@
-// --threads: the worker count a run asks for, and the kernel libraries' own thread pools
-// (LibTorch's intra-op pool, OpenBLAS's), set by the app and never by a library.
-#include <torch/torch.h>
-
+// --threads: the worker count a run asks for, and the kernel libraries' thread pools the program
+// sets from it (learners/kernel_threads.hpp), never a library.
 #include <iostream>
 #include <string>
 
 #include "apps/cli.hpp"
 #include "core/dist.hpp"
 #include "core/thread_pool.hpp"
-
-extern "C" void openblas_set_num_threads(int num_threads);
+#include "learners/kernel_threads.hpp"
 
 namespace icl::cli {
 
@@ -20,12 +17,11 @@ void CheckThreads(int threads) {
 }
 
 void SetSerialKernels() {
-  torch::set_num_threads(1);
-  openblas_set_num_threads(1);
+  learners::SetKernelThreads(1);
 }
 
 void SetSerialBlas() {
-  openblas_set_num_threads(1);
+  learners::SetBlasThreads(1);
 }
 
 int ResolveThreads(int threads, long work) {
@@ -42,9 +38,7 @@ int ResolveThreads(int threads, long work) {
 }
 
 void SetThreads(int threads) {
-  const int n = ResolveThreads(threads);
-  torch::set_num_threads(n);
-  openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
+  learners::SetKernelThreads(ResolveThreads(threads));
 }
 
 }  // namespace icl::cli

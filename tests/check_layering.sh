@@ -45,8 +45,14 @@ grep -nE '^#include' apps/cli.hpp apps/options.hpp apps/subcommands.hpp apps/pro
 # String literals holding an option ("--name"), outside comments.
 grep -rnE '"[^"]*--[a-z]' $libs --include=*.cpp --include=*.hpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' \
   && fail "a library message names a command-line option"
+# learners/kernel_threads.* holds the one rule for the kernel libraries' pools, for apps/ and
+# python/ to carry out their choice; no library calls it.
 grep -rnE 'set_num_threads|omp_set_num_threads' $libs --include=*.cpp --include=*.hpp \
+  | grep -v '^learners/kernel_threads\.cpp:' \
   | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' && fail "a library sets a process-wide thread count"
+grep -rnE 'kernel_threads\.hpp|SetKernelThreads|SetBlasThreads|SerialKernels' $libs --include=*.cpp --include=*.hpp \
+  | grep -v '^learners/kernel_threads\.' \
+  && fail "a library sets the kernel libraries' thread pools (only apps/ and python/ choose them)"
 for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"' '"iclprobe-interventions"' \
          '"iclprobe-prompts"' '"iclprobe-trace"' '"iclprobe-swaps"' \
          '"iclprobe-erasure"' '"iclprobe-das"'; do

@@ -69,9 +69,9 @@ bool ParsePooling(const std::string& name) {
                          "expected attention or position, got '" + name.substr(0, 80) + "'");
 }
 
-int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at) {
+int ProbePosition(const StatesInfo& info, int k, ProbeAt at) {
   if (at == ProbeAt::kState) return AfterKPosition(info, k);
-  if (info.positions != extract::Positions::kAll || k >= info.task.n)
+  if (info.positions != extract::Positions::kAll || k >= info.n)
     throw std::logic_error("probe: a query position that PlanProbes should have refused");
   return 2 * k;  // x-token of example k+1: x_1 y_1 ... x_k y_k x_{k+1}
 }

@@ -269,6 +269,12 @@ TableFormat ParseTableFormat(const std::string& name) {
   throw core::InputError("report", "format", "expected md, tex or csv, got '" + name + "'");
 }
 
+void CheckTableMetric(const std::string& name) {
+  if (name != "r2" && name != "nmse" && name != "mse")
+    throw core::InputError("report", "metric",
+                           "expected r2, nmse or mse, got '" + name.substr(0, 40) + "'");
+}
+
 void OnsetRule::Validate() const {
   // -1 (the default) selects the relative rule.
   if (!(threshold == -1 || (threshold >= 0 && threshold <= 1)))

@@ -25,6 +25,9 @@ inline ProbeResults ReadProbeResults(const std::string& path) {
 enum class TableFormat { kMarkdown, kCsv, kLatex };
 // "md", "tex" or "csv"; throws core::InputError (setting "format") for anything else.
 TableFormat ParseTableFormat(const std::string& name);
+// The scores a table shows, named as the probes file stores them: "r2", "nmse" or "mse";
+// throws core::InputError (setting "metric") for anything else.
+void CheckTableMetric(const std::string& name);
 
 // Mean over seeds with a 95% Student-t interval (half-width 0 for one seed).
 struct Summary {

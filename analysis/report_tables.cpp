@@ -36,6 +36,7 @@ void WriteTables(std::ostream& os, const ProbeResults& r, const std::string& met
     std::string probe, source;
     const arma::cube* c;
   };
+  CheckTableMetric(metric);  // an unknown one would find no cells and print empty tables
   if (format == TableFormat::kCsv) os << "target,probe,source,layer,k,metric,mean,lo,hi,seeds\n";
   const Scorer scorer(r);
   for (const auto& t : r.targets) {

@@ -6,6 +6,7 @@
 
 #include "analysis/learner_errors.hpp"
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "learners/classical.hpp"
 #include "learners/trainer.hpp"
@@ -114,7 +115,8 @@ int RunBaselines(int argc, char** argv) {
   std::unique_ptr<core::AtomicOutput> out;
   if (vm.count("csv"))
     out = std::make_unique<core::AtomicOutput>(
-        csv, "csv", core::OutputOptions{vm.count("force") > 0, InputPaths(t.specs(), vm), false, true});
+        csv, "csv",
+        core::OutputOptions{vm.count("force") > 0, InputPaths(t.specs(), vm), false, true});
 
   const data::PromptSet set = data::SamplePrompts(task, seed, 0, prompts);
   std::vector<analysis::ErrorCurve> curves;

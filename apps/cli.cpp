@@ -1,20 +1,14 @@
 // Option parsing shared by the subcommands.
 #include "apps/cli.hpp"
 
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <sstream>
-#include <thread>
 
 #include "core/dist.hpp"
 #include "core/spec.hpp"
-#include "core/thread_pool.hpp"
-
-extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace icl::cli {
 
@@ -102,22 +96,6 @@ arma::vec ParseLambdas(const std::string& text) {
   return arma::vec(v);
 }
 
-std::vector<probes::Family> ParseFamilies(const std::string& text) {
-  std::vector<probes::Family> out;
-  for (const std::string& item : ListEntries("--probes", text)) {
-    if (item == "ridge")
-      out.push_back(probes::Family::kRidge);
-    else if (item == "linear")
-      out.push_back(probes::Family::kLinear);
-    else if (item == "mlp")
-      out.push_back(probes::Family::kMlp);
-    else
-      throw std::invalid_argument("--probes: unknown probe '" + item.substr(0, 40) +
-                                  "'; expected ridge, linear, mlp");
-  }
-  return out;
-}
-
 std::vector<std::string> SplitList(const std::string& option, const std::string& text) {
   std::vector<std::string> out = ListEntries(option, text);
   RequireNoDuplicates(option, out);
@@ -182,40 +160,6 @@ void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::Tas
   if (vm.count("context-shift"))
     task.context_shift = data::ParseShift(shifts.context, "context_shift");
   if (vm.count("query-shift")) task.query_shift = data::ParseShift(shifts.query, "query_shift");
-}
-
-void CheckThreads(int threads) {
-  if (threads < 0 || threads > kMaxThreads)
-    throw std::invalid_argument("--threads: expected 0 (all cores) or 1.." +
-                                std::to_string(kMaxThreads) + ", got " + std::to_string(threads));
-}
-
-void SetSerialKernels() {
-  torch::set_num_threads(1);
-  openblas_set_num_threads(1);
-}
-
-void SetSerialBlas() {
-  openblas_set_num_threads(1);
-}
-
-int ResolveThreads(int threads, long work) {
-  CheckThreads(threads);
-  const int n = core::WorkerCount(threads, work);
-  if (threads > n && dist::IsRoot()) {
-    const int cores = core::WorkerCount(0);  // all cores: under mpirun, this rank's share
-    std::cerr << "iclprobe: --threads " << threads << ": running " << n << " worker"
-              << (n == 1 ? "" : "s") << " (" << cores << " usable core" << (cores == 1 ? "" : "s")
-              << (work > 0 ? ", " + std::to_string(work) + " independent items of work" : "")
-              << ")\n";
-  }
-  return n;
-}
-
-void SetThreads(int threads) {
-  const int n = ResolveThreads(threads);
-  torch::set_num_threads(n);
-  openblas_set_num_threads(n);  // torch's set_num_threads leaves OpenBLAS's own pool alone
 }
 
 }  // namespace icl::cli

@@ -1,5 +1,6 @@
 // Shared pieces of the iclprobe subcommands: option parsing with --help, and the rule that
-// bad input ends in one line on stderr and exit code 2.
+// bad input ends in one line on stderr and exit code 2. Kept free of LibTorch's headers, which
+// only the subcommands that run a model include (through the libraries they call).
 #pragma once
 
 #include <armadillo>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "apps/options.hpp"
-#include "probes/runner.hpp"
+#include "data/task.hpp"
 
 namespace icl::cli {
 
@@ -60,8 +61,6 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text);
 std::vector<std::string> SplitList(const std::string& option, const std::string& text);
 // --lambdas: "1e-3:1e5:20" (log-spaced, inclusive) or "0.1,1,10".
 arma::vec ParseLambdas(const std::string& text);
-// --probes (probe kinds): "ridge,linear,mlp".
-std::vector<probes::Family> ParseFamilies(const std::string& text);
 // --split: "0.8,0.1,0.1" (finite, non-negative).
 std::array<double, 3> ParseSplit(const std::string& text);
 // A comma list of numbers ("0.001,0.01,1"); `option` names it in the message. The library
@@ -97,38 +96,5 @@ void SetSerialBlas();
 // Throws std::invalid_argument("--threads: ...") unless 0 <= threads <= kMaxThreads.
 inline constexpr int kMaxThreads = 256;
 void CheckThreads(int threads);
-
-// Each subcommand's option table, declared once (apps/<subcommand>.cpp); OptionRegistry()
-// collects them.
-std::vector<OptionSpec> BaselinesOptions();
-std::vector<OptionSpec> TrainOptions();
-std::vector<OptionSpec> InspectOptions();
-std::vector<OptionSpec> ExtractOptions();
-std::vector<OptionSpec> ProbeOptions();
-std::vector<OptionSpec> CompareOptions();
-std::vector<OptionSpec> ReportOptions();
-std::vector<OptionSpec> ConstructOptions();
-std::vector<OptionSpec> ImportOptions();
-std::vector<OptionSpec> InterveneOptions();
-std::vector<OptionSpec> TraceOptions();
-std::vector<OptionSpec> SwapOptions();
-std::vector<OptionSpec> EraseOptions();
-std::vector<OptionSpec> DasOptions();
-
-// Subcommands.
-int RunBaselines(int argc, char** argv);
-int RunTrain(int argc, char** argv);
-int RunInspect(int argc, char** argv);
-int RunExtract(int argc, char** argv);
-int RunProbe(int argc, char** argv);
-int RunCompare(int argc, char** argv);
-int RunReport(int argc, char** argv);
-int RunConstruct(int argc, char** argv);
-int RunImport(int argc, char** argv);
-int RunIntervene(int argc, char** argv);
-int RunTrace(int argc, char** argv);
-int RunSwap(int argc, char** argv);
-int RunErase(int argc, char** argv);
-int RunDas(int argc, char** argv);
 
 }  // namespace icl::cli

@@ -12,6 +12,7 @@
 #include "analysis/verdicts.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "core/subprocess.hpp"
 #include "learners/budget_curve.hpp"

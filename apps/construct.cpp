@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "construct/construct.hpp"
 #include "learners/trainer.hpp"
 

@@ -7,6 +7,7 @@
 
 #include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "construct/construct.hpp"
 #include "core/errors.hpp"
 #include "intervene/das.hpp"
@@ -61,22 +62,8 @@ void DeclareOptions(OptionTable& t, intervene::DasRequest& req, DasArgs& a) {
 }
 
 void FillRequest(intervene::DasRequest& req, const DasArgs& a, const po::variables_map& vm) {
-  if (a.position == "query")
-    req.position = intervene::DasPosition::kQuery;
-  else if (a.position == "y-token")
-    req.position = intervene::DasPosition::kYToken;
-  else if (a.position == "context")
-    req.position = intervene::DasPosition::kContext;
-  else
-    throw std::invalid_argument("--position: expected query, y-token or context, got '" +
-                                a.position.substr(0, 40) + "'");
-  if (a.start == "probe")
-    req.start = intervene::DasStart::kProbe;
-  else if (a.start == "random")
-    req.start = intervene::DasStart::kRandom;
-  else
-    throw std::invalid_argument("--start: expected probe or random, got '" + a.start.substr(0, 40) +
-                                "'");
+  req.position = intervene::ParseDasPosition(a.position);
+  req.start = intervene::ParseDasStart(a.start);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("m")) req.ms = ParseInts("--m", a.ms_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
@@ -113,8 +100,7 @@ int RunDas(int argc, char** argv) {
     return 0;
   FillRequest(req, a, vm);
   RunCheckpointCommand(
-      {"das", a.checkpoint, a.out, a.csv, "the DAS file", a.threads, InputPaths(t.specs(), vm)},
-      vm,
+      {"das", a.checkpoint, a.out, a.csv, "the DAS file", a.threads, InputPaths(t.specs(), vm)}, vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
         req.subspaces = ConstructionSubspaces(a.checkpoint, l.model->config.hidden);
         const bool quiet = vm.count("quiet") > 0;

@@ -8,6 +8,7 @@
 #include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/errors.hpp"
 #include "intervene/erase.hpp"
 
@@ -74,7 +75,8 @@ int RunErase(int argc, char** argv) {
     return 0;
   FillRequest(req, a, vm);
   RunCheckpointCommand(
-      {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads, InputPaths(t.specs(), vm)},
+      {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads,
+       InputPaths(t.specs(), vm)},
       vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {
         const long long layers =

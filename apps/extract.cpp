@@ -8,6 +8,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/dist.hpp"
 #include "core/errors.hpp"
 #include "extract/extract.hpp"
@@ -112,9 +113,7 @@ int RunExtract(int argc, char** argv) {
     throw std::invalid_argument("--checkpoint: required (a learner checkpoint file)");
   if (cfg.out.empty())
     throw std::invalid_argument("--out: required (the activations file to write)");
-  if (positions != "all" && positions != "y")
-    throw std::invalid_argument("--positions: expected all or y, got '" + positions + "'");
-  cfg.positions = positions == "all" ? extract::Positions::kAll : extract::Positions::kY;
+  cfg.positions = extract::ParsePositions(positions);
   if (layers != "all") cfg.layers = ParseInts("--layers", layers);
   cfg.compress = vm.count("compress") > 0;
   if (dtype != "float32" && dtype != "float16")

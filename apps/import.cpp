@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "core/hdf5.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"

@@ -6,6 +6,7 @@
 
 #include "analysis/compare_run.hpp"
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "construct/construct.hpp"
 #include "core/output.hpp"
 #include "learners/budget_curve.hpp"

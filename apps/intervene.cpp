@@ -10,6 +10,7 @@
 #include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"
@@ -77,14 +78,8 @@ void FillRequest(intervene::InterveneRequest& req, const InterveneArgs& a,
   if (a.probes_path.empty())
     throw std::invalid_argument("--probes: required (a probes.h5 file with ridge probes)");
   if (a.out.empty()) throw std::invalid_argument("--out: required (the interventions file)");
-  if (a.span != "probed" && a.span != "through-query")
-    throw std::invalid_argument("--span: expected probed or through-query, got '" + a.span + "'");
-  req.span = a.span == "probed" ? intervene::EditSpan::kProbed : intervene::EditSpan::kThroughQuery;
-  if (a.metric != "covariance" && a.metric != "standardized")
-    throw std::invalid_argument("--metric: expected covariance or standardized, got '" + a.metric +
-                                "'");
-  req.metric = a.metric == "covariance" ? intervene::EditMetric::kCovariance
-                                        : intervene::EditMetric::kStandardized;
+  req.span = intervene::ParseEditSpan(a.span);
+  req.metric = intervene::ParseEditMetric(a.metric);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   req.Validate();

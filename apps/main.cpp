@@ -6,8 +6,10 @@
 #include <new>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "core/dist.hpp"
 #include "core/errors.hpp"
 #include "core/process.hpp"
@@ -15,49 +17,12 @@
 
 namespace {
 
-struct Subcommand {
-  const char* name;
-  const char* summary;
-  int (*run)(int, char**);
-};
-
-const Subcommand kSubcommands[] = {
-    {"baselines",
-     "per-k error of the classical learners (OLS, ridge, GD, SGD, kNN) on seeded prompts",
-     icl::cli::RunBaselines},
-    {"train", "train a transformer learner in context and write an HDF5 checkpoint",
-     icl::cli::RunTrain},
-    {"extract", "stream every layer's hidden states and the regression targets to HDF5",
-     icl::cli::RunExtract},
-    {"probe", "fit ridge / linear / MLP readouts of regression quantities per layer, with controls",
-     icl::cli::RunProbe},
-    {"report", "probe tables by layer, decodability onset, plots", icl::cli::RunReport},
-    {"compare", "which algorithm does a trained learner match? SPD, ILWD and linearity per k",
-     icl::cli::RunCompare},
-    {"inspect", "describe a checkpoint; export a copy without its training state",
-     icl::cli::RunInspect},
-    {"construct", "write a transformer whose weights compute a known algorithm (RAW programs)",
-     icl::cli::RunConstruct},
-    {"import", "write a learner trained elsewhere (Garg et al.'s GPT-2 layout) as a checkpoint",
-     icl::cli::RunImport},
-    {"intervene", "does the model use what a probe reads? edits along probe directions, per layer",
-     icl::cli::RunIntervene},
-    {"trace", "which iterate of GD, Newton or the ridge path does each layer's prediction match?",
-     icl::cli::RunTrace},
-    {"swap", "does the query use its context as an algorithm would? B's context under A's query",
-     icl::cli::RunSwap},
-    {"erase", "does the model need what a layer carries? LEACE erasure, per layer and k",
-     icl::cli::RunErase},
-    {"das", "is there a subspace the model uses as an algorithm says? learned interchanges (DAS)",
-     icl::cli::RunDas},
-};
-
 void PrintUsage(std::ostream& os) {
   os << "iclprobe " << icl::kVersion << ": mechanistic probing of in-context learners\n\n"
      << "Usage: iclprobe <subcommand> [options]   (iclprobe <subcommand> --help for its "
         "options)\n\n"
      << "Subcommands:\n";
-  for (const auto& s : kSubcommands)
+  for (const auto& s : icl::cli::Subcommands())
     os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
 }
 
@@ -68,16 +33,17 @@ std::string OneLine(std::string s) {
   return s;
 }
 
-// train, compare and baselines run LibTorch kernels on its OpenMP pool when --threads is not 1.
-// Its workers spin-wait between the many small kernels of these models and take the cores
-// OpenBLAS's own threads need (one machine of this project's kind: 40 training steps in 20.5 s
-// on 2 threads, 12.3 s with OMP_WAIT_POLICY=passive, 14.9 s on one thread). libgomp reads that
-// variable when it is loaded, before main, so core::SetUpProcess sets it and re-executes the
-// program (a user's own OMP_WAIT_POLICY is respected). extract and probe need none of this: they
-// run one intra-op thread per worker.
+// Some subcommands (Subcommand::torch_pool: train, compare and baselines) run LibTorch kernels on
+// LibTorch's OpenMP pool when --threads is not 1. Its workers spin-wait between the many small
+// kernels of these models and take the cores OpenBLAS's own threads need (one machine of this
+// project's kind: 40 training steps in 20.5 s on 2 threads, 12.3 s with
+// OMP_WAIT_POLICY=passive, 14.9 s on one thread). libgomp reads that variable when it is loaded,
+// before main, so core::SetUpProcess sets it and re-executes the program (a user's own
+// OMP_WAIT_POLICY is respected). extract and probe need none of this: they run one intra-op thread
+// per worker.
 bool WantsPassiveOpenMp(int argc, char** argv) {
-  const std::string cmd = argv[1];
-  if (cmd != "train" && cmd != "compare" && cmd != "baselines") return false;
+  const icl::cli::Subcommand* s = icl::cli::FindSubcommand(argv[1]);
+  if (!s || !s->torch_pool) return false;
   int threads = 0;  // the default: all cores
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
@@ -88,10 +54,15 @@ bool WantsPassiveOpenMp(int argc, char** argv) {
   return !(threads == 1 || (threads <= 0 && std::thread::hardware_concurrency() <= 1));
 }
 
-// Under mpirun, extract and probe spread their work over the ranks; other subcommands would
-// only repeat the same work P times into the same outputs.
-bool RunsOnRanks(const std::string& cmd) {
-  return cmd == "extract" || cmd == "probe";
+// "extract and probe": the subcommands that share their work among mpirun's ranks.
+std::string RankSharingNames() {
+  std::vector<std::string> names;
+  for (const auto& s : icl::cli::Subcommands())
+    if (s.shares_ranks) names.push_back(s.name);
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
 }
 
 // Ends the process after an error. Several ranks: an error every rank knows of (shared through
@@ -133,11 +104,14 @@ int main(int argc, char** argv) {
   // (data/process.hpp); may re-execute the program once.
   icl::core::SetUpProcess(argv, WantsPassiveOpenMp(argc, argv));
   if (icl::dist::LaunchedInParallel()) {
-    if (!RunsOnRanks(cmd)) {
+    // Under mpirun only some subcommands (Subcommand::shares_ranks) spread their work over the
+    // ranks; others would repeat the same work P times into the same outputs.
+    const icl::cli::Subcommand* s = icl::cli::FindSubcommand(cmd);
+    if (!s || !s->shares_ranks) {
       if (icl::dist::LaunchedAsRoot()) {  // one message per job, not one per rank
-        std::cerr << "iclprobe " << cmd
-                  << ": runs in one process; under mpirun only extract and probe share their work "
-                     "among the processes (run it without mpirun)\n";
+        std::cerr << "iclprobe " << cmd << ": runs in one process; under mpirun only "
+                  << RankSharingNames()
+                  << " share their work among the processes (run it without mpirun)\n";
         return icl::cli::kExitBadInput;
       }
       // The other ranks leave quietly: a rank's non-zero exit makes mpirun abort the job, which
@@ -162,10 +136,9 @@ int main(int argc, char** argv) {
   };
   const std::string rank_note =
       icl::dist::IsRoot() ? "" : " (rank " + std::to_string(icl::dist::Rank()) + ")";
-  for (const auto& s : kSubcommands) {
-    if (cmd != s.name) continue;
+  if (const icl::cli::Subcommand* s = icl::cli::FindSubcommand(cmd)) {
     try {
-      const int rc = s.run(argc - 1, argv + 1);
+      const int rc = s->run(argc - 1, argv + 1);
       icl::dist::Finalize();
       return rc;
     } catch (const icl::dist::PeerFailed&) {

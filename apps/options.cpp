@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 
 namespace icl::cli {
 
@@ -54,7 +54,8 @@ std::string RoleName(OptionSpec::Role role) {
 
 std::string CompanionPath(const std::string& path, const std::string& suffix) {
   const std::string h5 = ".h5";
-  const bool has_h5 = path.size() > h5.size() && path.compare(path.size() - h5.size(), h5.size(), h5) == 0;
+  const bool has_h5 =
+      path.size() > h5.size() && path.compare(path.size() - h5.size(), h5.size(), h5) == 0;
   return (has_h5 ? path.substr(0, path.size() - h5.size()) : path) + suffix;
 }
 
@@ -106,8 +107,8 @@ std::vector<std::string> InputPaths(const std::vector<OptionSpec>& specs,
         std::size_t start = 0;
         while (start <= rest.size()) {
           const auto comma = rest.find(',', start);
-          files.push_back(rest.substr(start, comma == std::string::npos ? std::string::npos
-                                                                         : comma - start));
+          files.push_back(
+              rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
           if (comma == std::string::npos) break;
           start = comma + 1;
         }
@@ -126,13 +127,10 @@ std::vector<std::string> InputPaths(const std::vector<OptionSpec>& specs,
 }
 
 std::map<std::string, std::vector<OptionSpec>> OptionRegistry() {
-  return {{"baselines", BaselinesOptions()}, {"train", TrainOptions()},
-          {"inspect", InspectOptions()},     {"extract", ExtractOptions()},
-          {"probe", ProbeOptions()},         {"compare", CompareOptions()},
-          {"report", ReportOptions()},       {"construct", ConstructOptions()},
-          {"import", ImportOptions()},       {"intervene", InterveneOptions()},
-          {"trace", TraceOptions()},         {"swap", SwapOptions()},
-          {"erase", EraseOptions()},         {"das", DasOptions()}};
+  std::map<std::string, std::vector<OptionSpec>> registry;
+  for (const Subcommand& s : Subcommands())
+    registry[s.name] = s.options();
+  return registry;
 }
 
 }  // namespace icl::cli

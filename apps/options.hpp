@@ -161,8 +161,8 @@ std::vector<OptionSpec> SpecsOf(const std::string& subcommand,
 std::vector<std::string> InputPaths(const std::vector<OptionSpec>& specs,
                                     const po::variables_map& vm);
 
-// Every subcommand's options, in the order of `iclprobe --help` (each table built with
-// targets of its own, so reading the registry sets nothing).
+// Every subcommand's options by its name, from the table of subcommands (apps/subcommands.hpp;
+// each option table built with targets of its own, so reading the registry sets nothing).
 std::map<std::string, std::vector<OptionSpec>> OptionRegistry();
 
 }  // namespace icl::cli

@@ -12,6 +12,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/dist.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"
@@ -145,7 +146,7 @@ int RunProbe(int argc, char** argv) {
     return 0;
   if (a.out.empty()) throw std::invalid_argument("--out: required (the probes.h5 file to write)");
   req.targets = SplitList("--targets", a.targets);
-  req.families = ParseFamilies(a.families);
+  req.families = probes::ParseFamilies(ListEntries("--probes", a.families));
   req.lambdas = ParseLambdas(a.lambdas);
   req.split = ParseSplit(a.split);
   req.pooled = probes::ParsePooling(a.pooling);

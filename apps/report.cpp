@@ -7,6 +7,7 @@
 
 #include "analysis/report.hpp"
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "core/subprocess.hpp"
 #include "intervene/intervene.hpp"
@@ -263,8 +264,7 @@ int RunReport(int argc, char** argv) {
   a.force = vm.count("force") > 0;
   CheckInputs(a, vm);
   const analysis::TableFormat tf = analysis::ParseTableFormat(a.format);
-  if (a.metric != "r2" && a.metric != "nmse" && a.metric != "mse")
-    throw std::invalid_argument("--metric: expected r2, nmse or mse, got '" + a.metric + "'");
+  analysis::CheckTableMetric(a.metric);
   a.rule.Validate();
   std::unique_ptr<core::AtomicOutput> file;
   a.inputs = InputPaths(t.specs(), vm);

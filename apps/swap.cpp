@@ -8,6 +8,7 @@
 #include "apps/checkpoint_command.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/errors.hpp"
 #include "intervene/swap.hpp"
 

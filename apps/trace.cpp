@@ -11,6 +11,7 @@
 #include "analysis/trace_run.hpp"
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"
 #include "learners/checkpoint.hpp"

@@ -11,6 +11,7 @@
 
 #include "apps/cli.hpp"
 #include "apps/progress.hpp"
+#include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "learners/train_log.hpp"
 #include "learners/trainer.hpp"

@@ -18,6 +18,13 @@
 
 namespace icl::extract {
 
+Positions ParsePositions(const std::string& name) {
+  if (name == "all") return Positions::kAll;
+  if (name == "y") return Positions::kY;
+  throw core::InputError("extract", "positions",
+                         "expected all or y, got '" + name.substr(0, 40) + "'");
+}
+
 std::string LayerName(int layer) {
   return fmt::format("layer_{:02d}", layer);
 }

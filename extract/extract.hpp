@@ -23,6 +23,9 @@ inline constexpr const char* kActivationsFormat = schema::kFormat;
 inline constexpr int kComputeGroup = 32;
 
 enum class Positions { kAll, kY };  // all 2n tokens, or only the y-tokens (states after k examples)
+// "all" or "y", as the file's attribute positions names them; core::InputError (setting
+// "positions") for anything else.
+Positions ParsePositions(const std::string& name);
 
 struct ExtractConfig {
   std::string checkpoint;

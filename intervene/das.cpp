@@ -39,6 +39,13 @@ std::string DasStartName(DasStart s) {
   return s == DasStart::kProbe ? "probe" : "random";
 }
 
+DasStart ParseDasStart(const std::string& name) {
+  for (const DasStart s : {DasStart::kProbe, DasStart::kRandom})
+    if (DasStartName(s) == name) return s;
+  throw core::InputError("das", "start",
+                         "expected probe or random, got '" + name.substr(0, 40) + "'");
+}
+
 DasPosition ParseDasPosition(const std::string& s, const std::string& where) {
   for (const DasPosition p : {DasPosition::kQuery, DasPosition::kYToken, DasPosition::kContext})
     if (DasPositionName(p) == s) return p;

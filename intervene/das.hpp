@@ -24,6 +24,9 @@ inline constexpr const char* kDasFormat = "iclprobe-das";
 // position 2k), the y-token of example k (2k - 1), or every context position (0..2k-1).
 enum class DasPosition { kQuery, kYToken, kContext };
 std::string DasPositionName(DasPosition p);  // "query", "y-token", "context"
+// DasPositionName's inverse; core::InputError (setting "position") for any other name, its
+// message led by `where` (the module, or the file the name was read from).
+DasPosition ParseDasPosition(const std::string& name, const std::string& where = "das");
 
 // A named subspace of the state (orthonormal columns, H x r) to measure the learned one against,
 // e.g. the rows a construction keeps a quantity in (after its rotation).
@@ -42,6 +45,8 @@ struct NamedSubspace {
 // rotation.
 enum class DasStart { kProbe, kRandom };
 std::string DasStartName(DasStart s);  // "probe", "random"
+// DasStartName's inverse; core::InputError (setting "start") for any other name.
+DasStart ParseDasStart(const std::string& name);
 
 struct DasRequest {
   // The swapped quantity and the algorithm that says what it does:

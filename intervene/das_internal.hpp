@@ -17,9 +17,6 @@
 
 namespace icl::intervene {
 
-// "query", "y-token" or "context"; throws core::InputError naming `where` for anything else.
-DasPosition ParseDasPosition(const std::string& s, const std::string& where);
-
 // An algorithm that is a function of X'X and X'y (the xty counterfactual).
 struct MomentAlgorithm {
   enum Kind { kOls, kRidge, kGd } kind = kOls;

@@ -202,6 +202,20 @@ std::string EditSpanName(EditSpan span) {
   return span == EditSpan::kProbed ? "probed" : "through-query";
 }
 
+EditMetric ParseEditMetric(const std::string& name) {
+  for (const EditMetric m : {EditMetric::kCovariance, EditMetric::kStandardized})
+    if (EditMetricName(m) == name) return m;
+  throw core::InputError("intervene", "metric",
+                         "expected covariance or standardized, got '" + name.substr(0, 40) + "'");
+}
+
+EditSpan ParseEditSpan(const std::string& name) {
+  for (const EditSpan s : {EditSpan::kProbed, EditSpan::kThroughQuery})
+    if (EditSpanName(s) == name) return s;
+  throw core::InputError("intervene", "span",
+                         "expected probed or through-query, got '" + name.substr(0, 40) + "'");
+}
+
 void InterveneRequest::Validate() const {
   if (pairs < 2 || pairs > 1000000)
     throw core::InputError("intervene", "pairs",

@@ -39,12 +39,16 @@ Response ParseResponse(const std::string& target, const std::string& spec);
 // position from there to the query (the y-token of example k and the x-token of example k+1).
 enum class EditSpan { kProbed, kThroughQuery };
 std::string EditSpanName(EditSpan span);  // "probed", "through-query"
+// EditSpanName's inverse; core::InputError (setting "span") for any other name.
+EditSpan ParseEditSpan(const std::string& name);
 
 // The norm in which the edit is smallest (see intervene.cpp): the states' covariance over
 // calibration prompts (Mahalanobis: the edit follows how states of real prompts vary), or the
 // probe's own feature standardisation (diagonal).
 enum class EditMetric { kCovariance, kStandardized };
 std::string EditMetricName(EditMetric metric);  // "covariance", "standardized"
+// EditMetricName's inverse; core::InputError (setting "metric") for any other name.
+EditMetric ParseEditMetric(const std::string& name);
 
 struct InterveneRequest {
   std::string target = "w_ols";  // w_ols, w_ridge, w, xty or a learner target w_<spec>

@@ -44,10 +44,11 @@ arma::uvec RoleIndices(const std::vector<Role>& roles, Role role) {
   return arma::uvec(idx);
 }
 
-Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name) {
-  const extract::StoredTarget stored = extract::ReadTarget(info, name);
+Target LoadTarget(const StatesInfo& info, const std::string& name) {
+  if (!info.file) throw std::logic_error("probe: '" + info.name + "' is not a file");
+  const extract::StoredTarget stored = extract::ReadTarget(*info.file, name);
   const std::int64_t N = info.prompts;
-  const int n = info.task.n;
+  const int n = info.n;
   const std::size_t per = stored.entries;
   const std::size_t row = stored.per_k ? per * n : per;  // per prompt
   const arma::uword side = stored.side;
@@ -70,7 +71,7 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
     }
     if (!m.is_finite()) {
       const arma::uvec bad = arma::find_nonfinite(m);
-      throw core::InputError("'" + info.path + "'", "",
+      throw core::InputError("'" + info.name + "'", "",
                              "/targets/" + name + " has a non-finite value at prompt " +
                                  std::to_string(bad(0) / t.dims) + ", k=" + std::to_string(k));
     }
@@ -79,7 +80,7 @@ Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name)
   return t;
 }
 
-int AfterKPosition(const extract::ActivationsInfo& info, int k) {
+int AfterKPosition(const StatesInfo& info, int k) {
   return info.positions == extract::Positions::kAll ? 2 * k - 1 : k - 1;
 }
 

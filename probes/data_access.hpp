@@ -9,6 +9,7 @@
 
 #include "core/hdf5.hpp"
 #include "extract/activations.hpp"
+#include "probes/source.hpp"
 
 namespace icl::probes {
 
@@ -31,13 +32,14 @@ struct Target {
   std::vector<arma::mat> values;
 };
 
-// Loads /targets/<name>; throws naming the file and the entry when a value is not finite.
-Target LoadTarget(const extract::ActivationsInfo& info, const std::string& name);
+// Loads /targets/<name> of an activations file (info.file); throws naming the file and the
+// entry when a value is not finite.
+Target LoadTarget(const StatesInfo& info, const std::string& name);
 
 // Blocks of hidden states, read through the activations file's one reader.
 using extract::HiddenReader;
 
 // Hidden-state row of the state after k examples inside the (T * H) block layout.
-int AfterKPosition(const extract::ActivationsInfo& info, int k);
+int AfterKPosition(const StatesInfo& info, int k);
 
 }  // namespace icl::probes

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "probes/codelength.hpp"
+#include "probes/gradient_options.hpp"
 #include "probes/ridge.hpp"
 
 namespace icl::probes {
@@ -23,21 +24,6 @@ namespace icl::probes {
 // 158,000 page faults, 4.3 s of CPU; 2 MiB pages: 25,000, 3.4 s). Falls back to torch::empty
 // when the mapping fails.
 torch::Tensor LargeEmpty(at::IntArrayRef sizes);
-
-// The widest MLP probe (ProbeRequest::Validate): its first layer alone holds H x mlp_hidden
-// weights and their Adam moments per (k, seed) cell; a billion units asked for terabytes.
-inline constexpr int kMaxMlpHidden = 65536;
-
-struct GradientProbeOptions {
-  bool mlp = true;     // false: FF is linear
-  bool pooled = true;  // false: the single y-token state
-  int mlp_hidden = 256;
-  double lr = 1e-3;
-  int batch = 64;
-  int max_epochs = 30;
-  int patience = 4;  // epochs without validation improvement before stopping
-  std::uint64_t seed = 0;
-};
 
 struct PooledProbeImpl : torch::nn::Module {
   PooledProbeImpl(int positions, int hidden, int outputs, const GradientProbeOptions& options);

@@ -13,9 +13,9 @@ namespace {
 
 // The layer's states, streamed into memory block by block: [N, T, H] float32.
 torch::Tensor LayerStates(const LayerJob& job) {
-  const extract::ActivationsInfo& info = *job.src.info;
+  const StatesInfo& info = *job.src.info;
   const std::int64_t N = info.prompts, rows = job.run.r.block_rows;
-  const int H = info.model.hidden, T = info.positions_per_prompt;
+  const int H = info.hidden, T = info.positions_per_prompt;
   auto states = LargeEmpty({N, T, H});
   for (std::int64_t r0 = 0; r0 < N; r0 += rows) {
     const std::int64_t cnt = std::min<std::int64_t>(rows, N - r0);

@@ -124,9 +124,10 @@ InputRecord RecordInput(const std::string& path, bool verify_rows);
 void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
                      const std::map<std::string, InputRecord>& inputs = {});
 // The same file for sources held in memory (PlanProbesInMemory): `info` describes the main
-// source in place of its file, and the inputs are recorded as "memory" (no digest).
+// source (DescribeArrays: its model and task only by their shapes), and the inputs are recorded
+// as "memory" (no digest).
 void WriteProbesFile(const std::string& path, const ProbeRequest& request, const ProbeOutput& out,
-                     const extract::ActivationsInfo& info);
+                     const StatesInfo& info);
 
 // A run's results as ReadProbesFile would give them from the file WriteProbesFile writes, with
 // no file on disk: written to an in-memory HDF5 file by the same writer and read back by the
@@ -134,6 +135,6 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& request, const
 // source (the runner's plan.infos[0]; its path names the results); inputs are recorded as
 // "memory". Throws core::InputError as the reader does.
 ProbeResults ProbeResultsInMemory(const ProbeRequest& request, const ProbeOutput& out,
-                                  const extract::ActivationsInfo& info);
+                                  const StatesInfo& info);
 
 }  // namespace icl::probes

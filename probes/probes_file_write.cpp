@@ -8,12 +8,14 @@
 #include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/hdf5.hpp"
 #include "core/sha256.hpp"
 #include "data/prompt_io.hpp"
 #include "extract/activations.hpp"
 #include "extract/activations_schema.hpp"
+#include "learners/model_config.hpp"
 #include "probes/probes_file.hpp"
 #include "probes/uncertainty.hpp"
 
@@ -71,9 +73,22 @@ struct CellIndex {
   }
 };
 
+// The model and task a probes file records for its main source: an activations file's own, or,
+// for arrays, what their shapes say (the state's width and the layers; n and d).
+std::pair<learners::ModelConfig, data::TaskConfig> ConfigsOf(const StatesInfo& info) {
+  if (info.file) return {info.file->model, info.file->task};
+  learners::ModelConfig model;
+  model.hidden = info.hidden;
+  model.layers = info.model_layers;
+  data::TaskConfig task;
+  task.n = info.n;
+  task.d = info.d;
+  return {model, task};
+}
+
 // `info`: the main source's description; `record`: what names each input.
 void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
-                         const extract::ActivationsInfo& info,
+                         const StatesInfo& info,
                          const std::function<InputRecord(const std::string&)>& record) {
   data::WriteFormatAttrs(f, kProbesFormat);
   f.SetAttr("activations", req.activations);
@@ -82,16 +97,17 @@ void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput
   f.SetAttr("activations_digest_kind", a.kind);
   f.SetAttr("activations_size", a.size);
   f.SetAttr("activations_mtime_ns", a.mtime_ns);
-  f.SetAttr("checkpoint_sha256", info.checkpoint_sha256);
-  if (info.ridge_lambda >= 0) f.SetAttr("ridge_lambda", info.ridge_lambda);
-  if (!info.learner_targets.empty()) {
+  f.SetAttr("checkpoint_sha256", info.file ? info.file->checkpoint_sha256 : std::string());
+  if (info.file && info.file->ridge_lambda >= 0) f.SetAttr("ridge_lambda", info.file->ridge_lambda);
+  if (info.file && !info.file->learner_targets.empty()) {
     nlohmann::json learners = nlohmann::json::object();
-    for (const auto& spec : info.learner_targets)
+    for (const auto& spec : info.file->learner_targets)
       learners[extract::schema::LearnerTargetName(spec)] = spec;
     f.SetAttr("learner_targets", learners.dump());
   }
-  f.SetAttr("model_config", info.model.ToJson());
-  f.SetAttr("task_config", info.task.ToJson());
+  const auto [model, task] = ConfigsOf(info);
+  f.SetAttr("model_config", model.ToJson());
+  f.SetAttr("task_config", task.ToJson());
   f.SetAttr("probe_config", req.ToJson());
   f.SetAttr("sources", out.sources);
   nlohmann::json controls = nlohmann::json::object();
@@ -326,7 +342,7 @@ namespace {
 
 // Everything of a probes file but its creation, into `f`.
 void WriteProbes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
-                 const extract::ActivationsInfo& info,
+                 const StatesInfo& info,
                  const std::function<InputRecord(const std::string&)>& record) {
   WriteRootAttributes(f, req, out, info, record);
   WriteScores(f, out);
@@ -365,7 +381,7 @@ void WriteProbes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
 void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
                      const std::map<std::string, InputRecord>& inputs) {
   h5::File f = h5::File::Create(path, /*truncate=*/true);
-  WriteProbes(f, req, out, extract::ReadActivationsInfo(req.activations),
+  WriteProbes(f, req, out, DescribeActivations(extract::ReadActivationsInfo(req.activations)),
               [&](const std::string& p) {
                 const auto it = inputs.find(p);
                 return it != inputs.end() ? it->second : RecordInput(p, false);
@@ -374,17 +390,17 @@ void WriteProbesFile(const std::string& path, const ProbeRequest& req, const Pro
 }
 
 void WriteProbesFile(const std::string& path, const ProbeRequest& req, const ProbeOutput& out,
-                     const extract::ActivationsInfo& info) {
+                     const StatesInfo& info) {
   h5::File f = h5::File::Create(path, /*truncate=*/true);
   WriteProbes(f, req, out, info, [](const std::string&) { return InputRecord{"", "memory"}; });
   f.Close();
 }
 
 ProbeResults ProbeResultsInMemory(const ProbeRequest& req, const ProbeOutput& out,
-                                  const extract::ActivationsInfo& info) {
-  h5::File f = h5::File::CreateInMemory(info.path);
+                                  const StatesInfo& info) {
+  h5::File f = h5::File::CreateInMemory(info.name);
   WriteProbes(f, req, out, info, [](const std::string&) { return InputRecord{"", "memory"}; });
-  return ReadProbes(std::move(f), info.path);
+  return ReadProbes(std::move(f), info.name);
 }
 
 }  // namespace icl::probes

@@ -28,6 +28,21 @@ std::string FamilyName(Family f) {
   return "?";
 }
 
+Family ParseFamily(const std::string& name) {
+  for (const Family f : {Family::kRidge, Family::kLinear, Family::kMlp})
+    if (FamilyName(f) == name) return f;
+  throw core::InputError("probe", "probes",
+                         "unknown probe '" + name.substr(0, 40) + "'; expected ridge, linear, mlp");
+}
+
+std::vector<Family> ParseFamilies(const std::vector<std::string>& names) {
+  if (names.empty()) throw core::InputError("probe", "probes", "name at least one family");
+  std::vector<Family> out;
+  for (const std::string& name : names)
+    out.push_back(ParseFamily(name));
+  return out;
+}
+
 std::string QueryTargetName(const std::string& target) {
   return target + kQuerySuffix;
 }
@@ -54,9 +69,9 @@ bool ParsePooling(const std::string& name) {
                          "expected attention or position, got '" + name.substr(0, 80) + "'");
 }
 
-int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at) {
+int ProbePosition(const StatesInfo& info, int k, ProbeAt at) {
   if (at == ProbeAt::kState) return AfterKPosition(info, k);
-  if (info.positions != extract::Positions::kAll || k >= info.task.n)
+  if (info.positions != extract::Positions::kAll || k >= info.n)
     throw std::logic_error("probe: a query position that PlanProbes should have refused");
   return 2 * k;  // x-token of example k+1: x_1 y_1 ... x_k y_k x_{k+1}
 }

@@ -57,7 +57,7 @@ struct RidgeGrid {
 RidgeGrid GridOf(const LayerJob& job) {
   const ProbeRequest& r = job.run.r;
   RidgeGrid g;
-  g.H = job.src.info->model.hidden;
+  g.H = job.src.info->hidden;
   g.K = r.ks.size();
   g.S = r.seeds;
   g.V = job.src.variants.size();

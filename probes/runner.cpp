@@ -80,7 +80,7 @@ SourceData PrepareSource(ProbeRun& run, const std::string& name, std::size_t inf
           arma::uvec perm = src.train[s];
           for (arma::uword i = perm.n_elem - 1; i > 0; --i)
             std::swap(perm(i), perm(rng.NextU64() % (i + 1)));
-          for (int k = 1; k <= src.info->task.n; ++k) {
+          for (int k = 1; k <= src.info->n; ++k) {
             arma::mat y = t.values[k - 1];
             y.cols(src.train[s]) = t.values[k - 1].cols(perm);
             v.shuffled[s].push_back(std::move(y));
@@ -102,8 +102,8 @@ void ProbeSource(ProbeRun& run, const SourceData& src) {
   std::vector<Family> gradient;
   for (auto f : r.families)
     if (f != Family::kRidge) gradient.push_back(f);
-  const extract::ActivationsInfo& info = *src.info;
-  const double layer_bytes = 4.0 * info.prompts * info.positions_per_prompt * info.model.hidden;
+  const StatesInfo& info = *src.info;
+  const double layer_bytes = 4.0 * info.prompts * info.positions_per_prompt * info.hidden;
   const std::size_t group =
       gradient.empty() ? 1
                        : std::max<std::size_t>(
@@ -115,12 +115,12 @@ void ProbeSource(ProbeRun& run, const SourceData& src) {
     for (std::size_t li = g0; li < g1; ++li) {
       std::function<arma::fmat(std::int64_t, std::int64_t)> read;
       if (src.memory) {
-        const std::int64_t rows = std::int64_t(info.positions_per_prompt) * info.model.hidden;
+        const std::int64_t rows = std::int64_t(info.positions_per_prompt) * info.hidden;
         read = [&src, layer = r.layers[li], rows](std::int64_t start, std::int64_t count) {
           return src.memory->Read(layer, rows, start, count);
         };
       } else {
-        const HiddenReader& reader = readers.emplace_back(info, r.layers[li]);
+        const HiddenReader& reader = readers.emplace_back(*info.file, r.layers[li]);
         read = [&reader](std::int64_t start, std::int64_t count) {
           return reader.Read(start, count);
         };
@@ -165,10 +165,12 @@ void SortRecords(ProbeOutput& out, const ProbeRequest& r) {
 // w and x), and w varies.
 void AddCeilings(ProbeOutput& out, const ProbePlan& plan) {
   const ProbeRequest& r = plan.request;
-  const extract::ActivationsInfo& info = plan.infos[0];
-  const data::TaskConfig& task = info.task;
-  const bool bayes = info.ridge_lambda >= 0 && std::abs(info.ridge_lambda - task.BayesLambda()) <=
-                                                   1e-12 * (1 + task.BayesLambda());
+  const StatesInfo& info = plan.infos[0];
+  if (!info.file) return;  // arrays: no task says what w was drawn from
+  const data::TaskConfig& task = info.file->task;
+  const double lambda = info.file->ridge_lambda;
+  const bool bayes =
+      lambda >= 0 && std::abs(lambda - task.BayesLambda()) <= 1e-12 * (1 + task.BayesLambda());
   if (std::find(r.targets.begin(), r.targets.end(), "w") == r.targets.end() || !bayes ||
       task.fixed_w || task.context_shift.kind != data::ShiftKind::kNone ||
       std::find(info.targets.begin(), info.targets.end(), "w_ridge") == info.targets.end())
@@ -192,7 +194,7 @@ void AddCeilings(ProbeOutput& out, const ProbePlan& plan) {
 // ProbeOutput::target_map_r2 on the main file: each target against each other target, per k.
 void AddTargetMaps(ProbeOutput& out, const ProbePlan& plan) {
   const ProbeRequest& r = plan.request;
-  const extract::ActivationsInfo& info = plan.infos[0];
+  const StatesInfo& info = plan.infos[0];
   const std::size_t T = r.targets.size();
   if (T < 2) return;
   const auto roles = SplitPrompts(info.prompts, r.split, SplitSeed(r.seed, 0));
@@ -247,7 +249,7 @@ ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
   };
   std::vector<Source> sources = {{"model", 0, false}};
   for (std::size_t i = 1; i < plan.infos.size(); ++i)
-    sources.push_back({SourceName(plan.infos[i].path), i, false});
+    sources.push_back({SourceName(plan.infos[i].name), i, false});
   if (r.shuffle_control) sources.push_back({"shuffled", 0, true});
   for (const auto& s : sources)
     run.out.sources.push_back(s.name);

@@ -17,13 +17,19 @@
 #include "extract/activations.hpp"
 #include "probes/codelength.hpp"
 #include "probes/data_access.hpp"
-#include "probes/gradient.hpp"
+#include "probes/gradient_options.hpp"
 #include "probes/ridge.hpp"
+#include "probes/source.hpp"
 
 namespace icl::probes {
 
 enum class Family { kRidge, kLinear, kMlp };
-std::string FamilyName(Family f);
+std::string FamilyName(Family f);  // "ridge", "linear", "mlp"
+// FamilyName's inverse; core::InputError (setting "probes") for any other name.
+Family ParseFamily(const std::string& name);
+// The families of a list setting's entries (core::SplitList's, or a Python list of names), in
+// order; core::InputError (setting "probes") for an unknown name or an empty list.
+std::vector<Family> ParseFamilies(const std::vector<std::string>& names);
 
 // Where a probe reads the state after k examples: the y-token of example k (kState), or the
 // x-token of example k+1 (kQuery), where the learner's prediction of y_{k+1} is read. A target
@@ -35,7 +41,7 @@ std::string QueryTargetName(const std::string& target);
 std::pair<std::string, ProbeAt> SplitTargetName(const std::string& stored);
 // The row of the state a probe at `at` reads after k examples inside the (T * H) block layout;
 // kQuery needs the x-tokens (positions "all") and k < n.
-int ProbePosition(const extract::ActivationsInfo& info, int k, ProbeAt at);
+int ProbePosition(const StatesInfo& info, int k, ProbeAt at);
 // The settings `at` ("state", "query" or "both": the positions read, in that order) and
 // `pooling` ("attention": pooled, true; "position": the one state, false), as a request holds
 // them; core::InputError naming the setting otherwise.
@@ -77,13 +83,13 @@ struct ProbeRequest {
   void Validate() const;
 };
 
-// A request checked against its files: defaults resolved (every stored layer, k = 1..n) and
-// the files' descriptions, the main file first, then the controls (with prompts cut to
+// A request checked against its sources: defaults resolved (every stored layer, k = 1..n) and
+// the sources' descriptions, the main source first, then the controls (with prompts cut to
 // max_prompts where given).
 struct MemorySource;
 struct ProbePlan {
   ProbeRequest request;
-  std::vector<extract::ActivationsInfo> infos;
+  std::vector<StatesInfo> infos;
   // Sources held in memory (PlanProbesInMemory), in the order of infos; empty: files.
   std::vector<std::shared_ptr<const MemorySource>> memory;
 };
@@ -107,12 +113,11 @@ struct MemorySource {
   arma::fmat Read(int layer, std::int64_t rows, std::int64_t start, std::int64_t count) const;
 };
 
-// PlanProbes over sources in memory: `infos` describe them (path: the name messages and, for a
-// control, the results use), `memory` holds them, main source first. The same checks, less the
-// one only files can answer (that the controls hold the same prompts: with arrays, the
-// caller's word). Throws std::logic_error when a source lacks a layer or target its info names.
-ProbePlan PlanProbesInMemory(const ProbeRequest& request,
-                             std::vector<extract::ActivationsInfo> infos,
+// PlanProbes over sources in memory: `infos` describe them (DescribeArrays; name: the name
+// messages and, for a control, the results use), `memory` holds them, main source first. The same
+// checks, less the one only files can answer (that the controls hold the same prompts: with arrays,
+// the caller's word). Throws std::logic_error when a source lacks a layer or target its info names.
+ProbePlan PlanProbesInMemory(const ProbeRequest& request, std::vector<StatesInfo> infos,
                              std::vector<std::shared_ptr<const MemorySource>> memory);
 
 struct ProbeRecord {
@@ -178,6 +183,11 @@ struct ProbeOutput {
 // on its size.
 ProbeOutput RunProbes(const ProbePlan& plan, core::ThreadPool& pool,
                       const std::function<void(double done, double total)>& progress = {});
+
+// A run on arrays whose K axis carries labels other than 1..K (`labels[k-1]` for the run's k):
+// its output, its request's ks and the description's n speak in those labels.
+void RelabelKs(const std::vector<int>& labels, ProbeRequest& request, ProbeOutput& out,
+               StatesInfo& info);
 
 // The stem naming a control source: "acts_init" for "runs/acts_init.h5".
 std::string SourceName(const std::string& path);

@@ -12,6 +12,7 @@
 
 #include "core/errors.hpp"
 #include "probes/data_access.hpp"
+#include "probes/gradient.hpp"
 #include "probes/runner.hpp"
 
 namespace icl::probes::detail {
@@ -35,7 +36,7 @@ struct Variant {
 // One source probed: its file, the prompts' roles per seed, and the target variants.
 struct SourceData {
   std::string name;
-  const extract::ActivationsInfo* info;
+  const StatesInfo* info;
   const MemorySource* memory = nullptr;  // the source's states when the plan holds them
   std::vector<std::vector<Role>> roles;  // [seed][prompt]
   std::vector<arma::uvec> train, val, test;
@@ -55,7 +56,7 @@ class ProbeRun {
 
   const ProbePlan& plan;
   const ProbeRequest& r;
-  const std::vector<extract::ActivationsInfo>& infos;
+  const std::vector<StatesInfo>& infos;
   core::ThreadPool& pool;
   ProbeOutput out;
   double total = 0;  // progress units: (source, layer, k, family)
@@ -63,7 +64,7 @@ class ProbeRun {
   void Record(const SourceData& src, int layer, const std::string& target, Family f, int k, int s,
               const Errors& e, double lambda, int epochs, const Codelength* code = nullptr) {
     if (!(e.sst > 0))
-      throw core::InputError("'" + src.info->path + "'", "",
+      throw core::InputError("'" + src.info->name + "'", "",
                              "target " + target + " has zero variance on the test split at k=" +
                                  std::to_string(k) + "; nMSE is undefined");
     if (e.row_sse.n_elem != src.test[s].n_elem || e.row_sst.n_elem != src.test[s].n_elem)

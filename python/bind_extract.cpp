@@ -48,10 +48,7 @@ std::string ExtractFile(const std::string& checkpoint, const std::string& out,
   cfg.prompts = s.prompts;
   cfg.seed = s.seed;
   if (s.layers) cfg.layers = *s.layers;
-  if (s.positions != "all" && s.positions != "y")
-    throw InputError("iclprobe", "positions",
-                     "expected all or y, got '" + s.positions.substr(0, 40) + "'");
-  cfg.positions = s.positions == "all" ? ex::Positions::kAll : ex::Positions::kY;
+  cfg.positions = ex::ParsePositions(s.positions);
   cfg.ridge_lambda = s.ridge_lambda;
   cfg.float16 = s.float16;
   cfg.compress = s.compress;

@@ -23,7 +23,6 @@
 #include "core/thread_pool.hpp"
 #include "data/task.hpp"
 #include "extract/activations.hpp"
-#include "learners/model_config.hpp"
 #include "probes/probes_file.hpp"
 #include "probes/runner.hpp"
 #include "probes/uncertainty.hpp"
@@ -57,28 +56,17 @@ struct ProbeSettings {
 
 struct ProbeArrays {
   py::array hidden;                                         // [N, L, T, F]
-  std::map<std::string, py::array> targets;                 // name -> [N, K, D]
+  std::map<std::string, py::array> targets;                 // name -> [N, K, D] or [N, D]
   std::vector<std::pair<std::string, py::array>> controls;  // name -> [N, L, T, F]
-  std::vector<int> layers, ks;                              // labels of the L and K axes
+  std::vector<int> layers;                                  // labels of the L axis
+  std::vector<int> ks;                                      // labels of the K axis; empty: 1..K
 };
 
 // The request the CLI's probe would build from `s` (its option names in messages).
 icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
   namespace pr = icl::probes;
   pr::ProbeRequest r;
-  r.families.clear();
-  for (const auto& f : ListArgument("probes", s.probes)) {
-    if (f == "ridge")
-      r.families.push_back(pr::Family::kRidge);
-    else if (f == "linear")
-      r.families.push_back(pr::Family::kLinear);
-    else if (f == "mlp")
-      r.families.push_back(pr::Family::kMlp);
-    else
-      throw InputError("iclprobe", "probes",
-                       "expected ridge, linear or mlp, got '" + f.substr(0, 40) + "'");
-  }
-  if (r.families.empty()) throw InputError("iclprobe", "probes", "name at least one family");
+  r.families = pr::ParseFamilies(ListArgument("probes", s.probes));
   r.pooled = pr::ParsePooling(s.pooling);
   r.at = pr::ParseProbeAt(s.at);
   if (s.lambdas) r.lambdas = arma::vec(*s.lambdas);
@@ -118,7 +106,7 @@ std::shared_ptr<icl::probes::MemorySource> HiddenSource(
 // can be tabled, analysed as a probes file's (in memory) and saved as one.
 class ProbeRun {
  public:
-  ProbeRun(icl::probes::ProbeRequest request, icl::extract::ActivationsInfo info,
+  ProbeRun(icl::probes::ProbeRequest request, icl::probes::StatesInfo info,
            icl::probes::ProbeOutput output)
       : request_(std::move(request)), info_(std::move(info)), out_(std::move(output)) {}
   int threads = 1;  // the workers the run had (core::WorkerCount of the request)
@@ -250,24 +238,64 @@ class ProbeRun {
 
  private:
   icl::probes::ProbeRequest request_;
-  icl::extract::ActivationsInfo info_;
+  icl::probes::StatesInfo info_;
   icl::probes::ProbeOutput out_;
   std::unique_ptr<Probes> results_;
 };
 
-// The runner's k counts 1..K along the caller's K axis; results carry the caller's labels.
-void RelabelKs(icl::probes::ProbeOutput& out, const std::vector<int>& labels) {
-  const auto label = [&](int k) { return labels[std::size_t(k - 1)]; };
-  for (auto& r : out.records)
-    r.k = label(r.k);
-  for (auto& r : out.ridge)
-    r.k = label(r.k);
-  for (auto& a : out.alphas)
-    a.k = label(a.k);
-  for (auto& c : out.codes)
-    c.k = label(c.k);
-  for (auto& k : out.ks)
-    k = label(k);
+// The labels of the K axis: `given`, or 1..K when none are given (with positions all, the only
+// ones: k counts the examples the T axis holds).
+std::vector<int> KLabels(const std::vector<int>& given, py::ssize_t K, bool all) {
+  std::vector<int> ks = given;
+  if (ks.empty())
+    for (int k = 1; k <= int(K); ++k)
+      ks.push_back(k);
+  else if (all)
+    throw InputError("iclprobe", "ks", "with positions all the k axis is 1..K; leave ks out");
+  std::vector<int> sorted = ks;
+  std::sort(sorted.begin(), sorted.end());
+  if (py::ssize_t(ks.size()) != K ||
+      std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    throw InputError("iclprobe", "ks",
+                     "expected " + std::to_string(K) + " distinct labels for the K axis, got " +
+                         std::to_string(ks.size()) + " labels");
+  for (int k : ks)
+    if (k < 1 || k > icl::data::kMaxN)
+      throw InputError("iclprobe", "ks",
+                       "labels must be in 1.." + std::to_string(icl::data::kMaxN));
+  return ks;
+}
+
+// The targets as the runner holds them, per k (Target::values[k-1], D x N): [N, K, D] arrays,
+// or [N, D] ones that hold the same value after every k.
+std::map<std::string, icl::probes::Target> MemoryTargets(const ProbeArrays& in, py::ssize_t N,
+                                                         py::ssize_t K, const std::string& hidden) {
+  std::map<std::string, icl::probes::Target> out;
+  for (const auto& [name, arr] : in.targets) {
+    const std::string arg = "targets['" + name.substr(0, 40) + "']";
+    if (!icl::core::IsPlainName(name))
+      throw InputError("iclprobe", "targets",
+                       "'" + name.substr(0, 40) + "' is not a plain name (letters, digits, _ . -)");
+    const bool per_k = arr.ndim() != 2;
+    const auto t = FloatArray<double>(arr, arg, per_k ? 3 : 2, per_k ? "[N, K, D]" : "[N, D]");
+    if (t.shape(0) != N || (per_k && t.shape(1) != K))
+      throw InputError("iclprobe", arg,
+                       "expected [" + std::to_string(N) + (per_k ? ", " + std::to_string(K) : "") +
+                           ", D] to match hidden " + hidden + ", got " +
+                           Shape(std::vector<py::ssize_t>(t.shape(), t.shape() + t.ndim())));
+    const py::ssize_t D = t.shape(t.ndim() - 1);
+    if (D < 1) throw InputError("iclprobe", arg, "has no entries (D = 0)");
+    icl::probes::Target target{name, arma::uword(D), {}};
+    for (py::ssize_t k = 0; k < K; ++k) {
+      arma::mat v(D, N);
+      for (py::ssize_t i = 0; i < N; ++i)
+        for (py::ssize_t j = 0; j < D; ++j)
+          v(j, i) = per_k ? t.at(i, k, j) : t.at(i, j);
+      target.values.push_back(std::move(v));
+    }
+    out[name] = std::move(target);
+  }
+  return out;
 }
 
 std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
@@ -278,70 +306,25 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
   const py::ssize_t N = h.shape(0), L = h.shape(1), T = h.shape(2), F = h.shape(3);
   if (N < 1 || L < 1 || T < 1 || F < 1)
     throw InputError("iclprobe", "hidden", "has an empty dimension: " + Shape({N, L, T, F}));
-  if (s.positions != "y" && s.positions != "all")
-    throw InputError("iclprobe", "positions",
-                     "expected y or all, got '" + s.positions.substr(0, 40) + "'");
-  const bool all = s.positions == "all";
-  if (all && T % 2 != 0)
-    throw InputError("iclprobe", "hidden",
-                     "positions all: expected 2n tokens (x_1 y_1 ... x_n y_n) on the T axis, got " +
-                         std::to_string(T));
-  const py::ssize_t K = all ? T / 2 : T;
-  if (py::ssize_t(in.layers.size()) != L || py::ssize_t(in.ks.size()) != K)
-    throw std::logic_error("iclprobe: layer and k labels do not match the hidden states");
-  for (int l : in.layers)
-    if (l < 0 || l > icl::learners::kMaxLayers)
-      throw InputError("iclprobe", "layers",
-                       "labels must be in 0.." + std::to_string(icl::learners::kMaxLayers) +
-                           ", got " + std::to_string(l));
-  for (std::size_t i = 0; i < in.ks.size(); ++i)
-    if (in.ks[i] < 1 || in.ks[i] > icl::data::kMaxN || (all && in.ks[i] != int(i) + 1))
-      throw InputError("iclprobe", "ks",
-                       all ? "with positions all the k axis is 1..n"
-                           : "labels must be in 1.." + std::to_string(icl::data::kMaxN));
-  if (in.targets.empty()) throw InputError("iclprobe", "targets", "at least one is needed");
+  if (py::ssize_t(in.layers.size()) != L)
+    throw std::logic_error("iclprobe: layer labels do not match the hidden states");
+  // Each target's name and entries D (an array of another rank is refused below, by name).
+  std::vector<std::pair<std::string, int>> shapes;
+  for (const auto& [name, arr] : in.targets)
+    shapes.emplace_back(name,
+                        arr.ndim() == 2 || arr.ndim() == 3 ? int(arr.shape(arr.ndim() - 1)) : 1);
+  const auto positions = icl::extract::ParsePositions(s.positions);
+  pr::StatesInfo info = pr::DescribeArrays(s.name, N, in.layers, int(T), int(F), positions, shapes);
+  const py::ssize_t K = info.n;
+  const std::vector<int> ks = KLabels(in.ks, K, positions == icl::extract::Positions::kAll);
 
   auto model = HiddenSource(h, in.layers);
-  icl::extract::ActivationsInfo info;
-  info.path = s.name;
-  info.model.hidden = int(F);
-  info.model.layers = int(L) - 1;
-  info.task.n = int(K);
-  info.prompts = N;
-  info.layers = in.layers;
-  info.positions = all ? icl::extract::Positions::kAll : icl::extract::Positions::kY;
-  info.positions_per_prompt = int(T);
-  info.ridge_lambda = -1;
+  model->targets = MemoryTargets(in, N, K, Shape({N, L, T, F}));
   r.activations = s.name;
   r.targets.clear();
-  for (const auto& [name, arr] : in.targets) {
-    const std::string arg = "targets['" + name.substr(0, 40) + "']";
-    if (!icl::core::IsPlainName(name))
-      throw InputError("iclprobe", "targets",
-                       "'" + name.substr(0, 40) + "' is not a plain name (letters, digits, _ . -)");
-    const auto t = FloatArray<double>(arr, arg, 3, "[N, K, D]");
-    if (t.shape(0) != N || t.shape(1) != K)
-      throw InputError("iclprobe", arg,
-                       "expected [" + std::to_string(N) + ", " + std::to_string(K) +
-                           ", D] to match hidden " + Shape({N, L, T, F}) + ", got " +
-                           Shape({t.shape(0), t.shape(1), t.shape(2)}));
-    const py::ssize_t D = t.shape(2);
-    if (D < 1) throw InputError("iclprobe", arg, "has no entries (D = 0)");
-    pr::Target target{name, arma::uword(D), {}};
-    for (py::ssize_t k = 0; k < K; ++k) {
-      arma::mat v(D, N);
-      for (py::ssize_t i = 0; i < N; ++i)
-        for (py::ssize_t j = 0; j < D; ++j)
-          v(j, i) = t.at(i, k, j);
-      target.values.push_back(std::move(v));
-    }
-    model->targets[name] = std::move(target);
+  for (const auto& [name, target] : model->targets)
     r.targets.push_back(name);
-    info.targets.push_back(name);
-    info.target_per_k.push_back(true);
-  }
-  info.task.d = int(model->targets.begin()->second.dims);
-  std::vector<icl::extract::ActivationsInfo> infos = {info};
+  std::vector<pr::StatesInfo> infos = {info};
   std::vector<std::shared_ptr<const pr::MemorySource>> memory = {model};
   std::vector<py::array_t<float, py::array::c_style>> kept;  // the controls' states, read in place
   for (const auto& [name, arr] : in.controls) {
@@ -357,8 +340,8 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
                            Shape({c.shape(0), c.shape(1), c.shape(2), c.shape(3)}));
     auto src = HiddenSource(c, in.layers);
     src->targets = model->targets;  // the same prompts, so the same targets
-    icl::extract::ActivationsInfo ci = info;
-    ci.path = name;
+    pr::StatesInfo ci = info;
+    ci.name = name;
     infos.push_back(ci);
     memory.push_back(src);
     r.controls.push_back(name);
@@ -372,13 +355,7 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
     icl::core::ThreadPool pool(workers);
     return pr::RunProbes(plan, pool, tick);
   });
-  RelabelKs(out, in.ks);
-  // What describes the results: the caller's k labels on the task's k axis.
-  for (int& k : r.ks)
-    k = in.ks[std::size_t(k - 1)];
-  info.task.n = std::max(info.task.n, *std::max_element(in.ks.begin(), in.ks.end()));
-  info.model.layers =
-      std::max(info.model.layers, *std::max_element(in.layers.begin(), in.layers.end()));
+  pr::RelabelKs(ks, r, out, info);  // the results carry the caller's k labels
   auto run = std::make_unique<ProbeRun>(std::move(r), std::move(info), std::move(out));
   run->threads = workers;
   return run;

@@ -7,7 +7,6 @@
 // std::vector and the rest, and the linker would keep one of the two (an ODR violation that shows
 // as "Unregistered type" at run time).
 #include <pybind11/stl.h>
-#include <torch/utils.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,8 +15,7 @@
 #include <future>
 #include <mutex>
 
-extern "C" int openblas_get_num_threads(void);
-extern "C" void openblas_set_num_threads(int num_threads);
+#include "learners/kernel_threads.hpp"
 
 namespace icl::python {
 
@@ -90,22 +88,7 @@ R Interruptible(const py::object& callback, const std::function<R(const Tick&)>&
 }
 
 // Torch's and OpenBLAS's pools serial for one call (extract's arithmetic: each group of prompts
-// on one thread), the caller's settings given back after.
-class SerialKernels {
- public:
-  SerialKernels() : torch_(torch::get_num_threads()), blas_(openblas_get_num_threads()) {
-    torch::set_num_threads(1);
-    openblas_set_num_threads(1);
-  }
-  ~SerialKernels() {
-    torch::set_num_threads(torch_);
-    openblas_set_num_threads(blas_);
-  }
-  SerialKernels(const SerialKernels&) = delete;
-  SerialKernels& operator=(const SerialKernels&) = delete;
-
- private:
-  int torch_, blas_;
-};
+// on one thread), the caller's settings given back after: the library's one rule.
+using learners::SerialKernels;
 
 }  // namespace icl::python

@@ -37,11 +37,22 @@ for lib in $libs; do
 done
 
 grep -rn 'boost/program_options' $libs && fail "a library includes Boost.Program_options"
+# The headers every subcommand includes stay free of LibTorch: only core/'s headers, the task
+# (data/task.hpp) and apps/'s own light headers, none of which includes it.
+grep -nE '^#include' apps/cli.hpp apps/options.hpp apps/subcommands.hpp apps/progress.hpp \
+  | grep -vE '#include (<(armadillo|array|boost/program_options.hpp|chrono|cmath|cstdint|fmt/format.h|map|stdexcept|string|tuple|type_traits|vector)>|"(core/[a-z_]+|data/task)\.hpp"|"apps/(options|progress)\.hpp")' \
+  && fail "a header every subcommand includes includes a library header beyond core/ and the task (LibTorch comes with the others)"
 # String literals holding an option ("--name"), outside comments.
 grep -rnE '"[^"]*--[a-z]' $libs --include=*.cpp --include=*.hpp | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' \
   && fail "a library message names a command-line option"
+# learners/kernel_threads.* holds the one rule for the kernel libraries' pools, for apps/ and
+# python/ to carry out their choice; no library calls it.
 grep -rnE 'set_num_threads|omp_set_num_threads' $libs --include=*.cpp --include=*.hpp \
+  | grep -v '^learners/kernel_threads\.cpp:' \
   | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' && fail "a library sets a process-wide thread count"
+grep -rnE 'kernel_threads\.hpp|SetKernelThreads|SetBlasThreads|SerialKernels' $libs --include=*.cpp --include=*.hpp \
+  | grep -v '^learners/kernel_threads\.' \
+  && fail "a library sets the kernel libraries' thread pools (only apps/ and python/ choose them)"
 for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"' '"iclprobe-interventions"' \
          '"iclprobe-prompts"' '"iclprobe-trace"' '"iclprobe-swaps"' \
          '"iclprobe-erasure"' '"iclprobe-das"'; do

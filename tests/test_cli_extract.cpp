@@ -78,6 +78,17 @@ void ExpectSameDatasets(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// The names of the positions stored, as --positions (and the Python module's positions=) give
+// them.
+TEST(ExtractConfig, PositionsParseTheirNamesAndRefuseOthers) {
+  EXPECT_EQ(extract::ParsePositions("all"), extract::Positions::kAll);
+  EXPECT_EQ(extract::ParsePositions("y"), extract::Positions::kY);
+  EXPECT_EQ(test::InputErrorOf([] { extract::ParsePositions("x"); }),
+            "positions: expected all or y, got 'x'");
+  EXPECT_EQ(test::InputErrorOf([] { extract::ParsePositions("Y"); }),
+            "positions: expected all or y, got 'Y'");
+}
+
 TEST_F(CliExtract, WritesEveryLayerTargetsAndAttributesReadableByH5ls) {
   TempDir tmp;
   const std::string out = tmp / "acts.h5";

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "apps/cli.hpp"
+#include "apps/subcommands.hpp"
 #include "core/errors.hpp"
 #include "core/spec.hpp"
 #include "learners/classical.hpp"
@@ -121,6 +122,42 @@ TEST(CliOptions, SharedOptionsAgreeAcrossSubcommands) {
     }
 }
 
+// The table of subcommands is the one list: the registry holds exactly its option tables,
+// `iclprobe --help` lists its names with their summaries in its order, and a name not in it is
+// refused.
+TEST(CliOptions, TheTableOfSubcommandsIsWhatTheProgramAndTheRegistryList) {
+  const auto& table = cli::Subcommands();
+  std::vector<std::string> names;
+  for (const auto& s : table) {
+    names.push_back(s.name);
+    EXPECT_FALSE(std::string(s.summary).empty()) << s.name;
+    EXPECT_EQ(cli::FindSubcommand(s.name), &s);
+  }
+  std::vector<std::string> expected = kSubcommands;
+  std::sort(names.begin(), names.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(cli::FindSubcommand("probes"), nullptr);
+  const auto registry = cli::OptionRegistry();
+  EXPECT_EQ(registry.size(), table.size());
+  for (const auto& s : table)
+    EXPECT_EQ(registry.count(s.name), 1u) << s.name;
+  const auto help = test::RunIclprobe("--help");
+  ASSERT_EQ(help.exit_code, 0);
+  std::size_t at = help.out.find("Subcommands:\n");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  for (const auto& s : table) {
+    const std::string name = s.name;
+    const std::string line = "  " + name + std::string(12 - name.size(), ' ') + s.summary + "\n";
+    const std::size_t found = help.out.find(line, at);
+    EXPECT_NE(found, std::string::npos) << line;
+    if (found != std::string::npos) at = found;
+  }
+  const auto unknown = test::RunIclprobe("probes --help");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown subcommand 'probes'"), std::string::npos) << unknown.err;
+}
+
 // A default is shown as the shortest text that reads back as the same value (extract
 // once showed --ridge-lambda (=0.10000000000000001)), and --help, built from the registry, lists
 // exactly its options with those defaults.
@@ -161,8 +198,6 @@ TEST(CliOptions, ListParsersRefuseWhatTheyCannotRead) {
   EXPECT_NEAR(cli::ParseLambdas("1e-2:1e2:5")(2), 1.0, 1e-12);  // 10^0 from logspace: ~1 ulp
   EXPECT_THROW(cli::ParseSplit("inf,1,1"), std::invalid_argument);
   EXPECT_THROW(cli::ParseSplit("0.8,0.2"), std::invalid_argument);
-  EXPECT_EQ(cli::ParseFamilies("ridge,mlp").size(), 2u);
-  EXPECT_THROW(cli::ParseFamilies("ridge,svm"), std::invalid_argument);
 }
 
 // ---- The table of inputs -------------------------------------------------------------------
@@ -221,8 +256,8 @@ TEST(CliOptions, InputPathsListEveryInputWithItsCompanions) {
   t.List("half", &halves, "halves", "").Optional("csv", &csv, "csv", "");
   t.Input("checkpoint").Input("cell", {}, true).Input("half", {".train.csv"}).Output("csv");
   boost::program_options::variables_map vm;
-  const char* argv[] = {"compare", "-c", "a.h5", "--cell", "x=b.h5,c.h5", "--half", "h.h5",
-                        "--csv", "o.csv"};
+  const char* argv[] = {"compare", "-c",   "a.h5",  "--cell", "x=b.h5,c.h5",
+                        "--half",  "h.h5", "--csv", "o.csv"};
   boost::program_options::store(
       boost::program_options::parse_command_line(9, argv, t.description()), vm);
   boost::program_options::notify(vm);
@@ -240,8 +275,9 @@ TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
     const auto r = test::RunIclprobe(args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.err;
   };
-  const std::string tiny = "--d 3 --n 5 --layers 2 --hidden 16 --heads 2 --batch 8 --eval-every 5 "
-                           "--save-every 5 --eval-prompts 16 --threads 1 --quiet ";
+  const std::string tiny =
+      "--d 3 --n 5 --layers 2 --hidden 16 --heads 2 --batch 8 --eval-every 5 "
+      "--save-every 5 --eval-prompts 16 --threads 1 --quiet ";
   ok("train " + tiny + "--steps 20 --warmup 4 --seed 1 --out " + P("run.h5"));
   ok("train " + tiny + "--steps 20 --warmup 4 --seed 2 --out " + P("run2.h5"));
   ok("train " + tiny + "--steps 10 --warmup 2 --seed 1 --out " + P("half.h5"));
@@ -260,8 +296,8 @@ TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
   // appended by the test.
   const std::vector<std::pair<std::string, std::string>> bases = {
       {"baselines", "baselines --checkpoint " + P("gd.h5") + " --prompts 5 --learners ols"},
-      {"inspect", "inspect --checkpoint " + P("run.h5") + " --half " + P("half.h5") +
-                      " --threads 1"},
+      {"inspect",
+       "inspect --checkpoint " + P("run.h5") + " --half " + P("half.h5") + " --threads 1"},
       {"extract", "extract --checkpoint " + P("gd.h5") + " --prompts 10 --threads 1 --quiet"},
       {"probe", "probe --activations " + P("acts.h5") + " --control " + P("ctrl.h5") +
                     " --targets xty --k 3 --threads 1 --quiet"},
@@ -279,9 +315,11 @@ TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
                     " --activations " + P("acts.h5") + " --control-activations " + P("ctrl.h5") +
                     " --algorithms gd:0.05:2 --prompts 20 --fit-prompts 40 --quiet"},
       {"swap", "swap --checkpoint " + P("gd.h5") + " --learners ols --pairs 4 --k 3 --quiet"},
-      {"erase", "erase --checkpoint " + P("gd.h5") + " --layers 2 --k 3 --fit-prompts 50 -N 20 "
+      {"erase", "erase --checkpoint " + P("gd.h5") +
+                    " --layers 2 --k 3 --fit-prompts 50 -N 20 "
                     "--quiet"},
-      {"das", "das --checkpoint " + P("gd.h5") + " --quantity xty --algorithm gd:0.05 --layers 2 "
+      {"das", "das --checkpoint " + P("gd.h5") +
+                  " --quantity xty --algorithm gd:0.05 --layers 2 "
                   "--m 1 --k 3 --train-pairs 20 --test-pairs 10 --epochs 1 --quiet"},
   };
   const auto registry = cli::OptionRegistry();
@@ -356,7 +394,6 @@ TEST(CliOptions, EveryListParserRefusesEmptyEntriesNamingTheOption) {
               "codelength_blocks")
         << text;
     EXPECT_EQ(field_of([&] { cli::ParseLambdas(text); }), "lambdas") << text;
-    EXPECT_EQ(field_of([&] { cli::ParseFamilies(text); }), "probes") << text;
     EXPECT_EQ(field_of([&] { cli::ParseSplit(text); }), "split") << text;
     // The learner lists of baselines, compare and swap (learners/), with the setting they name.
     EXPECT_EQ(field_of([&] { learners::MakeLearners(text, task); }), "learners") << text;

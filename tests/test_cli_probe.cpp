@@ -328,24 +328,24 @@ TEST(CliProbe, RidgeOnStatesInMemoryEqualsTheFileRunExactly) {
   const probes::ProbePlan file_plan = probes::PlanProbes(req);
   const probes::ProbeOutput from_file = probes::RunProbes(file_plan, pool);
 
-  std::vector<extract::ActivationsInfo> infos = file_plan.infos;
+  std::vector<probes::StatesInfo> infos = file_plan.infos;
   std::vector<std::shared_ptr<const probes::MemorySource>> memory;
   std::deque<arma::fmat> states;  // read where they lie: they outlive the run
   for (auto& info : infos) {
     auto m = std::make_shared<probes::MemorySource>();
     for (int l : info.layers) {
       const arma::fmat& s =
-          states.emplace_back(extract::HiddenReader(info, l).Read(0, info.prompts));
+          states.emplace_back(extract::HiddenReader(*info.file, l).Read(0, info.prompts));
       m->hidden[l] = {s.memptr(), std::int64_t(s.n_rows)};
     }
     for (const auto& t : info.targets)
       m->targets[t] = probes::LoadTarget(info, t);
     memory.push_back(m);
-    info.path = fs::path(info.path).stem().string();  // names only: nothing is read from a file
+    info.name = fs::path(info.name).stem().string();  // names only: nothing is read from a file
   }
   probes::ProbeRequest mreq = req;
-  mreq.activations = infos[0].path;
-  mreq.controls = {infos[1].path};
+  mreq.activations = infos[0].name;
+  mreq.controls = {infos[1].name};
   const probes::ProbeOutput in_memory =
       probes::RunProbes(probes::PlanProbesInMemory(mreq, infos, memory), pool);
 

@@ -273,6 +273,27 @@ using test::TempDir;
 
 }  // namespace
 
+// The names of the interchange's position and of the search's start, as --position and
+// --start (and the Python module) give them.
+TEST(DasRequest, PositionAndStartParseTheirNamesAndRefuseOthers) {
+  for (const auto p : {intervene::DasPosition::kQuery, intervene::DasPosition::kYToken,
+                       intervene::DasPosition::kContext})
+    EXPECT_EQ(intervene::ParseDasPosition(intervene::DasPositionName(p)), p);
+  for (const auto s : {intervene::DasStart::kProbe, intervene::DasStart::kRandom})
+    EXPECT_EQ(intervene::ParseDasStart(intervene::DasStartName(s)), s);
+  EXPECT_EQ(test::InputErrorOf([] { intervene::ParseDasPosition("middle"); }),
+            "position: expected query, y-token or context, got 'middle'");
+  EXPECT_EQ(test::InputErrorOf([] { intervene::ParseDasStart("best"); }),
+            "start: expected probe or random, got 'best'");
+  // A file's attribute is refused in the file's name.
+  try {
+    intervene::ParseDasPosition("y", "'d.h5'");
+    ADD_FAILURE() << "accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.module(), "'d.h5'");
+  }
+}
+
 // The command: a compiled checkpoint in (its /construction quantities become named subspaces),
 // the file and its CSV out; bad input is one line and exit 2 with nothing written.
 TEST(CliDas, WritesTheFileAndRefusesBadInput) {

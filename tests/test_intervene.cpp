@@ -283,5 +283,17 @@ TEST_F(InterveneGd, AProbeOfHugeWeightsIsRefusedNamingTheFile) {
   EXPECT_FALSE(std::filesystem::exists(At("huge.h5")));
 }
 
+// The names of the edit's span and metric, as --span and --metric give them.
+TEST(InterveneRequest, SpanAndMetricParseTheirNamesAndRefuseOthers) {
+  for (const auto s : {intervene::EditSpan::kProbed, intervene::EditSpan::kThroughQuery})
+    EXPECT_EQ(intervene::ParseEditSpan(intervene::EditSpanName(s)), s);
+  for (const auto m : {intervene::EditMetric::kCovariance, intervene::EditMetric::kStandardized})
+    EXPECT_EQ(intervene::ParseEditMetric(intervene::EditMetricName(m)), m);
+  EXPECT_EQ(test::InputErrorOf([] { intervene::ParseEditSpan("query"); }),
+            "span: expected probed or through-query, got 'query'");
+  EXPECT_EQ(test::InputErrorOf([] { intervene::ParseEditMetric("euclidean"); }),
+            "metric: expected covariance or standardized, got 'euclidean'");
+}
+
 }  // namespace
 }  // namespace icl

@@ -5,6 +5,8 @@
 #include "probes/data_access.hpp"
 #include "probes/gradient.hpp"
 #include "probes/ridge.hpp"
+#include "probes/runner.hpp"
+#include "tests/test_util.hpp"
 
 extern "C" void openblas_set_num_threads(int num_threads);
 
@@ -305,4 +307,71 @@ TEST(GradientProbe, BatchedFitsEqualEachFitAlone) {
     // The probes differ: the batch is not one probe copied.
     EXPECT_NE(together[0].test.sse, together[2].test.sse);
   }
+}
+
+// The names of the probe families, as the command line's --probes and the Python module's
+// probes= list them.
+TEST(ProbeFamilies, ParseEachNameAndRefuseOthersNamingTheSetting) {
+  for (const Family f : {Family::kRidge, Family::kLinear, Family::kMlp})
+    EXPECT_EQ(ParseFamily(FamilyName(f)), f);
+  EXPECT_EQ(ParseFamilies({"mlp", "ridge"}), (std::vector<Family>{Family::kMlp, Family::kRidge}));
+  using icl::test::InputErrorOf;
+  EXPECT_EQ(InputErrorOf([] { ParseFamily("svm"); }),
+            "probes: unknown probe 'svm'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] { ParseFamily("Ridge"); }),
+            "probes: unknown probe 'Ridge'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] {
+              ParseFamilies({"ridge", "forest"});
+            }),
+            "probes: unknown probe 'forest'; expected ridge, linear, mlp");
+  EXPECT_EQ(InputErrorOf([] { ParseFamilies({}); }), "probes: name at least one family");
+}
+
+// Arrays in memory are described by their shapes alone (no file behind them), and shapes that
+// describe no source are refused naming the setting.
+TEST(StatesInfo, ArraysAreDescribedByTheirShapesAndRefusedNamingTheSetting) {
+  using icl::extract::Positions;
+  const StatesInfo all = DescribeArrays("h", 10, {0, 2}, 6, 4, Positions::kAll, {{"w", 3}});
+  EXPECT_EQ(all.name, "h");
+  EXPECT_EQ(all.prompts, 10);
+  EXPECT_EQ(all.layers, (std::vector<int>{0, 2}));
+  EXPECT_EQ(all.hidden, 4);
+  EXPECT_EQ(all.model_layers, 2);  // the highest label: states 0..2
+  EXPECT_EQ(all.n, 3);             // x_1 y_1 ... x_3 y_3
+  EXPECT_EQ(all.d, 3);
+  EXPECT_EQ(all.targets, (std::vector<std::string>{"w"}));
+  EXPECT_FALSE(all.file.has_value());
+  EXPECT_EQ(DescribeArrays("h", 10, {0}, 5, 4, Positions::kY, {{"w", 3}}).n, 5);
+  using icl::test::InputErrorOf;
+  EXPECT_EQ(InputErrorOf([] {
+              DescribeArrays("h", 10, {0}, 5, 4, Positions::kAll, {{"w", 3}});
+            }),
+            "hidden: positions all: expected 2n tokens (x_1 y_1 ... x_n y_n) per prompt, got 5");
+  EXPECT_EQ(InputErrorOf([] {
+              DescribeArrays("h", 10, {-1}, 5, 4, Positions::kY, {{"w", 3}});
+            }),
+            "layers: labels must be in 0..1024, got -1");
+  EXPECT_EQ(InputErrorOf([] { DescribeArrays("h", 10, {0}, 5, 4, Positions::kY, {}); }),
+            "targets: at least one is needed");
+  EXPECT_EQ(InputErrorOf([] {
+              DescribeArrays("h", 10, {0}, 5, 4, Positions::kY, {{"w", 0}});
+            }),
+            "targets: 'w' has no entries");
+}
+
+// A run over a K axis labelled other than 1..K speaks in those labels: its records, its request
+// and the description's n.
+TEST(StatesInfo, RelabelKsPutsTheCallersLabelsEverywhere) {
+  ProbeRequest r;
+  r.ks = {1, 2};
+  ProbeOutput out;
+  out.ks = {1, 2};
+  out.records.resize(2);
+  out.records[0].k = 1, out.records[1].k = 2;
+  StatesInfo info = DescribeArrays("h", 10, {0}, 2, 4, icl::extract::Positions::kY, {{"w", 3}});
+  RelabelKs({5, 9}, r, out, info);
+  EXPECT_EQ(r.ks, (std::vector<int>{5, 9}));
+  EXPECT_EQ(out.ks, (std::vector<int>{5, 9}));
+  EXPECT_EQ(out.records[1].k, 9);
+  EXPECT_EQ(info.n, 9);
 }

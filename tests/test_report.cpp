@@ -241,7 +241,7 @@ TEST(Report, RefusesOtherFilesAndBadOptions) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--probes " + (tmp / "acts.h5"), "expected 'iclprobe-probes'"},
       {"--probes " + (tmp / "p.h5") + " --format html", "--format: expected md, tex or csv"},
-      {"--probes " + (tmp / "p.h5") + " --metric acc", "--metric"},
+      {"--probes " + (tmp / "p.h5") + " --metric acc", "--metric: expected r2, nmse or mse"},
       {"--probes " + (tmp / "p.h5") + " --k 3", "--k: k=3 was not probed"},
       {"--probes " + (tmp / "p.h5") + " --threshold 2", "--threshold"},
       {"", "--probes: required"},
@@ -252,6 +252,24 @@ TEST(Report, RefusesOtherFilesAndBadOptions) {
     EXPECT_EQ(test::CountLines(r.err), 1) << args << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
   }
+}
+
+// The scores a table shows, by the names the probes file stores them under; a library caller's
+// unknown one is refused, not printed as tables without cells.
+TEST(Report, TableMetricsAreTheStoredScoresAndOthersAreRefused) {
+  for (const char* m : {"r2", "nmse", "mse"})
+    EXPECT_EQ(test::InputErrorOf([&] { analysis::CheckTableMetric(m); }), "accepted") << m;
+  EXPECT_EQ(test::InputErrorOf([] { analysis::CheckTableMetric("R2"); }),
+            "metric: expected r2, nmse or mse, got 'R2'");
+  TempDir tmp;
+  WriteProbes(tmp / "p.h5");
+  const analysis::ProbeResults r = analysis::ReadProbeResults(tmp / "p.h5");
+  std::ostringstream os;
+  EXPECT_EQ(test::InputErrorOf([&] {
+              analysis::WriteTables(os, r, "acc", {r.ks.back()}, analysis::TableFormat::kCsv);
+            }),
+            "metric: expected r2, nmse or mse, got 'acc'");
+  EXPECT_TRUE(os.str().empty());
 }
 
 TEST(Report, FamilyOfLearnersAggregatesAndRefusesOtherConfigurations) {

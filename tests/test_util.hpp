@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.hpp"
 #include "data/task.hpp"
 
 namespace icl::test {
@@ -67,6 +68,21 @@ bool ThrowsInternalError(F&& f) {
     return false;
   }
   return false;
+}
+
+// How f() refuses its input: "SETTING: TEXT" of the core::InputError it throws (the setting a
+// library names, and its words); "accepted" when it throws nothing, "not an InputError: ..."
+// for any other exception.
+template <class F>
+std::string InputErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const core::InputError& e) {
+    return e.field() + ": " + e.text();
+  } catch (const std::exception& e) {
+    return std::string("not an InputError: ") + e.what();
+  }
+  return "accepted";
 }
 
 // The task of the tests' prompts: d and n, the rest default (x ~ N(0, I), w ~ N(0, I), no noise).

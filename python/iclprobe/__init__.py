@@ -316,27 +316,13 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
             raise ValueError(
                 "iclprobe: targets: their K = %d matches neither the T = %d states of hidden "
                 "(positions y) nor T / 2 (positions all)" % (per_k[0], T))
-    if positions not in ("y", "all"):
-        raise ValueError("iclprobe: positions: expected 'y' or 'all', got %r" % (positions,))
-    K = T if positions == "y" else T // 2
-    tmap = {}
-    for n, a in tarrays.items():
-        if a.ndim == 2:  # the same value after every k
-            a = _np.broadcast_to(a[:, None, :], (a.shape[0], K, a.shape[1]))
-        elif a.ndim != 3:
-            raise ValueError("iclprobe: targets['%s']: expected [N, K, D] or [N, D], got %d "
-                             "dimensions" % (n, a.ndim))
-        tmap[n] = a
+    # positions (y or all), [N, D] targets (the same value after every k) and the K axis's
+    # labels (default 1..K) are read by the library, which knows what the T axis holds.
     layers = list(range(L)) if layers is None else [int(v) for v in layers]
-    if ks is not None and positions == "all":
-        raise ValueError("iclprobe: ks: with positions 'all' the k axis is 1..K; leave ks out")
-    ks = list(range(1, K + 1)) if ks is None else [int(v) for v in ks]
     if len(layers) != L or len(set(layers)) != L:
         raise ValueError("iclprobe: layers: expected %d distinct labels for the L axis, got %r"
                          % (L, layers))
-    if len(ks) != K or len(set(ks)) != K:
-        raise ValueError("iclprobe: ks: expected %d distinct labels for the K axis, got %r"
-                         % (K, ks))
+    ks = [] if ks is None else [int(v) for v in ks]
     if controls is None:
         controls = {}
     elif not isinstance(controls, dict):
@@ -345,13 +331,13 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
             for n, c in controls.items()]
     arrays = _core.ProbeArrays()
     arrays.hidden = h
-    arrays.targets = tmap
+    arrays.targets = tarrays
     arrays.controls = carr
     arrays.layers = layers
     arrays.ks = ks
     s = _core.ProbeSettings()
     s.probes = _list("probes", probes)
-    s.positions = positions
+    s.positions = str(positions)
     s.at = str(at)
     s.pooling = str(pooling)
     s.lambdas = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's grid

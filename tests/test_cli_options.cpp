@@ -209,10 +209,10 @@ namespace {
 const std::map<std::string, std::pair<std::set<std::string>, std::set<std::string>>> kFiles = {
     {"baselines", {{"checkpoint"}, {"csv"}}},
     {"train", {{}, {"out"}}},
-    {"inspect", {{"checkpoint", "half"}, {"export"}}},
+    {"inspect", {{"budget", "checkpoint", "half"}, {"export"}}},
     {"extract", {{"checkpoint"}, {"out"}}},
     {"probe", {{"activations", "control"}, {"out", "csv"}}},
-    {"compare", {{"checkpoint", "cell", "half"}, {"csv", "plot-dir"}}},
+    {"compare", {{"budget", "checkpoint", "cell", "half"}, {"csv", "plot-dir"}}},
     {"report", {{"probes", "interventions", "trace"}, {"out", "plot-dir"}}},
     {"construct", {{}, {"out"}}},
     {"import", {{"in"}, {"out"}}},
@@ -302,6 +302,10 @@ TEST(CliOptions, ForceNeverReplacesADeclaredInput) {
       {"probe", "probe --activations " + P("acts.h5") + " --control " + P("ctrl.h5") +
                     " --targets xty --k 3 --threads 1 --quiet"},
       {"compare", "compare --checkpoint " + P("run.h5") + " --half " + P("half.h5") +
+                      " --prompts 5 --ilwd-prompts 1 --learners ols --threads 1 --quiet"},
+      {"inspect",
+       "inspect --checkpoint " + P("run.h5") + " --budget " + P("half.h5") + " --threads 1"},
+      {"compare", "compare --checkpoint " + P("run.h5") + " --budget " + P("half.h5") +
                       " --prompts 5 --ilwd-prompts 1 --learners ols --threads 1 --quiet"},
       {"compare", "compare --cell c=" + P("run.h5") + "," + P("run2.h5") +
                       " --prompts 5 --ilwd-prompts 1 --learners ols --threads 1 --quiet"},

@@ -34,9 +34,9 @@ void RunCheckpointCommand(const CheckpointCommand& cmd, const po::variables_map&
   core::AtomicOutput h5out(cmd.out, "out", {force, inputs, false, true});
   core::AtomicOutput csvout(csv, "csv", {force, inputs, false, true});
   LoadedLearner learner;
+  // Read, then hashed through the same open file (h5::OpenOnce): the checkpoint is opened once.
+  learner.model = learners::LoadCheckpoint(cmd.checkpoint, &learner.info);
   learner.sha256 = core::Sha256File(cmd.checkpoint);
-  learner.info = learners::ReadCheckpointInfo(cmd.checkpoint);
-  learner.model = learners::LoadCheckpoint(cmd.checkpoint);
   SetThreads(cmd.threads);
   SetSerialBlas();  // torch's pool parallelises the passes; OpenBLAS's would only yield (cli.hpp)
   const auto t0 = std::chrono::steady_clock::now();

@@ -116,9 +116,7 @@ int RunExtract(int argc, char** argv) {
   cfg.positions = extract::ParsePositions(positions);
   if (layers != "all") cfg.layers = ParseInts("--layers", layers);
   cfg.compress = vm.count("compress") > 0;
-  if (dtype != "float32" && dtype != "float16")
-    throw std::invalid_argument("--dtype: expected float32 or float16, got '" + dtype + "'");
-  cfg.float16 = dtype == "float16";
+  cfg.float16 = extract::ParseFloat16(dtype);
   CheckThreads(threads);
 
   // Under mpirun every rank reads the checkpoint and meets a bad one alike: a refusal of the

@@ -12,6 +12,7 @@
 #include "apps/subcommands.hpp"
 #include "core/dist.hpp"
 #include "core/errors.hpp"
+#include "core/open_once.hpp"
 #include "core/process.hpp"
 #include "core/version.hpp"
 
@@ -138,7 +139,12 @@ int main(int argc, char** argv) {
       icl::dist::IsRoot() ? "" : " (rank " + std::to_string(icl::dist::Rank()) + ")";
   if (const icl::cli::Subcommand* s = icl::cli::FindSubcommand(cmd)) {
     try {
-      const int rc = s->run(argc - 1, argv + 1);
+      int rc = 0;
+      {
+        // Each input is opened once in the run: its readers share the open file.
+        const icl::h5::OpenOnce inputs_opened_once;
+        rc = s->run(argc - 1, argv + 1);
+      }
       icl::dist::Finalize();
       return rc;
     } catch (const icl::dist::PeerFailed&) {

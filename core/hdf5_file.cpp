@@ -75,6 +75,14 @@ void SetMpiIo(hid_t fapl, const std::string& path) {
 File File::Open(const std::string& path, Mode mode, Durability durability, Sharing sharing) {
   const Lock lock;
   EnsureSilenced();
+  const bool holdable =
+      mode == Mode::kRead && durability == Durability::kDefault && !UseMpiIo(sharing);
+  if (holdable) {
+    Handle held(detail::ReopenHeld(path), H5Fclose);
+    if (held.valid()) return File(std::move(held), path);
+  } else {
+    detail::ForgetHeld(path);  // HDF5 opens a file once per process: a held read would block
+  }
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   // Bad input, found alike by every rank of an MPI run (so reported once, by rank 0).
@@ -85,20 +93,23 @@ File File::Open(const std::string& path, Mode mode, Durability durability, Shari
     throw core::InputError(
         "hdf5", "",
         "'" + path + "': not a regular file (expected an HDF5 file written by iclprobe)");
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw core::InputError("hdf5", "",
-                           "'" + path + "': not an HDF5 file (or its header is damaged)");
-  }
   Handle fapl = durability == Durability::kFlushPoints
                     ? FlushOnlyAccess()
                     : Handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   if (UseMpiIo(sharing)) SetMpiIo(fapl.id(), path);
   Handle h(H5Fopen(path.c_str(), mode == Mode::kRead ? H5F_ACC_RDONLY : H5F_ACC_RDWR, fapl.id()),
            H5Fclose);
-  if (!h.valid())
+  if (!h.valid()) {
+    // Which fault it was is asked only now, so that a good file is opened once.
+    if (H5Fis_hdf5(path.c_str()) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      throw core::InputError("hdf5", "",
+                             "'" + path + "': not an HDF5 file (or its header is damaged)");
+    }
     Fail("'" + path + "': cannot open" + (mode == Mode::kRead ? "" : " for writing") +
          " (truncated or damaged, or locked by another process)");
+  }
+  if (holdable) detail::HoldOpen(path, h.id());
   File f(std::move(h), path);
   f.writable_ = mode == Mode::kReadWrite;
   f.shared_ = UseMpiIo(sharing);
@@ -116,6 +127,7 @@ File File::Create(const std::string& path, bool truncate, Durability durability,
       H5Pset_file_space_strategy(fcpl.id(), H5F_FSPACE_STRATEGY_NONE, 0, 1) < 0)
     Fail("'" + path + "': cannot set the file space strategy");
   if (UseMpiIo(sharing)) SetMpiIo(fapl.id(), path);
+  if (truncate) detail::ForgetHeld(path);
   Handle h(H5Fcreate(path.c_str(), truncate ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl.id(), fapl.id()),
            H5Fclose);
   if (!h.valid())

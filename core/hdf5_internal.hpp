@@ -27,4 +27,11 @@ std::string DimsStr(const Dims& d);
 // Turns HDF5's error printing, exit handler and filter plugins off, once per process.
 void EnsureSilenced();
 
+// The open-once registry (hdf5_open_once.cpp): a new identifier of the file held open for
+// `path` by the current OpenOnce scope, or H5I_INVALID_HID; hold `file` (opened for reading)
+// for later readers; drop what is held for `path` before it is written.
+hid_t ReopenHeld(const std::string& path);
+void HoldOpen(const std::string& path, hid_t file);
+void ForgetHeld(const std::string& path);
+
 }  // namespace icl::h5::detail

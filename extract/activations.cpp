@@ -25,6 +25,17 @@ Positions ParsePositions(const std::string& name) {
                          "expected all or y, got '" + name.substr(0, 40) + "'");
 }
 
+std::string PositionsName(Positions p) {
+  return p == Positions::kAll ? "all" : "y";
+}
+
+bool ParseFloat16(const std::string& dtype) {
+  if (dtype == "float32") return false;
+  if (dtype == "float16") return true;
+  throw core::InputError("extract", "dtype",
+                         "expected float32 or float16, got '" + dtype.substr(0, 40) + "'");
+}
+
 std::string LayerName(int layer) {
   return fmt::format("layer_{:02d}", layer);
 }

@@ -26,6 +26,11 @@ enum class Positions { kAll, kY };  // all 2n tokens, or only the y-tokens (stat
 // "all" or "y", as the file's attribute positions names them; core::InputError (setting
 // "positions") for anything else.
 Positions ParsePositions(const std::string& name);
+// The name ParsePositions reads: "all" or "y".
+std::string PositionsName(Positions p);
+// The storage type of the hidden states: "float32" (false) or "float16" (true); core::InputError
+// (setting "dtype") for anything else.
+bool ParseFloat16(const std::string& dtype);
 
 struct ExtractConfig {
   std::string checkpoint;

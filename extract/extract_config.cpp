@@ -19,16 +19,6 @@
 
 namespace icl::extract {
 
-namespace detail {
-
-std::string PositionsName(Positions p) {
-  return p == Positions::kAll ? "all" : "y";
-}
-
-}  // namespace detail
-
-using detail::PositionsName;
-
 int ChunkRows(std::size_t row_bytes) {
   const std::int64_t rows =
       std::llround(double(1 << 20) / std::max<std::size_t>(1, row_bytes) / kComputeGroup);

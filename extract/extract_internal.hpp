@@ -26,9 +26,6 @@
 
 namespace icl::extract::detail {
 
-// "all" or "y", as the file's attributes and extract_config name the positions.
-std::string PositionsName(Positions p);
-
 inline std::int64_t RoundUp(std::int64_t v, std::int64_t m) {
   return (v + m - 1) / m * m;
 }

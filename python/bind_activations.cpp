@@ -82,11 +82,9 @@ void BindActivations(py::module_& m) {
       .def_property_readonly("prompts", [](const Activations& a) { return a.info().prompts; })
       .def_property_readonly("layers", [](const Activations& a) { return a.info().layers; })
       .def_property_readonly("targets", [](const Activations& a) { return a.info().targets; })
-      .def_property_readonly("positions",
-                             [](const Activations& a) {
-                               return a.info().positions == icl::extract::Positions::kAll ? "all"
-                                                                                          : "y";
-                             })
+      .def_property_readonly(
+          "positions",
+          [](const Activations& a) { return icl::extract::PositionsName(a.info().positions); })
       .def_property_readonly("model_config",
                              [](const Activations& a) { return a.info().model.ToJson(); })
       .def_property_readonly("task_config",

@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/hdf5.hpp"
+#include "core/open_once.hpp"
+#include "core/sha256.hpp"
 #include "data/prompt_io.hpp"
 #include "tests/test_util.hpp"
 
@@ -273,4 +276,34 @@ TEST(Hdf5, AReadOfMoreThanMemoryIsRefusedBeforeAllocating) {
   const std::string err = ErrorOf([&] { f.OpenDataset("huge").ReadAll<double>(); });
   EXPECT_NE(err.find("/huge"), std::string::npos) << err;
   EXPECT_NE(err.find("more than this machine's memory"), std::string::npos) << err;
+}
+
+// Within a run's scope a file read twice is the one open file (its descriptor is shared with
+// the hash); a file rewritten since is read afresh; one written by the run is let go first.
+TEST(Hdf5, OpenOnceSharesAReadFileAndNeverServesAStaleOne) {
+  test::TempDir tmp;
+  const std::string path = tmp / "a.h5";
+  h5::File::Create(path).SetAttr("v", 1);
+  const std::string digest = core::Sha256File(path);  // outside a scope: read from the path
+  EXPECT_EQ(h5::OpenDescriptor(path), -1);
+  {
+    const h5::OpenOnce scope;
+    EXPECT_EQ(h5::File::Open(path).GetInt("v"), 1);
+    const int fd = h5::OpenDescriptor(path);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(core::Sha256File(path), digest);  // the same bytes, read through `fd`
+    EXPECT_EQ(h5::File::Open(path).GetInt("v"), 1);
+    EXPECT_EQ(h5::OpenDescriptor(path), fd);  // still the one open file
+    // Written by the run itself: the held file is let go, the new value read back.
+    h5::File::Open(path, h5::File::Mode::kReadWrite).SetAttr("v", 2);
+    EXPECT_EQ(h5::OpenDescriptor(path), -1);
+    EXPECT_EQ(h5::File::Open(path).GetInt("v"), 2);
+    // Replaced by another writer (a new file under the same name): never the old one's value.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a later modification time
+    const std::string other = tmp / "b.h5";
+    h5::File::Create(other).SetAttr("v", 3);
+    std::filesystem::rename(other, path);
+    EXPECT_EQ(h5::File::Open(path).GetInt("v"), 3);
+  }
+  EXPECT_EQ(h5::OpenDescriptor(path), -1);  // the scope closed what it held
 }

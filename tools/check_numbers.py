@@ -16,7 +16,7 @@ decimals it is written with: |file - quoted| <= half a unit of its last digit (s
 
 In a findings table (a markdown table under a heading that contains "Findings"), every number
 outside the columns headed Question, Basis or Source must be tagged: an untagged number there
-fails. Usage: tools/check_numbers.py FILE.md [FILE.md ...]; exit 0 when every tag agrees, 1
+fails. Usage: tools/check_numbers.py PAGE [PAGE ...] (markdown files); exit 0 when every tag agrees, 1
 listing each difference, 2 on a malformed tag or a source that cannot be read.
 """
 import csv
@@ -185,7 +185,7 @@ def check_file(path, errors):
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().split("\n")[0])
-        print("usage: tools/check_numbers.py FILE.md [FILE.md ...]", file=sys.stderr)
+        print("usage: tools/check_numbers.py PAGE [PAGE ...] (markdown files)", file=sys.stderr)
         return 2
     errors, tags = [], 0
     try:

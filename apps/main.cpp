@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apps/cli.hpp"
+#include "apps/cli_reference.hpp"
 #include "apps/subcommands.hpp"
 #include "core/dist.hpp"
 #include "core/errors.hpp"
@@ -93,6 +94,11 @@ int main(int argc, char** argv) {
     return icl::cli::kExitBadInput;
   }
   const std::string cmd = argv[1];
+  // Not listed in the usage: the reference page docs/cli.md, from the same tables as --help.
+  if (cmd == "help" && argc == 3 && std::strcmp(argv[2], "--markdown") == 0) {
+    std::cout << icl::cli::CliReferenceMarkdown();
+    return 0;
+  }
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     PrintUsage(std::cout);
     return 0;

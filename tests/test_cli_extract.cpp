@@ -63,8 +63,9 @@ const std::vector<std::string> kDatasets = {"hidden/layer_00",
 // by whole rows / columns of C (never along the dot products), ATen's LayerNorm and softmax
 // split by rows, and for this tiny model (H = 16) every elementwise tensor of a group stays
 // below ATen's parallel grain of 32768 elements, so each element is computed by the same
-// instruction sequence on the same machine. This is the documented guarantee (README: the
-// datasets do not depend on --batch or --threads); a difference here is a bug, not rounding.
+// instruction sequence on the same machine. This is the documented guarantee
+// (docs/guide/extract.md: the datasets do not depend on --batch or --threads); a difference here
+// is a bug, not rounding.
 void ExpectSameDatasets(const std::string& a, const std::string& b) {
   const h5::File fa = h5::File::Open(a), fb = h5::File::Open(b);
   for (const auto& name : kDatasets) {

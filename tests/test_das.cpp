@@ -141,7 +141,7 @@ TEST(Das, TurnsBackToXtyFromAStartOffIt) {
 // coordinates, U U' moves xty by (A A' + A B' M) dX'y, which is dX'y for A = I, B = 0 and on a
 // whole family of mixtures of the copies (for d = 1: B/A = M). Interchange accuracy alone cannot
 // tell the used copy from the decoy here (the "DAS finds the used encoding" criterion);
-// see the README's DAS section.
+// see docs/guide/causal.md, its DAS section.
 TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
   const data::TaskConfig task = Task(4, 8);
   construct::Disguise g;
@@ -170,7 +170,7 @@ TEST(Das, DecoyIsReadMovesNothingAndDasStaysInTheCopiesSpan) {
 // criterion). Started at the mixture instead, DAS stays near it (measured: IIA 0.96-0.97,
 // largest angle to xty 60 degrees): for d = 1 the loss along the arc from the mixture (angle
 // t*) to xty is (cos^2 t + M cos t sin t - 1)^2 Var dX'y + sin^2(2t)/4 4 Var d(Rx)^2, and its
-// first term rises between the two, a barrier (see the README's DAS section).
+// first term rises between the two, a barrier (see docs/guide/causal.md, its DAS section).
 TEST(Das, FindsTheUsedCopyNotADecoyWithANuisanceOfItsOwn) {
   const data::TaskConfig task = Task(4, 8);
   construct::Disguise g;

@@ -16,8 +16,8 @@ decimals it is written with: |file - quoted| <= half a unit of its last digit (s
 
 In a findings table (a markdown table under a heading that contains "Findings"), every number
 outside the columns headed Question, Basis or Source must be tagged: an untagged number there
-fails. Usage: tools/check_numbers.py PAGE [PAGE ...] (markdown files); exit 0 when every tag agrees, 1
-listing each difference, 2 on a malformed tag or a source that cannot be read.
+fails. Usage: tools/check_numbers.py PAGE [PAGE ...] (markdown pages); exit 0 when every tag
+agrees, 1 listing each difference, 2 on a malformed tag or a source that cannot be read.
 """
 import csv
 import os

@@ -7,8 +7,8 @@
 #include <set>
 
 #include "core/errors.hpp"
-#include "core/hdf5.hpp"
-#include "data/prompt_io.hpp"
+#include "formats/reader.hpp"
+#include "formats/writer.hpp"
 
 namespace icl::analysis {
 
@@ -42,25 +42,29 @@ double* Rates(IterateMatch& m, int i) {
   return v[i];
 }
 
-void WriteMatch(h5::Group g, const IterateMatch& m, bool excess) {
-  const hsize_t L1 = m.spd.n_rows, T1 = m.spd.n_cols;
+constexpr const char* kMatch = "trace/<spec>/<side>";
+std::string InMatch(const char* name) {
+  return std::string(kMatch) + "/" + name;
+}
+
+void WriteMatch(formats::Writer& f, const formats::Fill& fill, const IterateMatch& m, bool excess) {
+  const formats::Sizes sizes = {{"layer", m.spd.n_rows}, {"iterate", m.spd.n_cols}};
   for (int i = 0; i < 6; ++i) {
     const arma::mat rows = Table(m, i).t();  // column-major T1 x L1 == row-major [L1, T1]
-    g.CreateDataset<double>(kTables[i], {L1, T1}, {"layer", "iterate"})
-        .Write(rows.memptr(), rows.n_elem);
+    f.Write(InMatch(kTables[i]), sizes, rows.memptr(), rows.n_elem, fill);
   }
   IterateMatch& mm = const_cast<IterateMatch&>(m);
   for (int i = 0; i < 9; ++i)
-    g.CreateDataset<double>(kPerLayer[i], {L1}, {"layer"}).Write(PerLayer(mm, i)->memptr(), L1);
+    f.Write(InMatch(kPerLayer[i]), sizes, PerLayer(mm, i)->memptr(), PerLayer(mm, i)->n_elem, fill);
   if (excess)
     for (int i = 0; i < 3; ++i)
-      g.CreateDataset<double>(kExcess[i], {L1}, {"layer"}).Write(Excess(mm, i)->memptr(), L1);
+      f.Write(InMatch(kExcess[i]), sizes, Excess(mm, i)->memptr(), Excess(mm, i)->n_elem, fill);
   for (int i = 0; i < 6; ++i)
-    g.SetAttr(kRates[i], *Rates(mm, i));
-  g.SetAttr("rate_layers", m.rate_layers);
+    f.SetAttr(kRates[i], *Rates(mm, i), kMatch, fill);
+  f.SetAttr("rate_layers", m.rate_layers, kMatch, fill);
 }
 
-void WriteInputs(h5::File& f, const std::string& prefix, const std::vector<TraceInput>& in) {
+void WriteInputs(formats::Writer& f, const std::string& prefix, const std::vector<TraceInput>& in) {
   std::vector<std::string> paths, shas, acts;
   std::vector<std::int64_t> seeds;
   for (const auto& i : in) {
@@ -75,7 +79,8 @@ void WriteInputs(h5::File& f, const std::string& prefix, const std::vector<Trace
   f.SetAttr(prefix + "seeds", seeds);
 }
 
-void WritePredictions(h5::File& f, const std::string& name, const std::string& axis,
+// `axis` is the first dimension's size name: seed (the learners) or control.
+void WritePredictions(formats::Writer& f, const std::string& name, const std::string& axis,
                       const std::vector<arma::cube>& cubes) {
   if (cubes.empty()) return;
   const arma::cube& c = cubes[0];
@@ -83,16 +88,14 @@ void WritePredictions(h5::File& f, const std::string& name, const std::string& a
   v.reserve(cubes.size() * c.n_elem);
   for (const auto& x : cubes)  // cube (K, N, L') column-major == row-major [L', N, K]
     v.insert(v.end(), x.begin(), x.end());
-  f.CreateDataset<double>(name, {cubes.size(), c.n_slices, c.n_cols, c.n_rows},
-                          {axis, "layer", "prompt", "k"})
-      .Write(v.data(), v.size());
+  f.Write(name,
+          {{axis, cubes.size()}, {"layer", c.n_slices}, {"prompt", c.n_cols}, {"k", c.n_rows}}, v);
 }
 
 }  // namespace
 
 void WriteTraceFile(const std::string& path, const TraceResult& r) {
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kTraceFormat);
+  formats::Writer f(path, formats::TraceSchema());
   const TraceRequest& q = r.request;
   f.SetAttr("readout", std::string(ReadoutName(q.readout)));
   f.SetAttr("task_config", r.task.ToJson());
@@ -103,31 +106,26 @@ void WriteTraceFile(const std::string& path, const TraceResult& r) {
             static_cast<std::int64_t>(q.readout == Readout::kRidge ? q.fit_prompts : 0));
   f.SetAttr("bootstrap_replicates", q.bootstrap);
   f.SetAttr("level", q.level);
-  f.SetAttr("ks", std::vector<std::int64_t>(q.ks.begin(), q.ks.end()));
-  f.SetAttr("layers", std::vector<std::int64_t>(q.layers.begin(), q.layers.end()));
+  f.SetAttr("ks", q.ks);
+  f.SetAttr("layers", q.layers);
   f.SetAttr("model_layers", r.model_layers);
   f.SetAttr("algorithms", q.algorithms);
   WriteInputs(f, "", r.learners);
   WriteInputs(f, "control_", r.controls);
-  f.SetAttr("similarity_rule",
-            std::string("spd: 1 - sum (a - b)^2 / sum (a^2 + b^2 + 1e-6 y^2) over prompts and k, "
-                        "the mean over seeds; cos: the mean over prompts of the cosine over k of "
-                        "the residuals a - y and b - y; intervals: two-stage percentile "
-                        "bootstrap (seeds, then prompts)"));
   const arma::mat labels = r.labels;  // K x N column-major == row-major [N, K]
-  f.CreateDataset<double>("labels", {labels.n_cols, labels.n_rows}, {"prompt", "k"})
-      .Write(labels.memptr(), labels.n_elem);
-  f.CreateDataset<double>("readout_lambdas", {q.lambdas.n_elem}, {"lambda"})
-      .Write(q.lambdas.memptr(), q.lambdas.n_elem);
+  f.Write("labels", {{"prompt", labels.n_cols}, {"k", labels.n_rows}}, labels.memptr(),
+          labels.n_elem);
+  f.Write("readout_lambdas", {{"lambda", q.lambdas.n_elem}}, q.lambdas.memptr(), q.lambdas.n_elem);
   WritePredictions(f, "predictions", "seed", r.predictions);
   WritePredictions(f, "control_predictions", "control", r.control_predictions);
   for (const auto& a : r.algorithms) {
-    h5::Group g = f.CreateGroup("trace/" + a.algorithm.spec);
-    g.SetAttr("spec", a.algorithm.spec);
-    g.SetAttr("family", a.algorithm.family);
-    g.SetAttr("steps", a.algorithm.steps);
-    WriteMatch(g.CreateGroup("learner"), a.model, r.HasControls());
-    if (r.HasControls()) WriteMatch(g.CreateGroup("control"), a.control, false);
+    const formats::Fill fill = {{"spec", a.algorithm.spec}};
+    f.SetAttr("spec", a.algorithm.spec, "trace/<spec>", fill);
+    f.SetAttr("family", a.algorithm.family, "trace/<spec>", fill);
+    f.SetAttr("steps", a.algorithm.steps, "trace/<spec>", fill);
+    WriteMatch(f, {{"spec", a.algorithm.spec}, {"side", "learner"}}, a.model, r.HasControls());
+    if (r.HasControls())
+      WriteMatch(f, {{"spec", a.algorithm.spec}, {"side", "control"}}, a.control, false);
   }
   f.Close();
 }
@@ -138,36 +136,29 @@ core::InputError Bad(const std::string& path, const std::string& what) {
   return core::InputError("'" + path + "'", "", what);
 }
 
-std::vector<int> IntList(const h5::File& f, const std::string& attr, int lo, int hi) {
+std::vector<int> IntList(const formats::Reader& f, const std::string& attr, int lo, int hi) {
+  const std::string path = f.file().file();
   std::vector<int> out;
-  for (const std::int64_t v : f.GetIntList(attr)) {
+  for (const std::int64_t v : f.IntList(attr)) {
     if (v < lo || v > hi)
-      throw Bad(f.file(), fmt::format("attribute '{}' holds {}, outside {}..{}", attr, v, lo, hi));
+      throw Bad(path, fmt::format("attribute '{}' holds {}, outside {}..{}", attr, v, lo, hi));
     out.push_back(int(v));
   }
-  if (out.empty()) throw Bad(f.file(), "attribute '" + attr + "' is empty");
+  if (out.empty()) throw Bad(path, "attribute '" + attr + "' is empty");
   if (std::set<int>(out.begin(), out.end()).size() != out.size())
-    throw Bad(f.file(), "attribute '" + attr + "' lists an entry twice");
+    throw Bad(path, "attribute '" + attr + "' lists an entry twice");
   return out;
 }
 
-std::vector<double> ReadVector(const h5::Group& g, const std::string& name, hsize_t count) {
-  const h5::Dataset ds = g.OpenDataset(name);
-  ds.ExpectDims({count});
-  std::vector<double> v(count);
-  ds.Read(v.data(), v.size());
-  return v;
-}
-
-std::vector<TraceInput> ReadInputs(const h5::File& f, const std::string& prefix) {
-  const auto paths = f.GetStringList(prefix + "checkpoints");
-  const auto shas = f.GetStringList(prefix + "checkpoint_sha256");
-  const auto acts = f.GetStringList(prefix + "activations");
-  const auto seeds = f.GetIntList(prefix + "seeds");
+std::vector<TraceInput> ReadInputs(const formats::Reader& f, const std::string& prefix) {
+  const auto paths = f.StringList(prefix + "checkpoints");
+  const auto shas = f.StringList(prefix + "checkpoint_sha256");
+  const auto acts = f.StringList(prefix + "activations");
+  const auto seeds = f.IntList(prefix + "seeds");
   if (shas.size() != paths.size() || acts.size() != paths.size() || seeds.size() != paths.size())
-    throw Bad(f.file(), "attributes '" + prefix + "checkpoints', '" + prefix +
-                            "checkpoint_sha256', '" + prefix + "activations' and '" + prefix +
-                            "seeds' differ in length");
+    throw Bad(f.file().file(), "attributes '" + prefix + "checkpoints', '" + prefix +
+                                   "checkpoint_sha256', '" + prefix + "activations' and '" +
+                                   prefix + "seeds' differ in length");
   std::vector<TraceInput> out(paths.size());
   for (std::size_t i = 0; i < paths.size(); ++i) {
     out[i].name = out[i].checkpoint = paths[i];
@@ -178,44 +169,44 @@ std::vector<TraceInput> ReadInputs(const h5::File& f, const std::string& prefix)
   return out;
 }
 
-IterateMatch ReadMatch(const h5::Group& g, hsize_t L1, hsize_t T1, bool excess) {
+IterateMatch ReadMatch(const formats::Reader& f, const formats::Fill& fill, hsize_t L1, hsize_t T1,
+                       bool excess) {
+  const formats::Sizes sizes = {{"layer", L1}, {"iterate", T1}};
+  const std::string name = "/" + formats::FillPath(kMatch, fill);
   IterateMatch m;
   for (int i = 0; i < 6; ++i) {
-    const h5::Dataset ds = g.OpenDataset(kTables[i]);
-    ds.ExpectDims({L1, T1});
-    arma::mat rows(T1, L1);  // row-major [L1, T1]
-    ds.Read(rows.memptr(), rows.n_elem);
-    *Table(m, i) = rows.t();
+    const std::vector<double> v = f.Read(InMatch(kTables[i]), sizes, fill);
+    *Table(m, i) = arma::mat(v.data(), T1, L1).t();  // row-major [L1, T1]
   }
   for (int i = 0; i < 9; ++i)
-    *PerLayer(m, i) = arma::vec(ReadVector(g, kPerLayer[i], L1));
+    *PerLayer(m, i) = arma::vec(f.Read(InMatch(kPerLayer[i]), sizes, fill));
   if (excess)
     for (int i = 0; i < 3; ++i)
-      *Excess(m, i) = arma::vec(ReadVector(g, kExcess[i], L1));
+      *Excess(m, i) = arma::vec(f.Read(InMatch(kExcess[i]), sizes, fill));
   for (int i = 0; i < 6; ++i)
-    *Rates(m, i) = g.GetDouble(kRates[i]);
-  const std::int64_t rl = g.GetInt("rate_layers");
+    *Rates(m, i) = f.Double(kRates[i], kMatch, fill);
+  const std::int64_t rl = f.Int("rate_layers", kMatch, fill);
   if (rl < 0 || rl > std::int64_t(L1))
-    throw Bad(g.file(), g.name() + " attribute 'rate_layers' is " + std::to_string(rl));
+    throw Bad(f.file().file(), name + " attribute 'rate_layers' is " + std::to_string(rl));
   m.rate_layers = int(rl);
   // The best iterate indexes the iterates: a hostile value must not reach a table or a plot as
   // an index.
   for (arma::uword l = 0; l < L1; ++l)
     for (const double b : {m.best(l), m.best_lo(l), m.best_hi(l)})
       if (!(b >= 0 && b <= double(T1 - 1)) || m.best(l) != std::floor(m.best(l)))
-        throw Bad(g.file(), fmt::format("{}/best: layer {} holds {}, expected an iterate 0..{}",
-                                        g.name(), l, b, T1 - 1));
+        throw Bad(f.file().file(),
+                  fmt::format("{}/best: layer {} holds {}, expected an iterate 0..{}", name, l, b,
+                              T1 - 1));
   return m;
 }
 
-std::vector<arma::cube> ReadPredictions(const h5::File& f, const std::string& name,
-                                        std::size_t inputs, hsize_t L1, hsize_t N, hsize_t K) {
+std::vector<arma::cube> ReadPredictions(const formats::Reader& f, const std::string& name,
+                                        const std::string& axis, std::size_t inputs, hsize_t L1,
+                                        hsize_t N, hsize_t K) {
   std::vector<arma::cube> out;
   if (inputs == 0) return out;
-  const h5::Dataset ds = f.OpenDataset(name);
-  ds.ExpectDims({hsize_t(inputs), L1, N, K});
-  std::vector<double> v(inputs * L1 * N * K);
-  ds.Read(v.data(), v.size());
+  const std::vector<double> v =
+      f.Read(name, {{axis, inputs}, {"layer", L1}, {"prompt", N}, {"k", K}});
   for (std::size_t s = 0; s < inputs; ++s)
     out.emplace_back(v.data() + s * L1 * N * K, K, N, L1);
   return out;
@@ -224,34 +215,33 @@ std::vector<arma::cube> ReadPredictions(const h5::File& f, const std::string& na
 }  // namespace
 
 TraceResult ReadTraceFile(const std::string& path, bool predictions) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kTraceFormat);
+  const formats::Reader f(path, formats::TraceSchema());
   TraceResult r;
   TraceRequest& q = r.request;
   try {
-    q.readout = ParseReadout(f.GetString("readout"));
+    q.readout = ParseReadout(f.String("readout"));
   } catch (const core::InputError& e) {
     throw Bad(path, "attribute 'readout': " + e.text());
   }
-  r.task = data::TaskConfig::FromJson(f.GetString("task_config"), "'" + path + "' task_config");
-  r.prompt_seed = static_cast<std::uint64_t>(f.GetInt("seed"));
-  r.prompts_from = f.GetString("prompts_from");
-  const std::int64_t N = f.GetInt("prompts"), F = f.GetInt("fit_prompts"),
-                     B = f.GetInt("bootstrap_replicates");
+  r.task = data::TaskConfig::FromJson(f.String("task_config"), "'" + path + "' task_config");
+  r.prompt_seed = static_cast<std::uint64_t>(f.Int("seed"));
+  r.prompts_from = f.String("prompts_from");
+  const std::int64_t N = f.Int("prompts"), F = f.Int("fit_prompts"),
+                     B = f.Int("bootstrap_replicates");
   if (N < 2 || N > 1000000 || F < 0 || F > 1000000 || B < 10 || B > 100000)
     throw Bad(path, "attribute 'prompts', 'fit_prompts' or 'bootstrap_replicates' is out of range");
   q.prompts = int(N);
   q.fit_prompts = int(F);
   q.bootstrap = int(B);
-  q.level = f.GetDouble("level");
+  q.level = f.Double("level");
   if (!(q.level > 0 && q.level < 1)) throw Bad(path, "attribute 'level' is outside (0, 1)");
   q.ks = IntList(f, "ks", 0, r.task.n - 1);
-  const std::int64_t L = f.GetInt("model_layers");
+  const std::int64_t L = f.Int("model_layers");
   if (L < 1 || L > learners::kMaxLayers)
     throw Bad(path, "attribute 'model_layers' is " + std::to_string(L));
   r.model_layers = int(L);
   q.layers = IntList(f, "layers", 0, r.model_layers);
-  q.algorithms = f.GetStringList("algorithms");
+  q.algorithms = f.StringList("algorithms");
   if (q.algorithms.empty()) throw Bad(path, "attribute 'algorithms' is empty");
   r.learners = ReadInputs(f, "");
   r.controls = ReadInputs(f, "control_");
@@ -269,19 +259,17 @@ TraceResult ReadTraceFile(const std::string& path, bool predictions) {
               "declares more predictions than a trace writes (prompts x k x layers x "
               "inputs above 5e8)");
   if (predictions) {
-    const h5::Dataset lab = f.OpenDataset("labels");
-    lab.ExpectDims({hsize_t(N), K});
-    r.labels.set_size(K, N);
-    lab.Read(r.labels.memptr(), r.labels.n_elem);
+    const std::vector<double> labels = f.Read("labels", {{"prompt", hsize_t(N)}, {"k", K}});
+    r.labels = arma::mat(labels.data(), K, N);  // row-major [N, K]
   }
-  const h5::Dataset lam = f.OpenDataset("readout_lambdas");
-  lam.ExpectRank(1);
-  if (lam.dims()[0] < 1 || lam.dims()[0] > 10000)
+  const unsigned long long lambdas = f.Dims("readout_lambdas")[0];
+  if (lambdas < 1 || lambdas > 10000)
     throw Bad(path, "/readout_lambdas holds no penalty or too many");
-  q.lambdas = arma::vec(ReadVector(f, "readout_lambdas", lam.dims()[0]));
+  q.lambdas = arma::vec(f.Read("readout_lambdas", {{"lambda", lambdas}}));
   if (predictions) {
-    r.predictions = ReadPredictions(f, "predictions", r.learners.size(), L1, N, K);
-    r.control_predictions = ReadPredictions(f, "control_predictions", r.controls.size(), L1, N, K);
+    r.predictions = ReadPredictions(f, "predictions", "seed", r.learners.size(), L1, N, K);
+    r.control_predictions =
+        ReadPredictions(f, "control_predictions", "control", r.controls.size(), L1, N, K);
   }
   for (const auto& spec : q.algorithms) {
     AlgorithmTrace a;
@@ -295,10 +283,10 @@ TraceResult ReadTraceFile(const std::string& path, bool predictions) {
                           "' is not in the form "
                           "trace writes ('" +
                           a.algorithm.spec + "')");
-    const h5::Group g = f.OpenGroup("trace/" + spec);
     const hsize_t T1 = a.algorithm.steps + 1;
-    a.model = ReadMatch(g.OpenGroup("learner"), L1, T1, r.HasControls());
-    if (r.HasControls()) a.control = ReadMatch(g.OpenGroup("control"), L1, T1, false);
+    a.model = ReadMatch(f, {{"spec", spec}, {"side", "learner"}}, L1, T1, r.HasControls());
+    if (r.HasControls())
+      a.control = ReadMatch(f, {{"spec", spec}, {"side", "control"}}, L1, T1, false);
     r.algorithms.push_back(std::move(a));
   }
   return r;

@@ -1,9 +1,9 @@
 // trace.h5, the file `iclprobe trace` writes, and its tidy CSVs: the schema (names and shapes
 // below), the writer and the reader, in one place.
 //
-// Root attributes: format "iclprobe-trace", format_version, created_by, readout (lens|ridge),
-// task_config (JSON), seed (of the prompts), prompts_from ("" or the activations file scored),
-// prompts, fit_prompts, bootstrap_replicates, level, ks, layers, model_layers, algorithms
+// Root attributes: format (formats::kTraceFormat), format_version, created_by, readout
+// (lens|ridge), task_config (JSON), seed (of the prompts), prompts_from ("" or the activations file
+// scored), prompts, fit_prompts, bootstrap_replicates, level, ks, layers, model_layers, algorithms
 // (specs, in order, at most kMaxTraceAlgorithms, each once), checkpoints, checkpoint_sha256,
 // seeds (training seeds), activations (per learner; "" for a forward pass), the same four for
 // controls (control_*; empty lists without controls), and similarity_rule (text).
@@ -25,10 +25,11 @@
 #include <string>
 
 #include "analysis/trace_run.hpp"
+#include "formats/schemas.hpp"
 
 namespace icl::analysis {
 
-inline constexpr const char* kTraceFormat = "iclprobe-trace";
+inline constexpr const char* kTraceFormat = formats::kTraceFormat;
 inline constexpr int kMaxTraceAlgorithms = 64;
 
 void WriteTraceFile(const std::string& path, const TraceResult& result);

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "core/output.hpp"
-#include "core/version.hpp"
+#include "formats/header.hpp"
 
 namespace icl::data {
 
@@ -61,26 +61,14 @@ PromptSet ReadPrompts(const h5::Group& parent) {
   return set;
 }
 
+// The header is the formats layer's (formats/header.hpp); the formats that have no schema there
+// yet share kFormatVersion.
 void WriteFormatAttrs(h5::Group& root, const std::string& format) {
-  root.SetAttr("format", format);
-  root.SetAttr("format_version", kFormatVersion);
-  root.SetAttr("created_by", std::string(kCreatedBy));
+  formats::WriteHeader(root, format, kFormatVersion);
 }
 
 void CheckFormat(const h5::Group& root, const std::string& format) {
-  if (!root.HasAttr("format"))
-    throw core::InputError(
-        "'" + root.file() + "'", "",
-        "has no 'format' attribute; expected an " + format + " file written by iclprobe");
-  const std::string got = root.GetString("format");
-  if (got != format)
-    throw core::InputError("'" + root.file() + "'", "",
-                           "has format '" + got + "', expected '" + format + "'");
-  const auto version = root.GetInt("format_version");
-  if (version != kFormatVersion)
-    throw core::InputError("'" + root.file() + "'", "",
-                           "has format_version " + std::to_string(version) +
-                               ", this iclprobe reads version " + std::to_string(kFormatVersion));
+  formats::CheckHeader(root, format, kFormatVersion);
 }
 
 void SavePromptSet(const std::string& path, const PromptSet& set, bool force) {

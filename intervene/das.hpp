@@ -3,7 +3,8 @@
 // says it should with B's value of a quantity (its weights w, or X'y) and A's everything else?
 // The subspace is learned (an orthogonal map kept orthogonal by construction), scored by
 // interchange-intervention accuracy on held-out pairs, against a random subspace of the same
-// size. This file owns the DAS file (format "iclprobe-das"): its schema, writer and reader.
+// size. This file owns the DAS file: its writer and reader, through its schema
+// (formats::DasSchema()).
 #pragma once
 
 #include <armadillo>
@@ -14,11 +15,12 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "formats/schemas.hpp"
 #include "learners/transformer.hpp"
 
 namespace icl::intervene {
 
-inline constexpr const char* kDasFormat = "iclprobe-das";
+inline constexpr const char* kDasFormat = formats::kDasFormat;
 
 // Where the subspace is interchanged, for k examples: the query (the x-token of example k+1,
 // position 2k), the y-token of example k (2k - 1), or every context position (0..2k-1).

@@ -1,5 +1,5 @@
-// The DAS file (format kDasFormat, das.hpp): its schema, writer and reader, its tidy CSV and the
-// console summary of a run.
+// The DAS file (formats::DasSchema(), das.hpp): its writer and reader through the formats layer,
+// its tidy CSV and the console summary of a run.
 #include "intervene/das.hpp"
 
 #include <fmt/format.h>
@@ -9,9 +9,10 @@
 #include <cmath>
 
 #include "core/errors.hpp"
-#include "core/hdf5.hpp"
 #include "core/names.hpp"
-#include "data/prompt_io.hpp"
+#include "formats/reader.hpp"
+#include "formats/schemas.hpp"
+#include "formats/writer.hpp"
 #include "intervene/das_internal.hpp"
 #include "intervene/file_common.hpp"
 #include "learners/classical.hpp"
@@ -61,8 +62,9 @@ arma::cube CubeOf(const std::vector<double>& v, arma::uword L, arma::uword M, ar
   return c;
 }
 
-std::string BasisName(int layer, int m) {
-  return fmt::format("state_{}_m_{}", layer, m);
+constexpr const char* kBasis = "bases/state_<layer>_m_<m>";
+formats::Fill BasisFill(int layer, int m) {
+  return {{"layer", std::to_string(layer)}, {"m", std::to_string(m)}};
 }
 
 }  // namespace
@@ -70,8 +72,7 @@ std::string BasisName(int layer, int m) {
 void WriteDasFile(const std::string& path, const DasResult& res) {
   const hsize_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
                 S = res.subspace_names.size();
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kDasFormat);
+  formats::Writer f(path, formats::DasSchema());
   const DasRequest& r = res.request;
   f.SetAttr("checkpoint", res.checkpoint);
   f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
@@ -88,81 +89,56 @@ void WriteDasFile(const std::string& path, const DasResult& res) {
   f.SetAttr("batch", r.batch);
   f.SetAttr("bootstrap_replicates", r.bootstrap);
   f.SetAttr("task_config", res.task.ToJson());
-  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
-  f.SetAttr("ms", std::vector<std::int64_t>(res.ms.begin(), res.ms.end()));
-  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
+  f.SetAttr("layers", res.layers);
+  f.SetAttr("ms", res.ms);
+  f.SetAttr("ks", res.ks);
   f.SetAttr("subspaces", res.subspace_names);
-  f.SetAttr("rule",
-            std::string("A's state at the positions becomes h_A + U U' (h_B - h_A), U the learned "
-                        "H x m basis (R = exp(S - S') R0, its first m columns; Adam on the mean "
-                        "of (o - t)^2 / var_k t); IIA = 1 - sum (o - t)^2 / sum (t - mean_k t)^2 "
-                        "over held-out pairs (stream seed + 1) and k, 95% percentile bootstrap "
-                        "over pairs; random: a random U of the same m; none: no interchange; "
-                        "full: the whole state at the positions; angles in degrees"));
-  for (int i = 0; i < 7; ++i) {
-    const std::vector<double> v = RowMajor(PerLayerM(res, i));
-    f.CreateDataset<double>(kPerLayerM[i], {L, M}, {"layer", "m"}).Write(v.data(), v.size());
-  }
-  for (int i = 0; i < 7; ++i) {
-    const arma::vec& v = PerLayer(res, i);
-    f.CreateDataset<double>(kPerLayer[i], {L}, {"layer"}).Write(v.memptr(), v.n_elem);
-  }
-  const std::vector<double> ik = RowMajor(res.iia_k), rk = RowMajor(res.random_iia_k),
-                            amin = RowMajor(res.angle_min), amax = RowMajor(res.angle_max);
-  f.CreateDataset<double>("iia_k", {L, M, K}, {"layer", "m", "k"}).Write(ik.data(), ik.size());
-  f.CreateDataset<double>("random_iia_k", {L, M, K}, {"layer", "m", "k"})
-      .Write(rk.data(), rk.size());
-  f.CreateDataset<double>("angle_min", {L, M, S}, {"layer", "m", "subspace"})
-      .Write(amin.data(), amin.size());
-  f.CreateDataset<double>("angle_max", {L, M, S}, {"layer", "m", "subspace"})
-      .Write(amax.data(), amax.size());
-  for (int i = 0; i < 3; ++i) {
-    const std::vector<double> v =
-        RowMajor(*std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i]);
-    f.CreateDataset<double>(kPerSubspace[i], {L, S}, {"layer", "subspace"})
-        .Write(v.data(), v.size());
-  }
+  const formats::Sizes sizes = {{"layer", L}, {"m", M}, {"k", K}, {"subspace", S}};
+  for (int i = 0; i < 7; ++i)
+    f.Write(kPerLayerM[i], sizes, RowMajor(PerLayerM(res, i)));
+  for (int i = 0; i < 7; ++i)
+    f.Write(kPerLayer[i], sizes, PerLayer(res, i).memptr(), PerLayer(res, i).n_elem);
+  f.Write("iia_k", sizes, RowMajor(res.iia_k));
+  f.Write("random_iia_k", sizes, RowMajor(res.random_iia_k));
+  f.Write("angle_min", sizes, RowMajor(res.angle_min));
+  f.Write("angle_max", sizes, RowMajor(res.angle_max));
+  for (int i = 0; i < 3; ++i)
+    f.Write(
+        kPerSubspace[i], sizes,
+        RowMajor(*std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i]));
   if (r.quantity == "w")
     for (const auto& [name, v] : {std::pair<const char*, double>{"ceiling_iia", res.ceiling_iia},
                                   {"ceiling_iia_lo", res.ceiling_iia_lo},
                                   {"ceiling_iia_hi", res.ceiling_iia_hi}})
-      f.CreateDataset<double>(name, {1}).Write(&v, 1);
-  for (const auto* names : {&kPerLayerM, &kPerLayer})
-    for (const char* name : *names)
-      if (IsIntervalBound(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
-  for (const char* name :
-       {"subspace_iia_lo", "subspace_iia_hi", "ceiling_iia_lo", "ceiling_iia_hi"})
-    if (f.Exists(name)) f.OpenDataset(name).SetAttr("undefined", kUndefinedBound);
-  h5::Group g = f.CreateGroup("bases");
+      f.Write(name, sizes, &v, 1);
   for (std::size_t li = 0; li < L; ++li)
     for (std::size_t mi = 0; mi < M; ++mi) {
       const arma::mat& b = res.bases[li * M + mi];
       // H x m column-major is [m, H] row-major: row i is basis vector i.
-      g.CreateDataset<double>(BasisName(res.layers[li], res.ms[mi]), {b.n_cols, b.n_rows},
-                              {"basis_vector", "hidden"})
-          .Write(b.memptr(), b.n_elem);
+      f.Write(kBasis, {{"m", b.n_cols}, {"H", b.n_rows}}, b.memptr(), b.n_elem,
+              BasisFill(res.layers[li], res.ms[mi]));
     }
+  f.Close();
 }
 
 DasResult ReadDasFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kDasFormat);
-  const std::string where = "'" + path + "'";
+  const formats::Reader f(path, formats::DasSchema());
+  const std::string& where = f.where();
   DasResult res;
   DasRequest& r = res.request;
-  res.checkpoint = f.GetString("checkpoint");
-  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
-  r.quantity = f.GetString("quantity");
-  r.algorithm = f.GetString("algorithm");
-  r.position = ParseDasPosition(f.GetString("position"), where);
-  const std::string start = f.GetString("start");
+  res.checkpoint = f.String("checkpoint");
+  res.checkpoint_sha256 = f.String("checkpoint_sha256");
+  r.quantity = f.String("quantity");
+  r.algorithm = f.String("algorithm");
+  r.position = ParseDasPosition(f.String("position"), where);
+  const std::string start = f.String("start");
   if (start != "probe" && start != "random")
     throw core::InputError(where, "", "attribute 'start' must be probe or random");
   r.start = start == "probe" ? DasStart::kProbe : DasStart::kRandom;
-  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
-  r.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
+  res.task = data::TaskConfig::FromJson(f.String("task_config"), where + " task_config");
+  r.seed = static_cast<std::uint64_t>(f.Int("seed"));
   const auto small_int = [&](const char* name) {
-    const std::int64_t v = f.GetInt(name);
+    const std::int64_t v = f.Int(name);
     if (v < 0 || v > 100000000)
       throw core::InputError(where, "", std::string("attribute '") + name + "' is out of range");
     return static_cast<int>(v);
@@ -172,8 +148,8 @@ DasResult ReadDasFile(const std::string& path) {
   r.max_epochs = small_int("max_epochs");
   r.batch = small_int("batch");
   r.bootstrap = small_int("bootstrap_replicates");
-  r.tolerance = f.GetDouble("tolerance");
-  r.learning_rate = f.GetDouble("learning_rate");
+  r.tolerance = f.Double("tolerance");
+  r.learning_rate = f.Double("learning_rate");
   try {
     r.Validate();
     if (r.quantity == "xty")
@@ -183,8 +159,8 @@ DasResult ReadDasFile(const std::string& path) {
   } catch (const core::InputError& e) {
     throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }
-  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
-  std::vector<std::int64_t> ms = f.GetIntList("ms");
+  ReadLayersAndKs(f, res.task, res.layers, res.ks);
+  std::vector<std::int64_t> ms = f.IntList("ms");
   if (ms.empty() || ms.size() > 4096)
     throw core::InputError(where, "", "attribute 'ms' must hold 1..4096 sizes");
   for (const std::int64_t m : ms) {
@@ -194,7 +170,7 @@ DasResult ReadDasFile(const std::string& path) {
   }
   if (std::set<int>(res.ms.begin(), res.ms.end()).size() != res.ms.size())
     throw core::InputError(where, "", "attribute 'ms' lists a size twice");
-  res.subspace_names = f.GetStringList("subspaces");
+  res.subspace_names = f.StringList("subspaces");
   if (res.subspace_names.empty() || res.subspace_names.size() > 64 ||
       res.subspace_names[0] != "probe" ||
       std::set<std::string>(res.subspace_names.begin(), res.subspace_names.end()).size() !=
@@ -206,46 +182,45 @@ DasResult ReadDasFile(const std::string& path) {
       throw core::InputError(where, "", "attribute 'subspaces' holds a name that is not plain");
   const hsize_t L = res.layers.size(), M = res.ms.size(), K = res.ks.size(),
                 S = res.subspace_names.size();
-  const auto read = [&](const char* name, const h5::Dims& dims) {
-    return IsIntervalBound(name) ? ReadBound(f, where, name, dims)
-                                 : ReadFinite(f, where, name, dims);
-  };
+  const formats::Sizes sizes = {{"layer", L}, {"m", M}, {"k", K}, {"subspace", S}};
+  const auto read = [&](const char* name) { return f.Read(name, sizes); };
   for (int i = 0; i < 7; ++i) {
-    const std::vector<double> v = read(kPerLayerM[i], {L, M});
+    const std::vector<double> v = read(kPerLayerM[i]);
     PerLayerM(res, i) = arma::mat(v.data(), M, L).t();
   }
   for (int i = 0; i < 7; ++i)
-    PerLayer(res, i) = arma::vec(read(kPerLayer[i], {L}));
-  res.iia_k = CubeOf(read("iia_k", {L, M, K}), L, M, K);
-  res.random_iia_k = CubeOf(read("random_iia_k", {L, M, K}), L, M, K);
-  res.angle_min = CubeOf(read("angle_min", {L, M, S}), L, M, S);
-  res.angle_max = CubeOf(read("angle_max", {L, M, S}), L, M, S);
+    PerLayer(res, i) = arma::vec(read(kPerLayer[i]));
+  res.iia_k = CubeOf(read("iia_k"), L, M, K);
+  res.random_iia_k = CubeOf(read("random_iia_k"), L, M, K);
+  res.angle_min = CubeOf(read("angle_min"), L, M, S);
+  res.angle_max = CubeOf(read("angle_max"), L, M, S);
   for (int i = 0; i < 3; ++i) {
-    const std::vector<double> v = read(kPerSubspace[i], {L, S});
+    const std::vector<double> v = read(kPerSubspace[i]);
     *std::array{&res.subspace_iia, &res.subspace_iia_lo, &res.subspace_iia_hi}[i] =
         arma::mat(v.data(), S, L).t();
   }
   if (r.quantity == "w") {
-    res.ceiling_iia = read("ceiling_iia", {1})[0];
-    res.ceiling_iia_lo = read("ceiling_iia_lo", {1})[0];
-    res.ceiling_iia_hi = read("ceiling_iia_hi", {1})[0];
+    res.ceiling_iia = read("ceiling_iia")[0];
+    res.ceiling_iia_lo = read("ceiling_iia_lo")[0];
+    res.ceiling_iia_hi = read("ceiling_iia_hi")[0];
   }
-  const h5::Dataset any = f.OpenDataset("bases/" + BasisName(res.layers[0], res.ms[0]));
-  const h5::Dims dims0 = any.dims();
-  if (dims0.size() != 2 || dims0[1] < 1 || dims0[1] > 65536)
+  const std::vector<unsigned long long> dims0 = f.Dims(kBasis, BasisFill(res.layers[0], res.ms[0]));
+  if (dims0[1] < 1 || dims0[1] > 65536)
     throw core::InputError(where, "", "/bases datasets must be [m, H] with H in 1..65536");
   const hsize_t H = dims0[1];
   for (std::size_t li = 0; li < L; ++li)
     for (std::size_t mi = 0; mi < M; ++mi) {
-      const std::string name = "bases/" + BasisName(res.layers[li], res.ms[mi]);
+      const formats::Fill fill = BasisFill(res.layers[li], res.ms[mi]);
       if (static_cast<hsize_t>(res.ms[mi]) > H)
         throw core::InputError(
             where, "", "m = " + std::to_string(res.ms[mi]) + " is larger than the bases' width");
-      const std::vector<double> v = read(name.c_str(), {static_cast<hsize_t>(res.ms[mi]), H});
+      const std::vector<double> v =
+          f.Read(kBasis, {{"m", static_cast<hsize_t>(res.ms[mi])}, {"H", H}}, fill);
       arma::mat b(v.data(), H, res.ms[mi]);
       // Written orthonormal to float64 rounding (QR): sqrt(H) eps per entry, far below 1e-9.
       if (arma::abs(b.t() * b - arma::eye(b.n_cols, b.n_cols)).max() > 1e-9)
-        throw core::InputError(where, "", "/" + name + " is not an orthonormal basis");
+        throw core::InputError(
+            where, "", "/" + formats::FillPath(kBasis, fill) + " is not an orthonormal basis");
       res.bases.push_back(std::move(b));
     }
   return res;

@@ -11,11 +11,12 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
-#include "core/hdf5.hpp"
-#include "data/prompt_io.hpp"
 #include "data/targets.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "formats/reader.hpp"
+#include "formats/schemas.hpp"
+#include "formats/writer.hpp"
 #include "intervene/file_common.hpp"
 #include "learners/arma_torch.hpp"
 #include "probes/uncertainty.hpp"
@@ -298,8 +299,7 @@ std::vector<double> RowMajor(const arma::mat& m) {
 
 void WriteErasureFile(const std::string& path, const ErasureResult& res) {
   const hsize_t L = res.layers.size(), K = res.ks.size(), P = res.request.prompts;
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kErasureFormat);
+  formats::Writer f(path, formats::ErasureSchema());
   f.SetAttr("checkpoint", res.checkpoint);
   f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
   f.SetAttr("target", res.request.target);
@@ -308,79 +308,59 @@ void WriteErasureFile(const std::string& path, const ErasureResult& res) {
   f.SetAttr("fit_prompts", static_cast<std::int64_t>(res.request.fit_prompts));
   f.SetAttr("bootstrap_replicates", res.request.bootstrap);
   f.SetAttr("task_config", res.task.ToJson());
-  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
-  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
-  f.SetAttr("eraser_rule",
-            std::string("LEACE: r(h) = h - W^+ U U' W (h - mean h), W the states' whitening, U an "
-                        "orthonormal basis of W Sigma_hz; fitted per (layer, k) on the y-token "
-                        "of example k and the x-token of example k+1 of the fit prompts (stream "
-                        "seed + 1), applied at those positions of the test prompts (stream "
-                        "seed); random: the same with a random orthonormal U of the same rank in "
-                        "the whitened support"));
-  f.SetAttr("error_rule", std::string("(prediction of y_(k+1) - y_(k+1))^2 / d per prompt; 95% "
-                                      "percentile bootstrap over prompts, paired for increases"));
-  for (int i = 0; i < 12; ++i) {
-    const std::vector<double> v = RowMajor(PerCell(res, i));
-    f.CreateDataset<double>(kPerCell[i], {L, K}, {"layer", "k"}).Write(v.data(), v.size());
-  }
-  const std::vector<double> rank = RowMajor(arma::conv_to<arma::mat>::from(res.rank));
-  f.CreateDataset<double>("rank", {L, K}, {"layer", "k"}).Write(rank.data(), rank.size());
-  for (int i = 0; i < 6; ++i) {
-    const arma::vec& v = PerK(res, i);
-    f.CreateDataset<double>(kPerK[i], {K}, {"k"}).Write(v.memptr(), v.n_elem);
-  }
+  f.SetAttr("layers", res.layers);
+  f.SetAttr("ks", res.ks);
+  const formats::Sizes sizes = {{"layer", L}, {"k", K}, {"prompt", P}};
+  for (int i = 0; i < 12; ++i)
+    f.Write(kPerCell[i], sizes, RowMajor(PerCell(res, i)));
+  f.Write("rank", sizes, RowMajor(arma::conv_to<arma::mat>::from(res.rank)));
+  for (int i = 0; i < 6; ++i)
+    f.Write(kPerK[i], sizes, PerK(res, i).memptr(), PerK(res, i).n_elem);
   // [layer, k, prompt] is the cube's own memory order (rows prompts, cols k, slices layers).
-  f.CreateDataset<double>("erased_error", {L, K, P}, {"layer", "k", "prompt"})
-      .Write(res.erased.memptr(), res.erased.n_elem);
-  f.CreateDataset<double>("random_error", {L, K, P}, {"layer", "k", "prompt"})
-      .Write(res.random.memptr(), res.random.n_elem);
-  f.CreateDataset<double>("base_error", {K, P}, {"k", "prompt"})
-      .Write(res.base_error.memptr(), res.base_error.n_elem);
-  f.CreateDataset<double>("zero_error", {K, P}, {"k", "prompt"})
-      .Write(res.zero_error.memptr(), res.zero_error.n_elem);
+  f.Write("erased_error", sizes, res.erased.memptr(), res.erased.n_elem);
+  f.Write("random_error", sizes, res.random.memptr(), res.random.n_elem);
+  f.Write("base_error", sizes, res.base_error.memptr(), res.base_error.n_elem);
+  f.Write("zero_error", sizes, res.zero_error.memptr(), res.zero_error.n_elem);
+  f.Close();
 }
 
 ErasureResult ReadErasureFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kErasureFormat);
-  const std::string where = "'" + path + "'";
+  const formats::Reader f(path, formats::ErasureSchema());
+  const std::string& where = f.where();
   ErasureResult res;
-  res.checkpoint = f.GetString("checkpoint");
-  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
-  res.request.target = f.GetString("target");
-  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
-  res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
-  const std::int64_t prompts = f.GetInt("prompts"), fit = f.GetInt("fit_prompts");
+  res.checkpoint = f.String("checkpoint");
+  res.checkpoint_sha256 = f.String("checkpoint_sha256");
+  res.request.target = f.String("target");
+  res.task = data::TaskConfig::FromJson(f.String("task_config"), where + " task_config");
+  res.request.seed = static_cast<std::uint64_t>(f.Int("seed"));
+  const std::int64_t prompts = f.Int("prompts"), fit = f.Int("fit_prompts");
   if (prompts < 2 || prompts > 10000000 || fit < 2 || fit > 10000000)
     throw core::InputError(where, "", "attributes 'prompts' and 'fit_prompts' must be in 2..1e7");
   res.request.prompts = static_cast<int>(prompts);
   res.request.fit_prompts = static_cast<int>(fit);
-  res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
+  res.request.bootstrap = static_cast<int>(f.Int("bootstrap_replicates"));
   try {
     res.request.Validate();
   } catch (const core::InputError& e) {
     throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }
-  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
+  ReadLayersAndKs(f, res.task, res.layers, res.ks);
   const hsize_t L = res.layers.size(), K = res.ks.size(), P = prompts;
   if (static_cast<double>(2 * L + 2) * K * P > 5e8)
     throw core::InputError(where, "", "its per-prompt datasets would hold more than 5e8 values");
-  const auto read = [&](const char* name, const h5::Dims& dims) {
-    return ReadFinite(f, where, name, dims);
-  };
+  const formats::Sizes sizes = {{"layer", L}, {"k", K}, {"prompt", P}};
   for (int i = 0; i < 12; ++i) {
-    const std::vector<double> v = read(kPerCell[i], {L, K});
+    const std::vector<double> v = f.Read(kPerCell[i], sizes);
     PerCell(res, i) = arma::mat(v.data(), K, L).t();
   }
-  const std::vector<double> rank = read("rank", {L, K});
+  const std::vector<double> rank = f.Read("rank", sizes);
   res.rank = arma::conv_to<arma::imat>::from(arma::mat(rank.data(), K, L).t());
   for (int i = 0; i < 6; ++i) {
-    const std::vector<double> v = read(kPerK[i], {K});
+    const std::vector<double> v = f.Read(kPerK[i], sizes);
     PerK(res, i) = arma::vec(v);
   }
-  const std::vector<double> e = read("erased_error", {L, K, P}),
-                            r = read("random_error", {L, K, P}), b = read("base_error", {K, P}),
-                            z = read("zero_error", {K, P});
+  const std::vector<double> e = f.Read("erased_error", sizes), r = f.Read("random_error", sizes),
+                            b = f.Read("base_error", sizes), z = f.Read("zero_error", sizes);
   res.erased = arma::cube(e.data(), P, K, L);
   res.random = arma::cube(r.data(), P, K, L);
   res.base_error = arma::mat(b.data(), P, K);

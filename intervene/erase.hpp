@@ -1,7 +1,7 @@
 // Concept erasure (iclprobe erase): least-squares (LEACE) erasure of a regression target from a
 // layer's states, the model run on from the erased states, and what it loses per k, against
 // erasing a random subspace of the same rank (Belrose et al. 2023's closed form). This file owns
-// the erasure file (format "iclprobe-erasure"): its schema, writer and reader.
+// the erasure file: its writer and reader, through its schema (formats::ErasureSchema()).
 #pragma once
 
 #include <armadillo>
@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "formats/schemas.hpp"
 #include "learners/transformer.hpp"
 
 namespace icl::intervene {
 
-inline constexpr const char* kErasureFormat = "iclprobe-erasure";
+inline constexpr const char* kErasureFormat = formats::kErasureFormat;
 
 // The eraser of target z from states h (columns): with Sigma_hh = V L V' (its support, where
 // eigenvalues exceed 1e-10 of the largest), W = V L^(-1/2) V' the whitening and U an orthonormal

@@ -41,14 +41,15 @@ void ResolveLayersAndKs(const std::string& command, const learners::ModelConfig&
                       task.n - 1, task.n));
 }
 
-void ReadLayersAndKs(const h5::File& f, const std::string& where, const data::TaskConfig& task,
+void ReadLayersAndKs(const formats::Reader& f, const data::TaskConfig& task,
                      std::vector<int>& layers, std::vector<int>& ks) {
-  for (const std::int64_t l : f.GetIntList("layers")) {
+  const std::string& where = f.where();
+  for (const std::int64_t l : f.IntList("layers")) {
     if (l < 0 || l > learners::kMaxLayers)
       throw core::InputError(where, "", "attribute 'layers' holds " + std::to_string(l));
     layers.push_back(static_cast<int>(l));
   }
-  for (const std::int64_t k : f.GetIntList("ks")) {
+  for (const std::int64_t k : f.IntList("ks")) {
     if (k < 1 || k >= task.n)
       throw core::InputError(where, "",
                              "attribute 'ks' holds " + std::to_string(k) + ", outside 1..n-1");
@@ -59,35 +60,6 @@ void ReadLayersAndKs(const h5::File& f, const std::string& where, const data::Ta
   if (std::set<int>(layers.begin(), layers.end()).size() != layers.size() ||
       std::set<int>(ks.begin(), ks.end()).size() != ks.size())
     throw core::InputError(where, "", "attribute 'layers' or 'ks' lists an entry twice");
-}
-
-std::vector<double> ReadFinite(const h5::File& f, const std::string& where, const char* name,
-                               const h5::Dims& dims) {
-  const h5::Dataset ds = f.OpenDataset(name);
-  ds.ExpectDims(dims);
-  std::vector<double> v = ds.ReadAll<double>();
-  for (const double x : v)
-    if (!std::isfinite(x))
-      throw core::InputError(where, "", "/" + std::string(name) + " holds NaN or infinite values");
-  return v;
-}
-
-std::vector<double> ReadBound(const h5::File& f, const std::string& where, const char* name,
-                              const h5::Dims& dims) {
-  const h5::Dataset ds = f.OpenDataset(name);
-  ds.ExpectDims(dims);
-  std::vector<double> v = ds.ReadAll<double>();
-  for (const double x : v)
-    if (std::isinf(x))
-      throw core::InputError(where, "", "/" + std::string(name) + " holds infinite values");
-  return v;
-}
-
-bool IsIntervalBound(const std::string& name) {
-  const auto ends = [&](const char* tail) {
-    return name.size() > 3 && name.compare(name.size() - 3, 3, tail) == 0;
-  };
-  return ends("_lo") || ends("_hi");
 }
 
 bool NoSpread(double den, double scale, double terms) {

@@ -1,14 +1,14 @@
 // What the runs and files of intervene/ (interventions, swaps, erasure, DAS) share: the layers
-// and k of a run, resolved against the model or read from a file's attributes, and datasets of
-// finite doubles of a stated shape. Internal to intervene/; each file's owner keeps its schema.
+// and k of a run, resolved against the model or read from a file's attributes, and the
+// bootstrap ratios and their text. Internal to intervene/; the schemas are in formats/.
 #pragma once
 
 #include <armadillo>
 #include <string>
 #include <vector>
 
-#include "core/hdf5.hpp"
 #include "data/task.hpp"
+#include "formats/reader.hpp"
 #include "learners/model_config.hpp"
 
 namespace icl::intervene {
@@ -23,23 +23,9 @@ void ResolveLayersAndKs(const std::string& command, const learners::ModelConfig&
                         std::vector<int>& ks, int k_first = 1);
 
 // The attributes 'layers' (each in 0..kMaxLayers) and 'ks' (each in 1..n-1 of `task`): non-empty,
-// no entry twice. Throws core::InputError naming the file (`where`).
-void ReadLayersAndKs(const h5::File& f, const std::string& where, const data::TaskConfig& task,
+// no entry twice. Throws core::InputError naming the file.
+void ReadLayersAndKs(const formats::Reader& f, const data::TaskConfig& task,
                      std::vector<int>& layers, std::vector<int>& ks);
-
-// Dataset `name` of shape `dims`, every value finite.
-std::vector<double> ReadFinite(const h5::File& f, const std::string& where, const char* name,
-                               const h5::Dims& dims);
-// The same for a bootstrap interval's bound, which the schemas of swap and das files declare may
-// be NaN (undefined, see SpreadRatio); infinite values are still refused.
-std::vector<double> ReadBound(const h5::File& f, const std::string& where, const char* name,
-                              const h5::Dims& dims);
-// True for the datasets of interval bounds in those schemas (names ending in _lo or _hi).
-bool IsIntervalBound(const std::string& name);
-// The attribute 'undefined' those schemas give every interval dataset, saying what NaN means.
-inline constexpr const char* kUndefinedBound =
-    "NaN: undefined, a bootstrap resample of the pairs had no spread in the reference's values "
-    "(too few pairs)";
 
 // Bootstrap replicates of num / den, where den is the spread of a resample (a mean of squares,
 // or a mean of squares minus the square of a mean) and `scale` the mean of squares it was computed

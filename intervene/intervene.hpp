@@ -2,7 +2,8 @@
 // what a ridge probe reads? The hidden state of prompt A is edited so that the probe reads
 // prompt B's value, the rest of the network runs on the edited state, and the change of the
 // prediction at A's query is compared with the change the algorithm predicts. This file owns
-// the interventions file (format "iclprobe-interventions"): its schema, writer and reader.
+// the interventions file: its writer and reader, through its schema
+// (formats::InterventionsSchema()).
 #pragma once
 
 #include <armadillo>
@@ -13,12 +14,13 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "formats/schemas.hpp"
 #include "learners/transformer.hpp"
 #include "probes/probes_file.hpp"
 
 namespace icl::intervene {
 
-inline constexpr const char* kInterventionsFormat = "iclprobe-interventions";
+inline constexpr const char* kInterventionsFormat = formats::kInterventionsFormat;
 
 // How the algorithm turns a change dv of the probed quantity into a change of its prediction
 // at the query x_q. Weight targets (w_ols, w_ridge, w) predict x_q^T w: dy = x_q^T dv. The

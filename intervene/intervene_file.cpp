@@ -1,5 +1,5 @@
-// The interventions file (format kInterventionsFormat): its writer and reader, its tidy CSV and
-// the console summary of a run.
+// The interventions file (formats::InterventionsSchema()): its writer and reader through the
+// formats layer, its tidy CSV and the console summary of a run.
 #include "intervene/intervene.hpp"
 
 #include <fmt/format.h>
@@ -8,15 +8,16 @@
 #include <cmath>
 
 #include "core/errors.hpp"
-#include "core/hdf5.hpp"
-#include "data/prompt_io.hpp"
+#include "formats/reader.hpp"
+#include "formats/schemas.hpp"
+#include "formats/writer.hpp"
 #include "intervene/file_common.hpp"
 
 namespace icl::intervene {
 
 namespace {
 
-// Dataset layouts of the file, named once.
+// Datasets of one layout (formats/interventions.cpp), in the order of the accessors below.
 constexpr const char* kPerControl[] = {"slope", "slope_lo", "slope_hi", "correlation"};
 constexpr const char* kPerPair[] = {"predicted", "edit_norm", "state_norm"};
 
@@ -35,8 +36,7 @@ auto& PerPair(Cell& c, int i) {
 void WriteInterventionsFile(const std::string& path, const InterveneResult& res) {
   const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
                 P = res.request.pairs;
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kInterventionsFormat);
+  formats::Writer f(path, formats::InterventionsSchema());
   f.SetAttr("checkpoint", res.checkpoint);
   f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
   f.SetAttr("probes", res.probes);
@@ -47,107 +47,89 @@ void WriteInterventionsFile(const std::string& path, const InterveneResult& res)
   f.SetAttr("span", EditSpanName(res.request.span));
   f.SetAttr("metric", EditMetricName(res.request.metric));
   f.SetAttr("calibration_prompts", res.request.calibration_prompts);
-  // "" = the probes file's ridge probes; else the subspace the probe was fitted within (its
-  // basis in /within [H, r]) and probe_r2 is that probe's, on the calibration prompts.
   f.SetAttr("within", res.request.within_name);
   f.SetAttr("seed", static_cast<std::int64_t>(res.request.seed));
   f.SetAttr("pairs", static_cast<std::int64_t>(P));
   f.SetAttr("bootstrap_replicates", res.request.bootstrap);
   f.SetAttr("task_config", res.task.ToJson());
-  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
-  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
+  f.SetAttr("layers", res.layers);
+  f.SetAttr("ks", res.ks);
   f.SetAttr("controls", kInterventionControls);
-  f.SetAttr("pairs_rule",
-            std::string("pair p: A = prompt 2p, B = prompt 2p+1 of the stream 'seed' of "
-                        "task_config; A's state after k examples is edited so that the ridge "
-                        "probe reads B's value, and the prediction at A's x_{k+1} is compared"));
-  f.SetAttr("slope_rule",
-            std::string("observed on predicted through the origin, sum(o p) / sum(p^2); 95% "
-                        "percentile bootstrap over pairs"));
+  const formats::Sizes sizes = {{"control", C}, {"layer", L}, {"k", K}, {"pair", P}};
   for (int i = 0; i < 4; ++i) {
     std::vector<double> v(C * L * K);
     for (hsize_t ci = 0; ci < C; ++ci)
       for (hsize_t cell = 0; cell < L * K; ++cell)
         v[ci * L * K + cell] = PerControl(res.cells[cell], i)(ci);
-    h5::Dataset ds = f.CreateDataset<double>(kPerControl[i], {C, L, K}, {"control", "layer", "k"});
-    ds.Write(v.data(), v.size());
-    ds.SetAttr("description", std::string("[control, layer, k]"));
+    f.Write(kPerControl[i], sizes, v);
   }
   std::vector<double> r2(L * K), pairs(L * K * P), obs(C * L * K * P);
   for (hsize_t cell = 0; cell < L * K; ++cell)
     r2[cell] = res.cells[cell].probe_r2;
-  f.CreateDataset<double>("probe_r2", {L, K}, {"layer", "k"}).Write(r2.data(), r2.size());
+  f.Write("probe_r2", sizes, r2);
   for (int i = 0; i < 3; ++i) {
     for (hsize_t cell = 0; cell < L * K; ++cell) {
       const arma::vec& v = PerPair(res.cells[cell], i);
       std::copy(v.begin(), v.end(), pairs.begin() + cell * P);
     }
-    h5::Dataset ds = f.CreateDataset<double>(kPerPair[i], {L, K, P}, {"layer", "k", "pair"});
-    ds.Write(pairs.data(), pairs.size());
-    ds.SetAttr("description", std::string("[layer, k, pair]"));
+    f.Write(kPerPair[i], sizes, pairs);
   }
   for (hsize_t ci = 0; ci < C; ++ci)
     for (hsize_t cell = 0; cell < L * K; ++cell) {
       const arma::vec o = res.cells[cell].observed.col(ci);
       std::copy(o.begin(), o.end(), obs.begin() + (ci * L * K + cell) * P);
     }
-  h5::Dataset ds =
-      f.CreateDataset<double>("observed", {C, L, K, P}, {"control", "layer", "k", "pair"});
-  ds.Write(obs.data(), obs.size());
-  ds.SetAttr("description", std::string("[control, layer, k, pair] change of the prediction"));
+  f.Write("observed", sizes, obs);
   if (!res.request.within.empty()) {
     const arma::mat rows = res.request.within.t();  // column-major r x H == row-major [H, r]
-    h5::Dataset w = f.CreateDataset<double>(
-        "within", {hsize_t(res.request.within.n_rows), hsize_t(res.request.within.n_cols)},
-        {"state", "basis"});
-    w.Write(rows.memptr(), rows.n_elem);
-    w.SetAttr("description",
-              std::string("[H, r] orthonormal basis of the subspace the probe was fitted in"));
+    f.Write("within", {{"H", res.request.within.n_rows}, {"r", res.request.within.n_cols}},
+            rows.memptr(), rows.n_elem);
   }
+  f.Close();
 }
 
 InterveneResult ReadInterventionsFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kInterventionsFormat);
-  const std::string where = "'" + path + "'";
+  const formats::Reader f(path, formats::InterventionsSchema());
+  const std::string& where = f.where();
   InterveneResult res;
-  res.checkpoint = f.GetString("checkpoint");
-  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
-  res.probes = f.GetString("probes");
-  res.probes_digest = f.GetString("probes_digest");
-  res.request.target = f.GetString("target");
-  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
+  res.checkpoint = f.String("checkpoint");
+  res.checkpoint_sha256 = f.String("checkpoint_sha256");
+  res.probes = f.String("probes");
+  res.probes_digest = f.String("probes_digest");
+  res.request.target = f.String("target");
+  res.task = data::TaskConfig::FromJson(f.String("task_config"), where + " task_config");
   try {  // a response read from the file is the file's fault, not a setting's
-    res.response = ParseResponse(res.request.target, f.GetString("response"));
+    res.response = ParseResponse(res.request.target, f.String("response"));
   } catch (const core::InputError& e) {
     throw core::InputError(where, "", "attribute '" + e.field() + "': " + e.text());
   }
   res.request.response = res.response.name;
-  const std::string span = f.GetString("span");
+  const std::string span = f.String("span");
   if (span != "probed" && span != "through-query")
     throw core::InputError(
         where, "",
         "attribute 'span' is '" + span.substr(0, 40) + "', expected probed or through-query");
   res.request.span = span == "probed" ? EditSpan::kProbed : EditSpan::kThroughQuery;
-  const std::string metric = f.GetString("metric");
+  const std::string metric = f.String("metric");
   if (metric != "covariance" && metric != "standardized")
     throw core::InputError(where, "",
                            "attribute 'metric' is '" + metric.substr(0, 40) +
                                "', expected covariance or standardized");
   res.request.metric = metric == "covariance" ? EditMetric::kCovariance : EditMetric::kStandardized;
-  res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
-  if (f.HasAttr("within")) res.request.within_name = f.GetString("within");  // basis: /within
-  const std::int64_t pairs = f.GetInt("pairs");
+  res.request.seed = static_cast<std::uint64_t>(f.Int("seed"));
+  if (f.HasAttr("within")) res.request.within_name = f.String("within");  // basis: /within
+  const std::int64_t pairs = f.Int("pairs");
   if (pairs < 2 || pairs > 1000000)
     throw core::InputError(
         where, "", "attribute 'pairs' is " + std::to_string(pairs) + ", expected 2..1000000");
   res.request.pairs = static_cast<int>(pairs);
-  res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
-  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
-  if (f.GetStringList("controls") != kInterventionControls)
+  res.request.bootstrap = static_cast<int>(f.Int("bootstrap_replicates"));
+  ReadLayersAndKs(f, res.task, res.layers, res.ks);
+  if (f.StringList("controls") != kInterventionControls)
     throw core::InputError(where, "", "attribute 'controls' should be probe, random");
   const hsize_t L = res.layers.size(), K = res.ks.size(), C = kInterventionControls.size(),
                 P = pairs;
+  const formats::Sizes sizes = {{"control", C}, {"layer", L}, {"k", K}, {"pair", P}};
   res.cells.resize(L * K);
   for (hsize_t cell = 0; cell < L * K; ++cell) {
     InterventionCell& c = res.cells[cell];
@@ -155,11 +137,8 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
     c.k = res.ks[cell % K];
     c.observed.set_size(P, C);
   }
-  const auto read = [&](const char* name, const h5::Dims& dims) {
-    return ReadFinite(f, where, name, dims);
-  };
   for (int i = 0; i < 4; ++i) {
-    const std::vector<double> v = read(kPerControl[i], {C, L, K});
+    const std::vector<double> v = f.Read(kPerControl[i], sizes);
     for (hsize_t cell = 0; cell < L * K; ++cell) {
       arma::vec& x = PerControl(res.cells[cell], i);
       x.set_size(C);
@@ -167,15 +146,15 @@ InterveneResult ReadInterventionsFile(const std::string& path) {
         x(ci) = v[ci * L * K + cell];
     }
   }
-  const std::vector<double> r2 = read("probe_r2", {L, K});
+  const std::vector<double> r2 = f.Read("probe_r2", sizes);
   for (hsize_t cell = 0; cell < L * K; ++cell)
     res.cells[cell].probe_r2 = r2[cell];
   for (int i = 0; i < 3; ++i) {
-    const std::vector<double> v = read(kPerPair[i], {L, K, P});
+    const std::vector<double> v = f.Read(kPerPair[i], sizes);
     for (hsize_t cell = 0; cell < L * K; ++cell)
       PerPair(res.cells[cell], i) = arma::vec(v.data() + cell * P, P);
   }
-  const std::vector<double> obs = read("observed", {C, L, K, P});
+  const std::vector<double> obs = f.Read("observed", sizes);
   for (hsize_t ci = 0; ci < C; ++ci)
     for (hsize_t cell = 0; cell < L * K; ++cell)
       res.cells[cell].observed.col(ci) = arma::vec(obs.data() + (ci * L * K + cell) * P, P);

@@ -10,10 +10,11 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
-#include "core/hdf5.hpp"
-#include "data/prompt_io.hpp"
 #include "data/tokens.hpp"
 #include "data/tokens_torch.hpp"
+#include "formats/reader.hpp"
+#include "formats/schemas.hpp"
+#include "formats/writer.hpp"
 #include "intervene/file_common.hpp"
 #include "intervene/intervene.hpp"
 #include "learners/classical.hpp"
@@ -237,68 +238,42 @@ std::vector<double> MatRL(const arma::mat& m) {
 void WriteSwapsFile(const std::string& path, const SwapResult& res) {
   const hsize_t R = res.references.size(), L = res.layers.size(), K = res.ks.size(),
                 P = res.request.pairs;
-  h5::File f = h5::File::Create(path, /*truncate=*/true);
-  data::WriteFormatAttrs(f, kSwapsFormat);
+  formats::Writer f(path, formats::SwapsSchema());
   f.SetAttr("checkpoint", res.checkpoint);
   f.SetAttr("checkpoint_sha256", res.checkpoint_sha256);
   f.SetAttr("seed", static_cast<std::int64_t>(res.request.seed));
   f.SetAttr("pairs", static_cast<std::int64_t>(P));
   f.SetAttr("bootstrap_replicates", res.request.bootstrap);
   f.SetAttr("task_config", res.task.ToJson());
-  f.SetAttr("layers", std::vector<std::int64_t>(res.layers.begin(), res.layers.end()));
-  f.SetAttr("ks", std::vector<std::int64_t>(res.ks.begin(), res.ks.end()));
+  f.SetAttr("layers", res.layers);
+  f.SetAttr("ks", res.ks);
   f.SetAttr("references", res.references);
-  f.SetAttr(
-      "pairs_rule",
-      std::string("pair p: A = prompt 2p, B = prompt 2p+1 of the stream 'seed' of "
-                  "task_config; A's states at positions 0..2k-1 (its first k examples) at "
-                  "the layer are replaced by B's, and the prediction at A's x_(k+1) is read"));
-  f.SetAttr("reproduced_rule",
-            std::string("1 - sum (dm - da)^2 / sum (da - mean da)^2 over pairs, dm the model's "
-                        "change, da the reference's change on (B's first k examples, A's "
-                        "x_(k+1)); slope sum dm da / sum da^2; pooled: sums over pairs and k; 95% "
-                        "percentile bootstrap over pairs"));
-  for (int i = 0; i < 7; ++i) {
-    const std::vector<double> v = CubeRLK(PerCell(res, i));
-    h5::Dataset ds = f.CreateDataset<double>(kPerCell[i], {R, L, K}, {"reference", "layer", "k"});
-    ds.Write(v.data(), v.size());
-    if (IsIntervalBound(kPerCell[i])) ds.SetAttr("undefined", std::string(kUndefinedBound));
-  }
-  for (int i = 0; i < 6; ++i) {
-    const std::vector<double> v = MatRL(Pooled(res, i));
-    h5::Dataset ds = f.CreateDataset<double>(kPooled[i], {R, L}, {"reference", "layer"});
-    ds.Write(v.data(), v.size());
-    if (IsIntervalBound(kPooled[i])) ds.SetAttr("undefined", std::string(kUndefinedBound));
-  }
-  const std::vector<double> m = CubeSKP(res.model_change), a = CubeSKP(res.reference_change);
-  h5::Dataset dm = f.CreateDataset<double>("model_change", {L, K, P}, {"layer", "k", "pair"});
-  dm.Write(m.data(), m.size());
-  dm.SetAttr("description", std::string("[layer, k, pair] the model's change at A's x_(k+1)"));
-  h5::Dataset da =
-      f.CreateDataset<double>("reference_change", {R, K, P}, {"reference", "k", "pair"});
-  da.Write(a.data(), a.size());
-  da.SetAttr("description",
-             std::string("[reference, k, pair] the reference's change on the counterfactual "
-                         "prompt"));
+  const formats::Sizes sizes = {{"reference", R}, {"layer", L}, {"k", K}, {"pair", P}};
+  for (int i = 0; i < 7; ++i)
+    f.Write(kPerCell[i], sizes, CubeRLK(PerCell(res, i)));
+  for (int i = 0; i < 6; ++i)
+    f.Write(kPooled[i], sizes, MatRL(Pooled(res, i)));
+  f.Write("model_change", sizes, CubeSKP(res.model_change));
+  f.Write("reference_change", sizes, CubeSKP(res.reference_change));
+  f.Close();
 }
 
 SwapResult ReadSwapsFile(const std::string& path) {
-  const h5::File f = h5::File::Open(path);
-  data::CheckFormat(f, kSwapsFormat);
-  const std::string where = "'" + path + "'";
+  const formats::Reader f(path, formats::SwapsSchema());
+  const std::string& where = f.where();
   SwapResult res;
-  res.checkpoint = f.GetString("checkpoint");
-  res.checkpoint_sha256 = f.GetString("checkpoint_sha256");
-  res.task = data::TaskConfig::FromJson(f.GetString("task_config"), where + " task_config");
-  res.request.seed = static_cast<std::uint64_t>(f.GetInt("seed"));
-  const std::int64_t pairs = f.GetInt("pairs");
+  res.checkpoint = f.String("checkpoint");
+  res.checkpoint_sha256 = f.String("checkpoint_sha256");
+  res.task = data::TaskConfig::FromJson(f.String("task_config"), where + " task_config");
+  res.request.seed = static_cast<std::uint64_t>(f.Int("seed"));
+  const std::int64_t pairs = f.Int("pairs");
   if (pairs < 2 || pairs > 1000000)
     throw core::InputError(
         where, "", "attribute 'pairs' is " + std::to_string(pairs) + ", expected 2..1000000");
   res.request.pairs = static_cast<int>(pairs);
-  res.request.bootstrap = static_cast<int>(f.GetInt("bootstrap_replicates"));
-  ReadLayersAndKs(f, where, res.task, res.layers, res.ks);
-  res.references = f.GetStringList("references");
+  res.request.bootstrap = static_cast<int>(f.Int("bootstrap_replicates"));
+  ReadLayersAndKs(f, res.task, res.layers, res.ks);
+  res.references = f.StringList("references");
   if (res.references.empty() || res.references.size() > 64 ||
       res.references[0] != kModelReference ||
       std::set<std::string>(res.references.begin(), res.references.end()).size() !=
@@ -317,12 +292,9 @@ SwapResult ReadSwapsFile(const std::string& path) {
   // The per-pair datasets are the large ones: bounded before any read.
   if (static_cast<double>(L + R) * K * P > 5e8)
     throw core::InputError(where, "", "its per-pair datasets would hold more than 5e8 values");
-  const auto read = [&](const char* name, const h5::Dims& dims) {
-    return IsIntervalBound(name) ? ReadBound(f, where, name, dims)
-                                 : ReadFinite(f, where, name, dims);
-  };
+  const formats::Sizes sizes = {{"reference", R}, {"layer", L}, {"k", K}, {"pair", P}};
   for (int i = 0; i < 7; ++i) {
-    const std::vector<double> v = read(kPerCell[i], {R, L, K});
+    const std::vector<double> v = f.Read(kPerCell[i], sizes);
     arma::cube& c = PerCell(res, i);
     c.set_size(R, L, K);
     for (hsize_t r = 0; r < R; ++r)
@@ -331,12 +303,12 @@ SwapResult ReadSwapsFile(const std::string& path) {
           c(r, l, k) = v[(r * L + l) * K + k];
   }
   for (int i = 0; i < 6; ++i) {
-    const std::vector<double> v = read(kPooled[i], {R, L});
+    const std::vector<double> v = f.Read(kPooled[i], sizes);
     Pooled(res, i) = arma::mat(v.data(), L, R).t();
   }
-  const std::vector<double> m = read("model_change", {L, K, P});
+  const std::vector<double> m = f.Read("model_change", sizes);
   res.model_change = arma::cube(m.data(), P, K, L);
-  const std::vector<double> a = read("reference_change", {R, K, P});
+  const std::vector<double> a = f.Read("reference_change", sizes);
   res.reference_change = arma::cube(a.data(), P, K, R);
   return res;
 }

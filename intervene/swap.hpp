@@ -1,8 +1,8 @@
 // Whole-context counterfactuals (iclprobe swap): prompt A's query runs on prompt B's context
 // state at layer l, and the change of the prediction is compared with each algorithm's change on
 // the prompt that counterfactual stands for (B's first k examples, then A's query x_{k+1}) — a
-// prompt every algorithm defines, at every layer. This file owns the swaps file (format
-// "iclprobe-swaps"): its schema, writer and reader.
+// prompt every algorithm defines, at every layer. This file owns the swaps file: its
+// writer and reader, through its schema (formats::SwapsSchema()).
 #pragma once
 
 #include <armadillo>
@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "formats/schemas.hpp"
 #include "learners/transformer.hpp"
 
 namespace icl::intervene {
 
-inline constexpr const char* kSwapsFormat = "iclprobe-swaps";
+inline constexpr const char* kSwapsFormat = formats::kSwapsFormat;
 // The first reference of every swaps file: the model itself on the counterfactual prompt (the
 // swap at the embedding, state 0, is that prompt exactly).
 inline constexpr const char* kModelReference = "model";

@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/.." || exit 2
 max_file_lines=600
 max_function_lines=120
-folders="analysis apps construct core data extract interop intervene learners probes python"
+folders="analysis apps construct core data extract formats interop intervene learners probes python"
 
 # file function: functions allowed to be longer, each with its reason.
 #   interop/torch_archive.cpp Run: the pickle machine's opcode switch, one case per opcode; the

@@ -12,18 +12,19 @@ fail() { echo "layering: $1"; status=1; }
 allowed() {
   case "$1" in
     core) echo "core" ;;
-    data) echo "core data" ;;
-    learners) echo "core data learners" ;;
-    interop) echo "core data learners interop" ;;
-    construct) echo "core data learners construct" ;;
-    extract) echo "core data learners extract" ;;
-    probes) echo "core data learners extract probes" ;;
-    intervene) echo "core data learners extract probes intervene" ;;
-    analysis) echo "core data learners extract probes intervene analysis" ;;
+    formats) echo "core formats" ;;
+    data) echo "core formats data" ;;
+    learners) echo "core formats data learners" ;;
+    interop) echo "core formats data learners interop" ;;
+    construct) echo "core formats data learners construct" ;;
+    extract) echo "core formats data learners extract" ;;
+    probes) echo "core formats data learners extract probes" ;;
+    intervene) echo "core formats data learners extract probes intervene" ;;
+    analysis) echo "core formats data learners extract probes intervene analysis" ;;
     *) echo "" ;;
   esac
 }
-libs="core data learners interop construct extract probes intervene analysis"
+libs="core formats data learners interop construct extract probes intervene analysis"
 for dir in */; do
   dir=${dir%/}
   [ -f "$dir/CMakeLists.txt" ] || continue

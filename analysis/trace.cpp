@@ -187,14 +187,13 @@ arma::mat AsColumns(const torch::Tensor& states) {
 
 QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit,
                         const data::PromptSet& eval, const std::vector<int>& ks,
-                        const std::vector<int>& layers, int threads) {
+                        const std::vector<int>& layers, core::ThreadPool* pool) {
   CheckKs(ks, eval.task.n);
   for (int l : layers)
     if (l < 0 || l > model->config.layers)
       throw core::InputError("trace", "layers",
                              std::to_string(l) + " is outside 0.." +
                                  std::to_string(model->config.layers) + " (the model's states)");
-  if (threads < 1) throw std::logic_error("trace: threads must be positive");
   // The scored rows, then the fit rows: one stream, the rows of a trace's activations file.
   auto all = std::make_shared<data::PromptSet>(eval);
   if (fit.size() > 0) {
@@ -202,7 +201,6 @@ QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit
     all->y = arma::join_rows(eval.y, fit.y);
     all->w = arma::join_rows(eval.w, fit.w);
   }
-  auto pool = std::make_shared<core::ThreadPool>(threads);
   const torch::Tensor index = torch::tensor(QueryPositions(ks), torch::kLong);
   const std::int64_t eval_rows = std::int64_t(eval.size());
   model->eval();
@@ -218,7 +216,7 @@ QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit
     // Whole groups of the stream, as extract runs them: a group that straddles [first, last)
     // is run whole and only its rows inside are kept.
     const std::int64_t j0 = first / G, j1 = (last + G - 1) / G;
-    pool->For(j1 - j0, [&](std::int64_t j) {
+    const auto group = [&](std::int64_t j) {
       const std::int64_t g0 = (j0 + j) * G,
                          g = std::min<std::int64_t>(G, std::int64_t(all->size()) - g0);
       const learners::ForwardResult r = extract::RunGroup(model, *all, g0, g);
@@ -227,7 +225,12 @@ QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit
         out[i]
             .slice(0, a - first, b - first)
             .copy_(r.hidden[layers[i]].slice(0, a - g0, b - g0).index_select(1, index));
-    });
+    };
+    if (pool)
+      pool->For(j1 - j0, group);
+    else
+      for (std::int64_t j = 0; j < j1 - j0; ++j)
+        group(j);
     return out;
   };
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.hpp"
 #include "data/task.hpp"
 #include "extract/activations.hpp"
 #include "learners/classical.hpp"
@@ -56,12 +57,13 @@ using QueryStates =
     std::function<std::vector<torch::Tensor>(bool fit, std::size_t begin, std::size_t count)>;
 // From a forward pass of `model` (kept by reference) over `fit` and `eval`; `layers`: the state
 // indices (0 = embedding .. L). The prompts are run as one stream, the scored rows then the fit
-// rows, in extract's groups (extract::RunGroup) on `threads` workers: with torch's and
-// OpenBLAS's own pools serial (the caller's setting, as extract's), each state equals, bit for
-// bit, the one an activations file of the same stream holds (FileStates).
+// rows, in extract's groups (extract::RunGroup) on the caller's `pool` (which must outlive the
+// returned function; none: the calling thread alone): with torch's and OpenBLAS's own pools
+// serial (the caller's setting, as extract's), each state equals, bit for bit, the one an
+// activations file of the same stream holds (FileStates).
 QueryStates ModelStates(learners::Transformer& model, const data::PromptSet& fit,
                         const data::PromptSet& eval, const std::vector<int>& ks,
-                        const std::vector<int>& layers, int threads = 1);
+                        const std::vector<int>& layers, core::ThreadPool* pool = nullptr);
 // From an activations file that stores every position (extract's default): the scored prompts
 // are its rows [0, eval_rows), the fit prompts the rows after them. The file must hold `layers`
 // (core::InputError, setting "layers", naming the file otherwise).

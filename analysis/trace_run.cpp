@@ -177,6 +177,7 @@ TracePrompts PrepareTrace(TraceRequest& req, const data::TaskConfig& task,
 
 TraceResult RunTrace(const TraceRequest& req, const TracePrompts& prompts,
                      std::vector<TraceInput> learners, std::vector<TraceInput> controls,
+                     core::ThreadPool& pool,
                      const std::function<void(long long, long long)>& progress) {
   TraceResult r;
   r.request = req;
@@ -195,7 +196,7 @@ TraceResult RunTrace(const TraceRequest& req, const TracePrompts& prompts,
   const auto predict = [&](TraceInput& in) {
     const QueryStates states =
         in.info ? FileStates(*in.info, prompts.eval.size(), req.ks, req.layers)
-                : ModelStates(in.model, prompts.fit, prompts.eval, req.ks, req.layers, req.threads);
+                : ModelStates(in.model, prompts.fit, prompts.eval, req.ks, req.layers, &pool);
     return LayerPredictions(states, int(req.layers.size()), &in.model, fit_labels,
                             prompts.eval.size(), req.readout, req.lambdas, req.batch,
                             [&](std::size_t count) {

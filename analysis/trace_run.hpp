@@ -82,8 +82,10 @@ TracePrompts PrepareTrace(TraceRequest& req, const data::TaskConfig& task,
 
 // Runs the trace. `progress(done, total)` hears of prompts read (every learner's and control's
 // fit passes and scored prompts).
+// The forward passes run on the caller's `pool` (apps/ makes it of req.threads workers).
 TraceResult RunTrace(const TraceRequest& req, const TracePrompts& prompts,
                      std::vector<TraceInput> learners, std::vector<TraceInput> controls,
+                     core::ThreadPool& pool,
                      const std::function<void(long long, long long)>& progress = {});
 
 }  // namespace icl::analysis

@@ -14,6 +14,7 @@
 #include "apps/subcommands.hpp"
 #include "core/output.hpp"
 #include "core/sha256.hpp"
+#include "core/thread_pool.hpp"
 #include "learners/checkpoint.hpp"
 
 namespace icl::cli {
@@ -214,8 +215,9 @@ int RunTrace(int argc, char** argv) {
   const long long per_input = static_cast<long long>(prompts.eval.size() + 2 * prompts.fit.size());
   Progress progress("trace", per_input * static_cast<long long>(learners.size() + controls.size()),
                     vm.count("quiet") > 0, "prompts");
+  core::ThreadPool pool(req.threads);
   const analysis::TraceResult result =
-      analysis::RunTrace(req, prompts, std::move(learners), std::move(controls),
+      analysis::RunTrace(req, prompts, std::move(learners), std::move(controls), pool,
                          [&](long long done, long long) { progress.Update(done); });
   progress.Finish();
   analysis::WriteTraceFile(h5out.temp_path(), result);

@@ -54,6 +54,13 @@ grep -rnE 'set_num_threads|omp_set_num_threads' $libs --include=*.cpp --include=
 grep -rnE 'kernel_threads\.hpp|SetKernelThreads|SetBlasThreads|SerialKernels' $libs --include=*.cpp --include=*.hpp \
   | grep -v '^learners/kernel_threads\.' \
   && fail "a library sets the kernel libraries' thread pools (only apps/ and python/ choose them)"
+# One pool of threads per run, made by the app (docs/ARCHITECTURE.md, on threads): no library
+# builds a core::ThreadPool (it is handed one) or opens an OpenMP parallel region. (A single
+# helper thread that overlaps reading, writing or a block's targets with the pool's work is not
+# a pool: extract's writer and targets, the ridge probe's read-ahead.)
+grep -rnE 'ThreadPool>\(|ThreadPool [a-z_]+[({]|pragma omp parallel' $libs --include=*.cpp --include=*.hpp \
+  | grep -v '^core/thread_pool\.' \
+  | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//' && fail "a library makes a pool of threads (the app makes the run's one pool and hands it down)"
 for f in '"iclprobe-probes"' '"iclprobe-activations"' '"iclprobe-checkpoint"' '"iclprobe-interventions"' \
          '"iclprobe-prompts"' '"iclprobe-trace"' '"iclprobe-swaps"' \
          '"iclprobe-erasure"' '"iclprobe-das"'; do

@@ -8,23 +8,6 @@ namespace icl::formats {
 
 namespace {
 
-bool IsBound(const std::string& name) {
-  return name.size() > 3 && (name.compare(name.size() - 3, 3, "_lo") == 0 ||
-                             name.compare(name.size() - 3, 3, "_hi") == 0);
-}
-
-DatasetSpec Summary(const std::string& name, const std::vector<std::string>& dims,
-                    const std::vector<std::string>& labels, const std::string& description,
-                    const std::string& when = "") {
-  DatasetSpec d = Data(name, dims, labels, description);
-  d.when = when;
-  if (IsBound(name)) {
-    d.values = Values::kFiniteOrNaN;
-    d.attrs = {{"undefined", kUndefinedBound}};
-  }
-  return d;
-}
-
 Schema Make() {
   Schema s;
   s.format = kDasFormat;
@@ -71,23 +54,23 @@ Schema Make() {
   const std::vector<std::string> lm = {"layer", "m"}, l = {"layer"};
   for (const char* name :
        {"iia", "iia_lo", "iia_hi", "random_iia", "random_iia_lo", "random_iia_hi", "epochs"})
-    s.datasets.push_back(Summary(name, lm, lm, std::string(name) + ", pooled over k"));
+    s.datasets.push_back(SummaryData(name, lm, lm, std::string(name) + ", pooled over k"));
   for (const char* name : {"none_iia", "none_iia_lo", "none_iia_hi", "full_iia", "full_iia_lo",
                            "full_iia_hi", "probe_r2"})
-    s.datasets.push_back(Summary(name, l, l, std::string(name) + " per layer"));
+    s.datasets.push_back(SummaryData(name, l, l, std::string(name) + " per layer"));
   for (const char* name : {"iia_k", "random_iia_k"})
-    s.datasets.push_back(
-        Summary(name, {"layer", "m", "k"}, {"layer", "m", "k"}, std::string(name) + ": IIA per k"));
+    s.datasets.push_back(SummaryData(name, {"layer", "m", "k"}, {"layer", "m", "k"},
+                                     std::string(name) + ": IIA per k"));
   for (const char* name : {"angle_min", "angle_max"})
-    s.datasets.push_back(Summary(name, {"layer", "m", "subspace"}, {"layer", "m", "subspace"},
-                                 "principal angles (degrees) to each named subspace"));
+    s.datasets.push_back(SummaryData(name, {"layer", "m", "subspace"}, {"layer", "m", "subspace"},
+                                     "principal angles (degrees) to each named subspace"));
   for (const char* name : {"subspace_iia", "subspace_iia_lo", "subspace_iia_hi"})
-    s.datasets.push_back(Summary(name, {"layer", "subspace"}, {"layer", "subspace"},
-                                 "IIA of each named subspace interchanged as given"));
+    s.datasets.push_back(SummaryData(name, {"layer", "subspace"}, {"layer", "subspace"},
+                                     "IIA of each named subspace interchanged as given"));
   for (const char* name : {"ceiling_iia", "ceiling_iia_lo", "ceiling_iia_hi"})
-    s.datasets.push_back(Summary(name, {"1"}, {},
-                                 "the model itself on B's first k examples and A's query",
-                                 "quantity w only"));
+    s.datasets.push_back(SummaryData(name, {"1"}, {},
+                                     "the model itself on B's first k examples and A's query",
+                                     "quantity w only"));
   s.datasets.push_back(Data("bases/state_<layer>_m_<m>", {"m", "H"}, {"basis_vector", "hidden"},
                             "the learned basis of one (layer, m); row i: basis vector i"));
   return s;

@@ -23,6 +23,13 @@ const Schema& TraceSchema();          // trace.cpp
 // Every schema above, for the documentation pages and their test.
 std::vector<const Schema*> AllSchemas();
 
+// A summary dataset (float64 over `shape`, labelled by `labels`). A name ending
+// in _lo or _hi is an interval bound: its values may be NaN, which its
+// attribute 'undefined' (kUndefinedBound) explains.
+DatasetSpec SummaryData(const std::string& name, const std::vector<std::string>& shape,
+                        const std::vector<std::string>& labels, const std::string& description,
+                        const std::string& when = "");
+
 // What the interval datasets of these schemas say in their attribute
 // 'undefined'.
 inline constexpr const char* kUndefinedBound =

@@ -8,23 +8,6 @@ namespace icl::formats {
 
 namespace {
 
-bool IsBound(const std::string& name) {
-  return name.size() > 3 && (name.compare(name.size() - 3, 3, "_lo") == 0 ||
-                             name.compare(name.size() - 3, 3, "_hi") == 0);
-}
-
-// A summary; its interval bounds may be undefined (NaN), as their attribute
-// says.
-DatasetSpec Summary(const std::string& name, const std::vector<std::string>& dims,
-                    const std::string& description) {
-  DatasetSpec d = Data(name, dims, dims, description);
-  if (IsBound(name)) {
-    d.values = Values::kFiniteOrNaN;
-    d.attrs = {{"undefined", kUndefinedBound}};
-  }
-  return d;
-}
-
 Schema Make() {
   Schema s;
   s.format = kSwapsFormat;
@@ -61,12 +44,13 @@ Schema Make() {
   };
   for (const char* name : {"reproduced", "reproduced_lo", "reproduced_hi", "slope", "slope_lo",
                            "slope_hi", "correlation"})
-    s.datasets.push_back(Summary(name, {"reference", "layer", "k"},
-                                 std::string(name) + " per (reference, layer, k)"));
+    s.datasets.push_back(SummaryData(name, {"reference", "layer", "k"}, {"reference", "layer", "k"},
+                                     std::string(name) + " per (reference, layer, k)"));
   for (const char* name : {"pooled_reproduced", "pooled_reproduced_lo", "pooled_reproduced_hi",
                            "pooled_slope", "pooled_slope_lo", "pooled_slope_hi"})
-    s.datasets.push_back(Summary(name, {"reference", "layer"},
-                                 std::string(name).substr(7) + " pooled over the k of the run"));
+    s.datasets.push_back(
+        SummaryData(name, {"reference", "layer"}, {"reference", "layer"},
+                    std::string(name).substr(7) + " pooled over the k of the run"));
   s.datasets.push_back(
       Data("model_change", {"layer", "k", "pair"}, {"layer", "k", "pair"},
            "the model's change at A's x_(k+1)", Values::kFinite,

@@ -110,8 +110,4 @@ const Schema& TraceSchema() {
   return s;
 }
 
-std::vector<const Schema*> AllSchemas() {
-  return {&InterventionsSchema(), &SwapsSchema(), &ErasureSchema(), &DasSchema(), &TraceSchema()};
-}
-
 }  // namespace icl::formats

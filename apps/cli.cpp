@@ -66,58 +66,10 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text) {
   return out;
 }
 
-arma::vec ParseLambdas(const std::string& text) {
-  auto number = [&](const std::string& s) {
-    const double v = core::ParseNumber(s).value_or(-1);
-    if (v < 0)
-      throw std::invalid_argument(
-          "--lambdas: expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0, got '" +
-          text.substr(0, 200) + "'");
-    return v;
-  };
-  if (text.find(':') != std::string::npos) {
-    std::stringstream ss(text);
-    std::string a, b, c;
-    std::getline(ss, a, ':');
-    std::getline(ss, b, ':');
-    std::getline(ss, c, ':');
-    const double lo = number(a), hi = number(b), count = number(c);
-    if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
-      throw std::invalid_argument(
-          "--lambdas: in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000, got '" +
-          text.substr(0, 200) + "'");
-    if (count == 1) return arma::vec{lo};
-    return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
-  }
-  std::vector<double> v;
-  for (const std::string& item : ListEntries("--lambdas", text))
-    v.push_back(number(item));
-  if (v.size() > 1000) throw std::invalid_argument("--lambdas: more than 1000 values");
-  return arma::vec(v);
-}
-
 std::vector<std::string> SplitList(const std::string& option, const std::string& text) {
   std::vector<std::string> out = ListEntries(option, text);
   RequireNoDuplicates(option, out);
   return out;
-}
-
-std::array<double, 3> ParseSplit(const std::string& text) {
-  const std::vector<std::string> parts = ListEntries("--split", text);
-  std::array<double, 3> f{};
-  bool ok = parts.size() == 3;
-  for (std::size_t i = 0; ok && i < 3; ++i) {
-    f[i] = core::ParseNumber(parts[i]).value_or(-1);
-    ok = f[i] >= 0 && f[i] <= 1;
-  }
-  // Fractions of the prompts: they add up to 1 (to rounding in their decimal form).
-  if (ok) ok = std::fabs(f[0] + f[1] + f[2] - 1.0) < 1e-6;
-  if (!ok)
-    throw std::invalid_argument(
-        "--split: expected three fractions TRAIN,VAL,TEST in [0, 1] that add up to 1, like "
-        "0.8,0.1,0.1, got '" +
-        text.substr(0, 200) + "'");
-  return f;
 }
 
 std::vector<double> ParseNumbers(const std::string& option, const std::string& text) {

@@ -59,10 +59,6 @@ std::vector<int> ParseInts(const std::string& option, const std::string& text);
 // Comma-separated items (blanks around them removed); throws naming `option` on an empty or a
 // repeated entry.
 std::vector<std::string> SplitList(const std::string& option, const std::string& text);
-// --lambdas: "1e-3:1e5:20" (log-spaced, inclusive) or "0.1,1,10".
-arma::vec ParseLambdas(const std::string& text);
-// --split: "0.8,0.1,0.1" (finite, non-negative).
-std::array<double, 3> ParseSplit(const std::string& text);
 // A comma list of numbers ("0.001,0.01,1"); `option` names it in the message. The library
 // checks what they must satisfy.
 std::vector<double> ParseNumbers(const std::string& option, const std::string& text);

@@ -93,7 +93,7 @@ int RunInspect(int argc, char** argv) {
   // among them) while another run may be writing them.
   std::unique_ptr<core::OutputLock> lock;
   if (const auto c = construct::ReadConstruction(checkpoint)) {
-    const bool newton = c->program.rfind("newton", 0) == 0;
+    const bool newton = construct::ParseProgram(c->program).kind == construct::Program::kNewton;
     std::cout << fmt::format(
         "construction program {} ({}, {} step(s)){}, {} ops\n", c->program,
         newton ? fmt::format("start C {:g}, lambda {:g}", c->start, c->lambda)

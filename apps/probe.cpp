@@ -1,6 +1,7 @@
 // iclprobe probe: layer-wise ridge, linear and MLP readouts of regression quantities from an
 // activations file, with controls; writes probes.h5 and a tidy CSV.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -25,9 +26,10 @@ namespace {
 
 // What the command line sets besides the request's own fields.
 struct ProbeArgs {
-  std::string out, csv, targets = "w_ols,xty", families = "ridge", lambdas = "1e-3:1e5:20",
-                        split = "0.8,0.1,0.1", pooling = "attention", at = "state", layers, ks,
-                        code_blocks = "0.001,0.002,0.004,0.008,0.016,0.032,0.0625,0.125,0.25,0.5,1";
+  std::string out, csv,
+      targets = "w_ols,xty", families = "ridge", lambdas = probes::kDefaultLambdaGrid,
+      split = "0.8,0.1,0.1", pooling = "attention", at = "state", layers, ks,
+      code_blocks = fmt::format("{}", fmt::join(probes::DefaultCodelengthFractions(), ","));
   int threads = 0;
 };
 
@@ -147,18 +149,16 @@ int RunProbe(int argc, char** argv) {
   if (a.out.empty()) throw std::invalid_argument("--out: required (the probes.h5 file to write)");
   req.targets = SplitList("--targets", a.targets);
   req.families = probes::ParseFamilies(ListEntries("--probes", a.families));
-  req.lambdas = ParseLambdas(a.lambdas);
-  req.split = ParseSplit(a.split);
+  req.lambdas = probes::ParseLambdaGrid(a.lambdas);
+  req.split = probes::SplitFractions(ParseNumbers("--split", a.split));
   req.pooled = probes::ParsePooling(a.pooling);
   req.at = probes::ParseProbeAt(a.at);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks);
   req.shuffle_control = vm.count("shuffle-control") > 0;
   req.codelength = vm.count("codelength") > 0;
-  if (!vm["codelength-blocks"].defaulted()) {
-    if (!req.codelength) throw std::invalid_argument("--codelength-blocks: only with --codelength");
+  if (!vm["codelength-blocks"].defaulted())
     req.codelength_fractions = ParseNumbers("--codelength-blocks", a.code_blocks);
-  }
   req.Validate();  // before any output is created; PlanProbes checks again for library callers
   CheckThreads(a.threads);
   const bool force = vm.count("force") > 0;

@@ -16,6 +16,7 @@
 #include "core/sha256.hpp"
 #include "core/thread_pool.hpp"
 #include "learners/checkpoint.hpp"
+#include "probes/runner.hpp"
 
 namespace icl::cli {
 
@@ -102,7 +103,7 @@ void FillRequest(analysis::TraceRequest& req, const TraceArgs& a, const po::vari
   if (vm.count("algorithms")) req.algorithms = SplitList("--algorithms", a.algorithms);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
-  req.lambdas = ParseLambdas(a.lambdas);
+  req.lambdas = probes::ParseLambdaGrid(a.lambdas);
 }
 
 // Each checkpoint (and its activations file) read and checked as an input of the stage.

@@ -144,10 +144,9 @@ void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
 // and the largest gap where the reference is the benchmark.
 void PrintEvaluation(const learners::EvalRecord& r, int d) {
   const int n = r.model_error.n_elem;
-  // OLS is the benchmark only past k = d; the Bayes ridge is optimal at every k.
-  const bool ols = r.ref_name == "ols";
+  const bool ols = r.benchmark_from_k > 0;  // the gap counts from there (EvalRecord)
   double gap = 0;
-  for (int k = ols ? d + 1 : 0; k < n; ++k)
+  for (int k = r.benchmark_from_k; k < n; ++k)
     gap = std::max(gap, r.model_error(k) - r.ref_error(k));
   std::cout << fmt::format(
                    "step {:>7}  lr {:.2e}  train {:.4f}  eval {:.4f}  err/d model|{}  k=0 "

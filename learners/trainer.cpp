@@ -294,6 +294,7 @@ void Training::Evaluate() {
   r.model_error = arma::mean(TransformerErrors(model_, eval_set_), 1);
   r.ref_error = ref_error_;
   r.ref_name = ref_name_;
+  r.benchmark_from_k = tc_.task.noise > 0 ? 0 : tc_.task.d + 1;
   r.eval_loss = arma::mean(r.model_error);
   loss_sum_ = 0;
   loss_count_ = 0;

@@ -45,6 +45,9 @@ struct EvalRecord {
   // lambda = noise^2 / w_scale^2, which is OLS for a noiseless task.
   arma::vec ref_error;
   std::string ref_name;  // "ols" (noiseless) or "bayes"
+  // The first k at which the reference is the benchmark to match: d + 1 for OLS (below that it
+  // is one of many exact fits), 0 for the Bayes ridge (optimal at every k).
+  int benchmark_from_k = 0;
 };
 
 struct TrainCallbacks {

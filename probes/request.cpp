@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "core/names.hpp"
+#include "core/spec.hpp"
 #include "probes/data_access.hpp"
 #include "probes/runner.hpp"
 #include "probes/uncertainty.hpp"
@@ -67,6 +68,40 @@ bool ParsePooling(const std::string& name) {
   if (name == "attention" || name == "position") return name == "attention";
   throw core::InputError("probe", "pooling",
                          "expected attention or position, got '" + name.substr(0, 80) + "'");
+}
+
+arma::vec ParseLambdaGrid(const std::string& text) {
+  const auto fail = [&](const std::string& what) -> void {
+    throw core::InputError("probe", "lambdas", what + ", got '" + text.substr(0, 200) + "'");
+  };
+  const auto number = [&](const std::string& s) {
+    const double v = core::ParseNumber(s).value_or(-1);
+    if (v < 0) fail("expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0");
+    return v;
+  };
+  if (text.find(':') != std::string::npos) {
+    const core::Spec spec = core::ParseSpec(text);
+    if (spec.args.size() != 2)
+      fail("expected LO:HI:COUNT (log-spaced) or a comma list of numbers >= 0");
+    const double lo = number(spec.name), hi = number(spec.args[0]), count = number(spec.args[1]);
+    if (!(lo > 0) || !(hi >= lo) || count < 1 || count > 1000 || count != std::floor(count))
+      fail("in LO:HI:COUNT, need 0 < LO <= HI and a whole COUNT in 1..1000");
+    if (count == 1) return arma::vec{lo};
+    return arma::logspace(std::log10(lo), std::log10(hi), static_cast<arma::uword>(count));
+  }
+  std::vector<double> v;
+  for (const std::string& item : core::SplitList("probe", "lambdas", text))
+    v.push_back(number(item));
+  if (v.size() > 1000) fail("more than 1000 values");
+  return arma::vec(v);
+}
+
+std::array<double, 3> SplitFractions(const std::vector<double>& fractions) {
+  if (fractions.size() != 3)
+    throw core::InputError("probe", "split",
+                           "expected three fractions TRAIN,VAL,TEST (like 0.8,0.1,0.1), got " +
+                               std::to_string(fractions.size()));
+  return {fractions[0], fractions[1], fractions[2]};
 }
 
 int ProbePosition(const StatesInfo& info, int k, ProbeAt at) {
@@ -155,6 +190,8 @@ void ProbeRequest::Validate() const {
   if (std::abs(sum - 1) > 1e-9) fail("split", "the fractions must sum to 1");
   if (block_rows < 1) fail("block_rows", "must be positive");
   if (ridge_keep_bytes < 0) fail("ridge_keep_bytes", "must be >= 0");
+  if (!codelength && codelength_fractions != DefaultCodelengthFractions())
+    fail("codelength_blocks", "only with {codelength}: the blocks are the codelength's");
   if (codelength) {
     CodelengthBlockEnds(codelength_fractions, 1 << 30);  // order and range (sizes: PlanProbes)
     if (!(lambdas.max() > 0))

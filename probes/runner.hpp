@@ -48,6 +48,15 @@ int ProbePosition(const StatesInfo& info, int k, ProbeAt at);
 std::vector<ProbeAt> ParseProbeAt(const std::string& name);
 bool ParsePooling(const std::string& name);
 
+// The ridge penalty grid as a user writes it, on the command line or in the Python module:
+// "LO:HI:COUNT" (COUNT values log-spaced from LO to HI, 0 < LO <= HI, COUNT 1..1000) or a comma
+// list of numbers >= 0 (at most 1000); core::InputError (setting "lambdas") otherwise.
+arma::vec ParseLambdaGrid(const std::string& text);
+inline constexpr const char* kDefaultLambdaGrid = "1e-3:1e5:20";
+// The train, validation and test fractions of a list of three numbers; core::InputError
+// (setting "split") for another count. ProbeRequest::Validate checks their range and sum.
+std::array<double, 3> SplitFractions(const std::vector<double>& fractions);
+
 struct ProbeRequest {
   std::string activations;
   std::vector<std::string> controls;
@@ -55,7 +64,7 @@ struct ProbeRequest {
   std::vector<Family> families = {Family::kRidge};
   int seeds = 1;
   bool shuffle_control = false;
-  arma::vec lambdas = arma::logspace(-3, 5, 20);
+  arma::vec lambdas = ParseLambdaGrid(kDefaultLambdaGrid);
   std::array<double, 3> split = {0.8, 0.1, 0.1};
   std::uint64_t seed = 0;
   bool pooled = true;             // gradient probes: attention pooling (false: the single state)
@@ -74,6 +83,7 @@ struct ProbeRequest {
   // GradientCodelengths): the training rows cut at these fractions, each block coded by the
   // probe fitted on the blocks before it.
   bool codelength = false;
+  // Other block ends than these are a setting of the codelength: Validate refuses them without it.
   std::vector<double> codelength_fractions = DefaultCodelengthFractions();
   double codelength_precision = 1e-3;  // each target entry to this fraction of its sd
 

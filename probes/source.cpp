@@ -29,6 +29,15 @@ StatesInfo DescribeActivations(extract::ActivationsInfo info) {
   return s;
 }
 
+extract::Positions InferPositions(int positions_per_prompt, int target_k) {
+  if (target_k == 0 || target_k == positions_per_prompt) return extract::Positions::kY;
+  if (2 * target_k == positions_per_prompt) return extract::Positions::kAll;
+  throw core::InputError("probe", "targets",
+                         "their K = " + std::to_string(target_k) +
+                             " matches neither the T = " + std::to_string(positions_per_prompt) +
+                             " states (positions y) nor T / 2 (positions all)");
+}
+
 StatesInfo DescribeArrays(const std::string& name, std::int64_t prompts, std::vector<int> layers,
                           int positions_per_prompt, int hidden, extract::Positions positions,
                           const std::vector<std::pair<std::string, int>>& targets) {

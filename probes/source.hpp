@@ -39,6 +39,11 @@ StatesInfo DescribeActivations(extract::ActivationsInfo info);
 // x_1 y_1 ... x_n y_n, so an even count; kY: the state after each of n examples); targets by
 // name with their entries per prompt and k (d: the first target's). Throws core::InputError
 // naming the setting ("hidden", "layers", "targets") when the shapes do not describe a source.
+// The layout of arrays of `positions_per_prompt` states whose per-k targets have K =
+// `target_k` values (0: no target has a k axis): kY when the states match K (or no target
+// says), kAll when there are 2K of them; core::InputError (setting "targets") otherwise.
+extract::Positions InferPositions(int positions_per_prompt, int target_k);
+
 StatesInfo DescribeArrays(const std::string& name, std::int64_t prompts, std::vector<int> layers,
                           int positions_per_prompt, int hidden, extract::Positions positions,
                           const std::vector<std::pair<std::string, int>>& targets);

@@ -12,6 +12,8 @@
 #include "core/errors.hpp"
 #include "data/task.hpp"
 #include "extract/activations.hpp"
+#include "probes/data_access.hpp"
+#include "probes/source.hpp"
 #include "python/bindings.hpp"
 
 namespace icl::python {
@@ -56,6 +58,20 @@ class Activations {
     std::memcpy(a.mutable_data(), t.values.data(), sizeof(double) * t.values.size());
     return a;
   }
+  // The stored position of the state after k examples for each k (probes' layout: with
+  // positions all the y-token of example k, 2k - 1; with positions y, k - 1).
+  std::vector<int> AfterKPositions(const std::vector<int>& ks) const {
+    const icl::probes::StatesInfo states = icl::probes::DescribeActivations(info_);
+    std::vector<int> out;
+    for (int k : ks) {
+      if (k < 1 || k > states.n)
+        throw InputError(
+            "iclprobe", "ks",
+            "k must be in 1.." + std::to_string(states.n) + ", got " + std::to_string(k));
+      out.push_back(icl::probes::AfterKPosition(states, k));
+    }
+    return out;
+  }
   py::dict Prompts() const {
     const icl::data::PromptSet set = icl::extract::ReadActivationPrompts(info_, info_.prompts);
     const py::ssize_t N = py::ssize_t(set.size()), n = set.task.n, d = set.task.d;
@@ -94,7 +110,8 @@ void BindActivations(py::module_& m) {
                              [](const Activations& a) { return a.info().checkpoint_sha256; })
       .def("hidden", &Activations::Hidden, py::arg("layer"))
       .def("target", &Activations::Target, py::arg("name"))
-      .def("read_prompts", &Activations::Prompts);
+      .def("read_prompts", &Activations::Prompts)
+      .def("after_k_positions", &Activations::AfterKPositions, py::arg("ks"));
 }
 
 }  // namespace icl::python

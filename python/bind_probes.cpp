@@ -37,21 +37,23 @@ namespace {
 
 using icl::core::InputError;
 
-// What a Python call asks of a probing run, with the CLI's option names (probe --help).
+// What a Python call asks of a probing run: the names and lists a user writes, which probes/
+// parses as it does the CLI's options, and the request's own settings, whose defaults are the
+// library's (ProbeRequest's).
 struct ProbeSettings {
   std::vector<std::string> probes = {"ridge"};  // families: ridge, linear, mlp
-  std::string positions = "y";                  // the T axis: y (state after k = 1..K) or all
-  std::string at = "state";                     // state, query or both (query: positions all)
-  std::string pooling = "attention";            // linear/mlp input: attention or position
-  std::optional<std::vector<double>> lambdas;   // none: the CLI's grid
-  std::array<double, 3> split = {0.8, 0.1, 0.1};
-  std::uint64_t seed = 0;
-  int seeds = 1, bootstrap = 1000, threads = 1;
-  bool shuffle_control = false, codelength = false;
+  // The T axis: y (the state after k = 1..K) or all; "": as the arrays' shapes say
+  // (probes::InferPositions).
+  std::string positions;
+  std::string at = "state";                    // state, query or both (query: positions all)
+  std::string pooling = "attention";           // linear/mlp input: attention or position
+  std::optional<std::string> lambda_grid;      // "LO:HI:COUNT" or "a,b,c" (ParseLambdaGrid)
+  std::optional<std::vector<double>> lambdas;  // the grid's values
+  std::optional<std::vector<double>> split;    // train, validation, test fractions
   std::optional<std::vector<double>> codelength_blocks;
-  int mlp_hidden = 256, epochs = 30, patience = 4, batch = 64;
-  double lr = 1e-3;
-  std::string name = "hidden";  // names the main source in messages and family reports
+  int threads = 1;
+  std::string name = "hidden";        // names the main source in messages and family reports
+  icl::probes::ProbeRequest request;  // seed(s), bootstrap, controls' switches, gradient probes
 };
 
 struct ProbeArrays {
@@ -62,32 +64,38 @@ struct ProbeArrays {
   std::vector<int> ks;                                      // labels of the K axis; empty: 1..K
 };
 
-// The request the CLI's probe would build from `s` (its option names in messages).
+// The request the CLI's probe would build from `s`: the same parsers, the same Validate (in
+// PlanProbesInMemory).
 icl::probes::ProbeRequest RequestOf(const ProbeSettings& s) {
   namespace pr = icl::probes;
-  pr::ProbeRequest r;
+  pr::ProbeRequest r = s.request;
   r.families = pr::ParseFamilies(ListArgument("probes", s.probes));
   r.pooled = pr::ParsePooling(s.pooling);
   r.at = pr::ParseProbeAt(s.at);
+  if (s.lambda_grid && s.lambdas)
+    throw InputError("iclprobe", "lambdas", "give the grid as a text or as values, not both");
+  if (s.lambda_grid) r.lambdas = pr::ParseLambdaGrid(*s.lambda_grid);
   if (s.lambdas) r.lambdas = arma::vec(*s.lambdas);
-  r.split = s.split;
-  r.seed = s.seed;
-  r.seeds = s.seeds;
-  r.bootstrap = s.bootstrap;
-  r.shuffle_control = s.shuffle_control;
-  r.codelength = s.codelength;
-  if (s.codelength_blocks) {
-    if (!s.codelength)
-      throw InputError("iclprobe", "codelength_blocks", "only with codelength=True");
-    r.codelength_fractions = *s.codelength_blocks;
-  }
-  r.gradient.mlp_hidden = s.mlp_hidden;
-  r.gradient.lr = s.lr;
-  r.gradient.max_epochs = s.epochs;
-  r.gradient.patience = s.patience;
-  r.gradient.batch = s.batch;
+  if (s.split) r.split = pr::SplitFractions(*s.split);
+  if (s.codelength_blocks) r.codelength_fractions = *s.codelength_blocks;
   if (s.threads < 1) throw InputError("iclprobe", "threads", "must be at least 1");
   return r;
+}
+
+// A setting of the request (or of its gradient probes) as an attribute of ProbeSettings.
+template <typename T>
+void BindRequestField(py::class_<ProbeSettings>& c, const char* name,
+                      T icl::probes::ProbeRequest::*field) {
+  c.def_property(
+      name, [field](const ProbeSettings& s) { return s.request.*field; },
+      [field](ProbeSettings& s, const T& v) { s.request.*field = v; });
+}
+template <typename T>
+void BindGradientField(py::class_<ProbeSettings>& c, const char* name,
+                       T icl::probes::GradientProbeOptions::*field) {
+  c.def_property(
+      name, [field](const ProbeSettings& s) { return s.request.gradient.*field; },
+      [field](ProbeSettings& s, const T& v) { s.request.gradient.*field = v; });
 }
 
 // The arrays of one source, read where they lie: hidden [N, L, T, F] float32 (the precision a
@@ -313,7 +321,11 @@ std::unique_ptr<ProbeRun> Probe(const ProbeArrays& in, const ProbeSettings& s,
   for (const auto& [name, arr] : in.targets)
     shapes.emplace_back(name,
                         arr.ndim() == 2 || arr.ndim() == 3 ? int(arr.shape(arr.ndim() - 1)) : 1);
-  const auto positions = icl::extract::ParsePositions(s.positions);
+  int target_k = 0;  // the K axis of the per-k targets, which with T tells the layout
+  for (const auto& [name, arr] : in.targets)
+    if (arr.ndim() == 3 && target_k == 0) target_k = int(arr.shape(1));
+  const auto positions = s.positions.empty() ? pr::InferPositions(int(T), target_k)
+                                             : icl::extract::ParsePositions(s.positions);
   pr::StatesInfo info = pr::DescribeArrays(s.name, N, in.layers, int(T), int(F), positions, shapes);
   const py::ssize_t K = info.n;
   const std::vector<int> ks = KLabels(in.ks, K, positions == icl::extract::Positions::kAll);
@@ -372,27 +384,33 @@ void BindProbes(py::module_& m) {
       .def_readwrite("controls", &ProbeArrays::controls)
       .def_readwrite("layers", &ProbeArrays::layers)
       .def_readwrite("ks", &ProbeArrays::ks);
-  py::class_<ProbeSettings>(m, "ProbeSettings")
-      .def(py::init<>())
+  py::class_<ProbeSettings> settings(m, "ProbeSettings");
+  settings.def(py::init<>())
       .def_readwrite("probes", &ProbeSettings::probes)
       .def_readwrite("positions", &ProbeSettings::positions)
       .def_readwrite("at", &ProbeSettings::at)
       .def_readwrite("pooling", &ProbeSettings::pooling)
+      .def_readwrite("lambda_grid", &ProbeSettings::lambda_grid)
       .def_readwrite("lambdas", &ProbeSettings::lambdas)
       .def_readwrite("split", &ProbeSettings::split)
-      .def_readwrite("seed", &ProbeSettings::seed)
-      .def_readwrite("seeds", &ProbeSettings::seeds)
-      .def_readwrite("bootstrap", &ProbeSettings::bootstrap)
       .def_readwrite("threads", &ProbeSettings::threads)
-      .def_readwrite("shuffle_control", &ProbeSettings::shuffle_control)
-      .def_readwrite("codelength", &ProbeSettings::codelength)
       .def_readwrite("codelength_blocks", &ProbeSettings::codelength_blocks)
-      .def_readwrite("mlp_hidden", &ProbeSettings::mlp_hidden)
-      .def_readwrite("epochs", &ProbeSettings::epochs)
-      .def_readwrite("patience", &ProbeSettings::patience)
-      .def_readwrite("batch", &ProbeSettings::batch)
-      .def_readwrite("lr", &ProbeSettings::lr)
       .def_readwrite("name", &ProbeSettings::name);
+  namespace pr = icl::probes;
+  BindRequestField(settings, "seed", &pr::ProbeRequest::seed);
+  BindRequestField(settings, "seeds", &pr::ProbeRequest::seeds);
+  BindRequestField(settings, "bootstrap", &pr::ProbeRequest::bootstrap);
+  BindRequestField(settings, "shuffle_control", &pr::ProbeRequest::shuffle_control);
+  BindRequestField(settings, "codelength", &pr::ProbeRequest::codelength);
+  BindGradientField(settings, "mlp_hidden", &pr::GradientProbeOptions::mlp_hidden);
+  BindGradientField(settings, "epochs", &pr::GradientProbeOptions::max_epochs);
+  BindGradientField(settings, "patience", &pr::GradientProbeOptions::patience);
+  BindGradientField(settings, "batch", &pr::GradientProbeOptions::batch);
+  BindGradientField(settings, "lr", &pr::GradientProbeOptions::lr);
+  // The library's split and grid, for the Python signature's defaults and their test.
+  settings.def_property_readonly("default_split", [](const ProbeSettings& s) {
+    return std::vector<double>(s.request.split.begin(), s.request.split.end());
+  });
 
   py::class_<Probes>(m, "Probes")
       .def(py::init([](const std::string& path) {

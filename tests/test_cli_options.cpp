@@ -17,6 +17,7 @@
 #include "core/errors.hpp"
 #include "core/spec.hpp"
 #include "learners/classical.hpp"
+#include "probes/runner.hpp"
 #include "tests/test_util.hpp"
 
 using namespace icl;
@@ -191,13 +192,16 @@ TEST(CliOptions, ListParsersRefuseWhatTheyCannotRead) {
   EXPECT_THROW(cli::ParseInts("--k", "1.5"), std::invalid_argument);
   EXPECT_EQ(cli::SplitList("--targets", " a , b"), (std::vector<std::string>{"a", "b"}));
   EXPECT_THROW(cli::SplitList("--targets", ","), std::invalid_argument);
-  EXPECT_THROW(cli::ParseLambdas("1:0.1:3"), std::invalid_argument);
-  EXPECT_THROW(cli::ParseLambdas("abc"), std::invalid_argument);
-  EXPECT_THROW(cli::ParseLambdas("1e-3:1e5:100000"), std::invalid_argument);
-  EXPECT_EQ(cli::ParseLambdas("1e-2:1e2:5").n_elem, 5u);
-  EXPECT_NEAR(cli::ParseLambdas("1e-2:1e2:5")(2), 1.0, 1e-12);  // 10^0 from logspace: ~1 ulp
-  EXPECT_THROW(cli::ParseSplit("inf,1,1"), std::invalid_argument);
-  EXPECT_THROW(cli::ParseSplit("0.8,0.2"), std::invalid_argument);
+  // The grid and split the probes library parses for both front ends.
+  EXPECT_THROW(probes::ParseLambdaGrid("1:0.1:3"), std::invalid_argument);
+  EXPECT_THROW(probes::ParseLambdaGrid("abc"), std::invalid_argument);
+  EXPECT_THROW(probes::ParseLambdaGrid("1e-3:1e5:100000"), std::invalid_argument);
+  EXPECT_THROW(probes::ParseLambdaGrid("1e-3:1e5:20:4"), std::invalid_argument);
+  EXPECT_EQ(probes::ParseLambdaGrid("1e-2:1e2:5").n_elem, 5u);
+  EXPECT_NEAR(probes::ParseLambdaGrid("1e-2:1e2:5")(2), 1.0, 1e-12);  // 10^0 from logspace: ~1 ulp
+  EXPECT_EQ(probes::ParseLambdaGrid("0.5, 2").n_elem, 2u);
+  EXPECT_THROW(cli::ParseNumbers("--split", "inf,1,1"), std::invalid_argument);
+  EXPECT_THROW(probes::SplitFractions({0.8, 0.2}), std::invalid_argument);
 }
 
 // ---- The table of inputs -------------------------------------------------------------------
@@ -397,8 +401,8 @@ TEST(CliOptions, EveryListParserRefusesEmptyEntriesNamingTheOption) {
     EXPECT_EQ(field_of([&] { cli::ParseNumbers("--codelength-blocks", text); }),
               "codelength_blocks")
         << text;
-    EXPECT_EQ(field_of([&] { cli::ParseLambdas(text); }), "lambdas") << text;
-    EXPECT_EQ(field_of([&] { cli::ParseSplit(text); }), "split") << text;
+    EXPECT_EQ(field_of([&] { probes::ParseLambdaGrid(text); }), "lambdas") << text;
+    EXPECT_EQ(field_of([&] { cli::ParseNumbers("--split", text); }), "split") << text;
     // The learner lists of baselines, compare and swap (learners/), with the setting they name.
     EXPECT_EQ(field_of([&] { learners::MakeLearners(text, task); }), "learners") << text;
   }

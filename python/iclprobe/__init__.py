@@ -276,7 +276,8 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
         controls: dict name -> (or list of) arrays shaped like hidden: the same prompts through
             a control model (a random-init twin, say). Each gets the same probes, and
             ``result.selectivity`` holds model minus control with paired intervals.
-        lambdas: the ridge penalty grid (default 1e-3..1e5, 20 values, as the CLI).
+        lambdas: the ridge penalty grid: values, or a text as the CLI's --lambdas takes it
+            ("LO:HI:COUNT" log-spaced, or "a,b,c"); default "1e-3:1e5:20", as the CLI.
         split: train/validation/test fractions; seed: the split's seed; seeds: several splits.
         bootstrap: replicates of the bootstrap over test prompts (100..100000).
         shuffle_control: also probe targets permuted across training prompts.
@@ -305,17 +306,7 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
     if not targets:
         raise ValueError("iclprobe: targets: at least one is needed")
     tarrays = {str(n): _array("targets['%s']" % n, t) for n, t in targets.items()}
-    N, L, T = h.shape[0], h.shape[1], h.shape[2]
-    per_k = [a.shape[1] for a in tarrays.values() if a.ndim == 3]
-    if positions is None:
-        if not per_k or per_k[0] == T:
-            positions = "y"
-        elif 2 * per_k[0] == T:
-            positions = "all"
-        else:
-            raise ValueError(
-                "iclprobe: targets: their K = %d matches neither the T = %d states of hidden "
-                "(positions y) nor T / 2 (positions all)" % (per_k[0], T))
+    L = h.shape[1]
     # positions (y or all), [N, D] targets (the same value after every k) and the K axis's
     # labels (default 1..K) are read by the library, which knows what the T axis holds.
     layers = list(range(L)) if layers is None else [int(v) for v in layers]
@@ -337,18 +328,18 @@ def probe(hidden, targets, *, probes=("ridge",), positions=None, at="state", lay
     arrays.ks = ks
     s = _core.ProbeSettings()
     s.probes = _list("probes", probes)
-    s.positions = str(positions)
+    s.positions = "" if positions is None else str(positions)  # "": as the shapes say
     s.at = str(at)
     s.pooling = str(pooling)
-    s.lambdas = None if lambdas is None else [float(v) for v in lambdas]  # None: the CLI's grid
+    if isinstance(lambdas, str):
+        s.lambda_grid = lambdas  # "LO:HI:COUNT" or "a,b,c", read as the CLI reads --lambdas
+    elif lambdas is not None:
+        s.lambdas = [float(v) for v in lambdas]
     try:
-        fractions = tuple(float(v) for v in split)
+        s.split = [float(v) for v in split]
     except (TypeError, ValueError):
-        fractions = ()
-    if len(fractions) != 3:
         raise ValueError("iclprobe: split: expected three fractions (train, validation, test) "
-                         "like (0.8, 0.1, 0.1), got %r" % (split,))
-    s.split = fractions
+                         "like (0.8, 0.1, 0.1), got %r" % (split,)) from None
     s.seed = _integer("seed", seed, 0, 2 ** 64 - 1)
     s.seeds = _integer("seeds", seeds)
     s.bootstrap = _integer("bootstrap", bootstrap)
@@ -383,7 +374,8 @@ def ridge_probe(hidden, targets, *, layers=None, ks=None, controls=None, lambdas
         controls: dict name -> (or list of) arrays shaped like hidden: the same prompts through
             a control model (a random-init twin, say). Each gets the same probes, and
             ``result.selectivity`` holds model minus control with paired intervals.
-        lambdas: the penalty grid (default 1e-3..1e5, 20 values, as the CLI).
+        lambdas: the penalty grid, values or a text as the CLI takes ("1e-3:1e5:20", the
+            default).
         split: train/validation/test fractions; seed: the split's seed; seeds: several splits.
         bootstrap: replicates of the bootstrap over test prompts (100..100000).
         shuffle_control: also probe targets permuted across training prompts.
@@ -451,7 +443,7 @@ def extract(checkpoint, out, *, prompts=2000, seed=7, layers=None, positions="al
     s.prompts = _integer("prompts", prompts, -2 ** 63, 2 ** 63 - 1)
     s.seed = _integer("seed", seed, 0, 2 ** 64 - 1)
     s.layers = None if layers is None else [int(v) for v in layers]
-    s.positions = str(positions)
+    s.positions = "" if positions is None else str(positions)  # "": as the shapes say
     s.ridge_lambda = float(ridge_lambda)
     s.learner_targets = _list("learner_targets", learner_targets)
     s.n = None if n is None else _integer("n", n)
@@ -510,8 +502,7 @@ class Activations:
         layers = self.layers if layers is None else list(layers)
         n = self.task_config["n"]
         ks = list(range(1, n + 1)) if ks is None else list(ks)
-        step = 2 if self.positions == "all" else 1  # all: the y-token of example k is 2k - 1
-        pos = [step * k - 1 for k in ks]
+        pos = self._f.after_k_positions(ks)  # the library's token layout
         return _np.stack([self.hidden(l)[:, pos, :] for l in layers], axis=1)
 
     def __repr__(self):

@@ -387,6 +387,38 @@ def test_bad_input_raises_value_error():
     raises_value_error(lambda: iclprobe.open(missing), "missing.h5")
 
 
+def test_probe_defaults_are_the_library_s():
+    # The keyword defaults a reader sees in probe()'s signature are the probes library's own
+    # (ProbeRequest's, through the settings object both front ends fill), not a second copy.
+    import inspect
+    lib = iclprobe._core.ProbeSettings()
+    sig = inspect.signature(iclprobe.probe).parameters
+    for name in ("seed", "seeds", "bootstrap", "shuffle_control", "codelength", "mlp_hidden",
+                 "epochs", "patience", "batch", "lr", "at", "pooling", "name", "threads"):
+        assert sig[name].default == getattr(lib, name), name
+    assert list(sig["probes"].default) == list(lib.probes)
+    assert list(sig["split"].default) == list(lib.default_split)
+    for name in ("seed", "seeds", "bootstrap", "shuffle_control", "lambdas", "split"):
+        assert inspect.signature(iclprobe.ridge_probe).parameters[name].default == sig[name].default
+
+
+def test_lambdas_as_text_read_as_the_cli_reads_them():
+    rng = np.random.default_rng(7)
+    h = rng.standard_normal((60, 5)).astype(np.float32)
+    z = h[:, :2].astype(np.float64) @ np.array([[1.0, -2.0], [0.5, 3.0]])
+    a = iclprobe.ridge_probe(h, {"z": z}, lambdas="0.1, 1,10", bootstrap=100).table
+    b = iclprobe.ridge_probe(h, {"z": z}, lambdas=[0.1, 1.0, 10.0], bootstrap=100).table
+    assert np.array_equal(a["r2"], b["r2"]) and np.array_equal(a["lambda"], b["lambda"])
+    raises_value_error(lambda: iclprobe.ridge_probe(h, {"z": z}, lambdas="1:0.1:3"), "lambdas",
+                       "LO:HI:COUNT")
+    raises_value_error(lambda: iclprobe.ridge_probe(h, {"z": z}, split=(0.9, 0.1)), "split",
+                       "three")
+    raises_value_error(lambda: iclprobe.ridge_probe(h, {"z": z}, split=(0.5, 0.1, 0.1)), "split",
+                       "sum to 1")
+    raises_value_error(lambda: iclprobe.probe(h, {"z": z}, codelength_blocks=[0.5, 1]),
+                       "codelength_blocks", "codelength")
+
+
 def test_forward_refuses_inputs_beyond_float32():
     # The model runs in float32: 1e300 becomes inf in the tokens and every prediction NaN.
     model = iclprobe.Transformer.load(ckpt)

@@ -128,8 +128,18 @@ void PrintCompareSummary(std::ostream& os, const CompareResult& r,
                       : ", context shift " + r.tasks[c].context_shift.Spec(),
                   r.tasks[c].HasQueries() ? ", query shift " + r.tasks[c].query_shift.Spec() : "")
             : "";
-    os << fmt::format("\n{}{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", r.models[c], noise,
-                      "learner", "SPD k<d", "SPD all k", "ILWD k<d", "ILWD all k");
+    // Which family the prompts come from, and the learner's own when they differ (fresh tasks
+    // for a pool-trained learner: dmmse is then the posterior over its training pool).
+    std::string family;
+    if (c < r.tasks.size()) {
+      const data::TaskFamily& on = r.tasks[c].family;
+      if (on.kind != data::TaskFamily::Kind::kGaussian) family = ", task family " + on.Spec();
+      if (c < r.trained.size() && !(r.trained[c].family == on))
+        family += fmt::format(", prompts of {} for a learner trained on {}", on.Spec(),
+                              r.trained[c].family.Spec());
+    }
+    os << fmt::format("\n{}{}{} against:\n{:<16}{:>11}{:>11}{:>11}{:>11}\n", r.models[c], noise,
+                      family, "learner", "SPD k<d", "SPD all k", "ILWD k<d", "ILWD all k");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       os << fmt::format("{:<16}", rows[i]->learner);
       for (int j = 0; j < 4; ++j)

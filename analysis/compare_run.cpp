@@ -67,14 +67,15 @@ arma::mat Predictions(const learners::ClassicalLearner& l, const data::PromptSet
 
 }  // namespace
 
-void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task) {
+void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task,
+                       const data::TaskConfig* trained) {
   const std::vector<std::string> items = SplitSpecs(specs);
   std::string check;
   for (std::size_t i = 0; i < items.size(); ++i) {
     FitSpec f;
     check += (i ? "," : "") + (ParseFitSpec(items[i], &f) ? f.Spec(0.01, f.steps_hi) : items[i]);
   }
-  learners::MakeLearners(check, task);
+  learners::MakeLearners(check, task, "learners", trained);
 }
 
 LearnerUnderTest TransformerUnderTest(const std::string& name, const data::TaskConfig& task,
@@ -138,7 +139,7 @@ void CompareRequest::Validate() const {
   const double q = queries == 0 ? 2 * (d + 1) : queries;
   core::RequireMemory(8.0 * q * std::min(ilwd_prompts, prompts) * n * (d + 2), "compare", "queries",
                       "the query points of the implicit weights");
-  CheckLearnerSpecs(learner_specs, task);
+  CheckLearnerSpecs(learner_specs, task, &trained);
 }
 
 std::vector<int> SummaryWindow(int d, int n) {
@@ -233,13 +234,16 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   out.n = models[0].task.n;
   CompareRequest checked = req;  // against the learners' own task
   checked.task = models[0].task;
+  checked.trained = models[0].trained;
   checked.Validate();
   CheckOneShape(models);
   // Fit specs are checked with a placeholder value and fitted per learner under test below.
   const std::vector<std::string> items = SplitSpecs(req.learner_specs);
   std::vector<FitSpec> fits(items.size());
   std::vector<bool> is_fit(items.size(), false);
-  CheckLearnerSpecs(req.learner_specs, models[0].task);  // the first learner's task
+  // Every learner's prompts and training task, before any work (dmmse needs a pool).
+  for (const LearnerUnderTest& m : models)
+    CheckLearnerSpecs(req.learner_specs, m.task, &m.trained);
   for (std::size_t i = 0; i < items.size(); ++i)
     is_fit[i] = ParseFitSpec(items[i], &fits[i]);
   const bool any_fit = std::find(is_fit.begin(), is_fit.end(), true) != is_fit.end();
@@ -264,9 +268,11 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
   std::vector<std::pair<std::string, TaskReferences>> shared;  // by task JSON
   std::vector<std::string> task_keys;
   for (const auto& m : models)
-    task_keys.push_back(m.task.ToJson());
-  auto references_of = [&](const data::TaskConfig& t) -> TaskReferences& {
-    const std::string key = t.ToJson();
+    task_keys.push_back(m.task.ToJson() + m.trained.ToJson());
+  // The references of a learner under test's prompts (and, for dmmse, of its training pool).
+  auto references_of = [&](const LearnerUnderTest& m) -> TaskReferences& {
+    const data::TaskConfig& t = m.task;
+    const std::string key = t.ToJson() + m.trained.ToJson();
     for (auto& [k, r] : shared)
       if (k == key) return r;
     TaskReferences r;
@@ -281,7 +287,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
             specs += (i ? "," : "") + (is_fit[i] ? fits[i].Spec(0.01, fits[i].steps_hi) : items[i]);
           return specs;
         }(),
-        t);
+        t, "learners", &m.trained);
     for (std::size_t i = 0; i < items.size(); ++i)
       r.fixed.push_back(is_fit[i] ? Reference{} : RunReference(*learners[i], r.set, P));
     shared.emplace_back(key, std::move(r));
@@ -292,7 +298,8 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     const auto& m = models[c];
     out.models.push_back(m.name);
     out.tasks.push_back(m.task);
-    TaskReferences& ref = references_of(m.task);
+    out.trained.push_back(m.trained);
+    TaskReferences& ref = references_of(m);
     // Fitted learners: on prompts after the scored ones (disjoint from them), each family's
     // hyperparameters closest to this model.
     std::vector<FamilyFit> fitted(items.size(), FamilyFit{arma::datum::nan, arma::datum::nan});
@@ -322,7 +329,7 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
       out.entries.push_back(std::move(e));
     }
   }
-  if (req.all_pairs) AddAllPairs(references_of(models[0].task).fixed, d, out);
+  if (req.all_pairs) AddAllPairs(references_of(models[0]).fixed, d, out);
   return out;
 }
 

@@ -22,6 +22,9 @@ namespace icl::analysis {
 struct LearnerUnderTest {
   std::string name;
   data::TaskConfig task;  // the prompts it is compared on (its training task, or overrides)
+  // The task it was trained on: dmmse averages over its pool when `task` has none (a
+  // pool-trained learner on fresh tasks, Raventos et al.'s measurement).
+  data::TaskConfig trained;
   // n x N: entry (k, i) predicts y_{k+1} of prompt i from k examples.
   std::function<arma::mat(const data::PromptSet&)> predict;
   // Prompts first .. first + count - 1: queries d x Q x (count n) (slice c n + k: after k
@@ -49,6 +52,7 @@ struct CompareRequest {
   // The prompts' task: d bounds the queries, the specs are checked against it (RunCompare
   // checks the request against the first learner's task).
   data::TaskConfig task;
+  data::TaskConfig trained;  // the first learner's (LearnerUnderTest::trained)
   // Throws core::InputError naming the setting.
   void Validate() const;
 };
@@ -73,9 +77,10 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
 struct CompareResult {
   int d = 0, n = 0, prompts = 0, contexts = 0, queries = 0, fit_prompts = 0;
   std::uint64_t seed = 0;
-  std::vector<std::string> models;      // learners under test, then (all pairs) references
-  std::vector<data::TaskConfig> tasks;  // per learner under test
-  std::vector<arma::mat> implicit_r2;   // per learner under test: n x contexts
+  std::vector<std::string> models;        // learners under test, then (all pairs) references
+  std::vector<data::TaskConfig> tasks;    // per learner under test
+  std::vector<data::TaskConfig> trained;  // per learner under test: its training task
+  std::vector<arma::mat> implicit_r2;     // per learner under test: n x contexts
   std::vector<CompareEntry> entries;
   // Per learner under test: the k that the one-number summary averages, SummaryWindow(d, n)
   // for every column.
@@ -124,7 +129,8 @@ struct FitSpec {
 bool ParseFitSpec(const std::string& spec, FitSpec* out);
 // Checks a comma-separated list of specs, fit specs included; throws core::InputError
 // naming the first malformed one.
-void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task);
+void CheckLearnerSpecs(const std::string& specs, const data::TaskConfig& task,
+                       const data::TaskConfig* trained = nullptr);
 
 // The member of a family closest to `target` (n x N predictions of a learner under test on
 // `set`): the hyperparameters minimising the mean over prompts and `ks` of

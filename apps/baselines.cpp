@@ -100,6 +100,7 @@ int RunBaselines(int argc, char** argv) {
     if (vm["noise"].defaulted()) task.noise = trained.noise;
     if (vm["w-scale"].defaulted()) task.w_scale = trained.w_scale;
     task.fixed_w = trained.fixed_w;
+    task.family = trained.family;
     if (task.d == trained.d) task.d_effective = trained.d_effective;
     for (const auto& info : infos)
       learners::CheckReadsTask(info, task);

@@ -100,6 +100,12 @@ void AddShiftOptions(OptionTable& options, ShiftArgs* shifts, bool query) {
                    "scale:S (x times S), half-subspace[:M] (x in a fixed M-dimensional "
                    "subspace, default d/2), orthant[:+|-] (every x_i of one sign), y-scale:S "
                    "(labels times S); recorded in the task configuration");
+  options.Optional("task-family", &shifts->family, "task_family",
+                   "draw the prompts' tasks from another family than the checkpoint's (default: "
+                   "its own): gaussian (w ~ N(0, tau^2 I)), pool:M[:SEED] (M weight vectors "
+                   "drawn once from SEED, default 1), noise-mix:S1,S2,...[:P1,P2,...] (the "
+                   "prompt's noise sigma drawn from the list), sparse:S (S non-zero coordinates); "
+                   "recorded in the task configuration");
   if (query)
     options.Optional("query-shift", &shifts->query, "query_shift",
                      "draw the query predicted after k examples apart from the context "
@@ -112,6 +118,13 @@ void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::Tas
   if (vm.count("context-shift"))
     task.context_shift = data::ParseShift(shifts.context, "context_shift");
   if (vm.count("query-shift")) task.query_shift = data::ParseShift(shifts.query, "query_shift");
+  if (vm.count("task-family")) {
+    task.family = data::ParseTaskFamily(shifts.family);
+    // A noise mixture's levels are its own: the checkpoint's noise gives way unless --noise is
+    // given, which the task's Validate then refuses with its reason.
+    const bool noise_given = vm.count("noise") && !vm["noise"].defaulted();
+    if (task.family.kind == data::TaskFamily::Kind::kNoiseMix && !noise_given) task.noise = 0;
+  }
 }
 
 }  // namespace icl::cli

@@ -66,9 +66,10 @@ std::vector<double> ParseNumbers(const std::string& option, const std::string& t
 void AddThreadsOption(OptionTable& options, int* threads);
 
 // --context-shift and (with `query`) --query-shift: out-of-distribution prompts
-// (data/shift.hpp). Given ones replace the task's; task.Validate() checks them against d.
+// (data/shift.hpp), and --task-family (data/task_family.hpp). Given ones replace the task's;
+// task.Validate() checks them against d.
 struct ShiftArgs {
-  std::string context, query;
+  std::string context, query, family;
 };
 void AddShiftOptions(OptionTable& options, ShiftArgs* shifts, bool query);
 void ApplyShifts(const po::variables_map& vm, const ShiftArgs& shifts, data::TaskConfig& task);

@@ -323,11 +323,14 @@ std::vector<analysis::LearnerUnderTest> LearnersUnderTest(
     ApplyShifts(vm, shifts, tc);
     models.push_back(
         analysis::TransformerUnderTest(names[c], tc, learners::LoadCheckpoint(infos[c].path)));
+    models.back().trained = infos[c].train.task;
   }
   // A shorter budget reads the prompts of its full run's task.
-  for (const ShortRun& s : short_runs)
+  for (const ShortRun& s : short_runs) {
     models.push_back(analysis::TransformerUnderTest(s.model, models[s.full].task,
                                                     learners::LoadCheckpoint(s.path)));
+    models.back().trained = models[s.full].trained;
+  }
   return models;
 }
 
@@ -405,6 +408,7 @@ int RunCompare(int argc, char** argv) {
   data::TaskConfig& task = req.task;
   task = infos[0].train.task;
   task.fixed_w = false;
+  req.trained = infos[0].train.task;
   if (vm.count("n")) task.n = a.n;
   if (vm.count("noise")) task.noise = a.noise;
   if (vm.count("w-scale")) task.w_scale = a.w_scale;

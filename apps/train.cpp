@@ -30,7 +30,7 @@ struct TrainArgs {
   }
   learners::ModelConfig model;
   learners::TrainConfig train;
-  std::string out;
+  std::string out, task_family = "gaussian";
   int threads = 0;
   std::int64_t stop_after = -1;
   bool resume = false, init_only = false, force = false, quiet = false;
@@ -71,6 +71,10 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
   t.Value("noise", &train.task.noise, "train.task.noise", "label noise sigma");
   t.Value("w-scale", &train.task.w_scale, "train.task.w_scale", "weight scale tau");
   t.Implicit("fixed-w", &train.task.fixed_w, true, "train.task.fixed_w", "control task: w = all ones (the paper's probing control)");
+  t.Value("task-family", &a.task_family, "task_family", "the family of training tasks: gaussian "
+       "(w ~ N(0, tau^2 I)), pool:M[:SEED] (M weight vectors drawn once from SEED, default 1, one "
+       "per prompt), noise-mix:S1,S2,...[:P1,P2,...] (each prompt's noise sigma drawn from the "
+       "list, probabilities uniform unless given), sparse:S (S non-zero coordinates of w)");
   t.Value("seed", &train.seed, "train.seed", "seed of the initialisation and the training prompts");
   t.Value("eval-every", &train.eval_every, "train.eval_every", "evaluate on held-out prompts every N steps");
   t.Value("eval-prompts", &train.eval_prompts, "train.eval_prompts", "held-out prompts per evaluation");
@@ -91,11 +95,12 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
 // --resume takes the configuration from the checkpoint: an option that would change it is an
 // error, not silently ignored.
 void CheckResume(const po::variables_map& vm, const std::string& out) {
-  for (const char* o : {"d",         "n",          "layers", "hidden",       "heads",
-                        "mlp-ratio", "steps",      "batch",  "lr",           "warmup",
-                        "beta1",     "beta2",      "eps",    "weight-decay", "clip",
-                        "noise",     "w-scale",    "seed",   "eval-every",   "eval-prompts",
-                        "eval-seed", "save-every", "shards", "kernels",      "bottleneck"})
+  for (const char* o : {"d",          "n",          "layers", "hidden",       "heads",
+                        "mlp-ratio",  "steps",      "batch",  "lr",           "warmup",
+                        "beta1",      "beta2",      "eps",    "weight-decay", "clip",
+                        "noise",      "w-scale",    "seed",   "eval-every",   "eval-prompts",
+                        "eval-seed",  "save-every", "shards", "kernels",      "bottleneck",
+                        "task-family"})
     if (vm.count(o) && !vm[o].defaulted())
       throw std::invalid_argument(
           std::string("--") + o +
@@ -131,10 +136,13 @@ void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
   learners::Transformer model(a.model);
   std::cout << fmt::format(
       "train: {} parameters, d={} n={} L={} H={} M={}, {} steps of {} prompts, lr {:g}, "
-      "noise {:g}{}{}, {} thread(s){}\n",
+      "noise {:g}{}{}{}, {} thread(s){}\n",
       learners::CountParameters(*model), a.model.d, a.train.task.n, a.model.layers, a.model.hidden,
       a.model.heads, a.train.steps, a.train.batch, a.train.lr, a.train.task.noise,
       a.train.task.fixed_w ? ", fixed w" : "",
+      a.train.task.family.kind == data::TaskFamily::Kind::kGaussian
+          ? ""
+          : ", task family " + a.train.task.family.Spec(),
       a.model.bottleneck ? fmt::format(", bottleneck at state {}", a.model.bottleneck) : "",
       std::min(workers, a.train.shards),
       a.resume ? fmt::format(", resuming at step {}", start_step) : "");
@@ -197,6 +205,7 @@ int RunTrain(int argc, char** argv) {
                                   "it");
     a.model.d = a.train.task.d;
     a.model.n_max = a.train.task.n;
+    a.train.task.family = data::ParseTaskFamily(a.task_family);
     a.model.Validate();
     a.train.Validate();
   }

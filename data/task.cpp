@@ -52,6 +52,15 @@ void TaskConfig::Validate() const {
   if (w_scale > kMaxScale || noise > kMaxScale)
     throw core::InputError("task", w_scale > kMaxScale ? "w_scale" : "noise",
                            "must be at most 1e+06 (labels must stay finite in float32)");
+  family.Validate(EffectiveD());
+  if (family.kind != TaskFamily::Kind::kGaussian && fixed_w)
+    throw core::InputError("task", "fixed_w",
+                           "the fixed-w control is its own task; drop {task_family} " +
+                               family.Spec() + " or {fixed_w}");
+  if (family.kind == TaskFamily::Kind::kNoiseMix && noise != 0)
+    throw core::InputError("task", "noise",
+                           "with {task_family} noise-mix the noise levels are the family's; "
+                           "leave {noise} at 0");
   context_shift.Validate(/*query=*/false, d, "context_shift");
   query_shift.Validate(/*query=*/true, d, "query_shift");
   if (context_shift.kind == ShiftKind::kYScale && w_scale * context_shift.scale > kMaxScale)
@@ -71,6 +80,7 @@ std::string TaskConfig::ToJson() const {
   if (d_effective > 0 && d_effective < d) j["d_effective"] = d_effective;
   if (context_shift.kind != ShiftKind::kNone) j["context_shift"] = context_shift.Spec();
   if (query_shift.kind != ShiftKind::kSame) j["query_shift"] = query_shift.Spec();
+  if (family.kind != TaskFamily::Kind::kGaussian) j["family"] = family.Spec();
   return j.dump();
 }
 
@@ -91,6 +101,7 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
       t.context_shift = ParseShift(core::json::String(j, "context_shift", what), "context_shift");
     if (j.contains("query_shift"))
       t.query_shift = ParseShift(core::json::String(j, "query_shift", what), "query_shift");
+    if (j.contains("family")) t.family = ParseTaskFamily(core::json::String(j, "family", what));
     t.Validate();
   } catch (const std::invalid_argument& e) {
     throw core::InputError(what, "", e.what());
@@ -101,7 +112,8 @@ TaskConfig TaskConfig::FromJson(const std::string& json, const std::string& what
 bool operator==(const TaskConfig& a, const TaskConfig& b) {
   return a.d == b.d && a.n == b.n && a.w_scale == b.w_scale && a.noise == b.noise &&
          a.fixed_w == b.fixed_w && a.EffectiveD() == b.EffectiveD() &&
-         a.context_shift == b.context_shift && a.query_shift == b.query_shift;
+         a.context_shift == b.context_shift && a.query_shift == b.query_shift &&
+         a.family == b.family;
 }
 
 Rng::Rng(std::uint64_t seed, std::uint64_t stream) {
@@ -191,9 +203,13 @@ void QueryX(const TaskConfig& task, const std::vector<double>& basis, const doub
     q[r] *= scale;
 }
 
-void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, std::uint64_t seed,
-                      std::uint64_t index, double* x, double* y, double* w, double* qx,
-                      double* qy) {
+// The generator of a family's own draws: stream index + 2^63 of the same seed, which no prompt
+// index reaches, so that the prompt generator's draws stay those of the Gaussian task.
+constexpr std::uint64_t kFamilyStream = std::uint64_t(1) << 63;
+
+std::int64_t SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis,
+                              std::uint64_t seed, std::uint64_t index, double* x, double* y,
+                              double* w, double* qx, double* qy) {
   Rng rng(seed, index);
   const int d = task.d, used = task.EffectiveD();
   const double y_scale =
@@ -201,6 +217,24 @@ void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, 
   for (int i = 0; i < d; ++i) {
     const double z = rng.Normal();  // drawn even for fixed_w so x and noise match the ordinary task
     w[i] = i >= used ? 0.0 : task.fixed_w ? 1.0 : task.w_scale * z;
+  }
+  double noise = task.noise;
+  FamilyDraw drawn;
+  if (task.family.kind != TaskFamily::Kind::kGaussian) {
+    Rng side(seed, kFamilyStream + index);
+    drawn = DrawFromFamily(task.family, used, side);
+    if (task.family.kind == TaskFamily::Kind::kPool)
+      PoolMember(task.family, d, used, task.w_scale, drawn.index, w);
+    else if (task.family.kind == TaskFamily::Kind::kNoiseMix)
+      noise = task.family.sigmas[std::size_t(drawn.index)];
+    else  // sparse: the Gaussian draws on the support, 0 elsewhere
+      for (int i = 0, s = 0; i < d; ++i) {
+        const bool on = s < int(drawn.support.size()) && drawn.support[std::size_t(s)] == i;
+        if (on)
+          ++s;
+        else
+          w[i] = 0.0;
+      }
   }
   std::vector<double> z(static_cast<std::size_t>(d));
   const auto draw_z = [&] {  // every coordinate drawn: one stream for any d_effective
@@ -213,7 +247,7 @@ void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, 
     double dot = 0.0;
     for (int i = 0; i < d; ++i)
       dot += w[i] * xj[i];
-    return y_scale * (dot + task.noise * eps);
+    return y_scale * (dot + noise * eps);
   };
   for (int j = 0; j < task.n; ++j) {
     double* xj = x + static_cast<std::size_t>(j) * d;
@@ -221,7 +255,7 @@ void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, 
     ShiftX(task.context_shift, d, basis, z.data(), xj);
     y[j] = label(xj, rng.Normal());
   }
-  if (!task.HasQueries()) return;
+  if (!task.HasQueries()) return drawn.index;
   if (!qx || !qy) throw std::logic_error("SamplePrompt: a query shift needs qx and qy");
   for (int k = 0; k < task.n; ++k) {
     draw_z();
@@ -229,6 +263,7 @@ void SamplePromptWith(const TaskConfig& task, const std::vector<double>& basis, 
     QueryX(task, basis, x, k, z.data(), q);
     qy[k] = label(q, rng.Normal());
   }
+  return drawn.index;
 }
 
 std::vector<double> BasisFor(const TaskConfig& task) {
@@ -239,8 +274,9 @@ std::vector<double> BasisFor(const TaskConfig& task) {
 }  // namespace
 
 void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index, double* x,
-                  double* y, double* w, double* qx, double* qy) {
-  SamplePromptWith(task, BasisFor(task), seed, index, x, y, w, qx, qy);
+                  double* y, double* w, double* qx, double* qy, std::int64_t* draw) {
+  const std::int64_t drawn = SamplePromptWith(task, BasisFor(task), seed, index, x, y, w, qx, qy);
+  if (draw) *draw = drawn;
 }
 
 PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_t first_index,
@@ -257,11 +293,15 @@ PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_
     set.query_x.set_size(task.d, task.n, count);
     set.query_y.set_size(task.n, count);
   }
+  if (task.family.Draws()) set.draw.resize(count);
   const std::vector<double> basis = BasisFor(task);
-  for (std::size_t i = 0; i < count; ++i)
-    SamplePromptWith(task, basis, seed, first_index + i, set.x.slice_memptr(i), set.y.colptr(i),
-                     set.w.colptr(i), task.HasQueries() ? set.query_x.slice_memptr(i) : nullptr,
-                     task.HasQueries() ? set.query_y.colptr(i) : nullptr);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int64_t drawn =
+        SamplePromptWith(task, basis, seed, first_index + i, set.x.slice_memptr(i), set.y.colptr(i),
+                         set.w.colptr(i), task.HasQueries() ? set.query_x.slice_memptr(i) : nullptr,
+                         task.HasQueries() ? set.query_y.colptr(i) : nullptr);
+    if (task.family.Draws()) set.draw[i] = drawn;
+  }
   return set;
 }
 

@@ -5,8 +5,10 @@
 #include <armadillo>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/shift.hpp"
+#include "data/task_family.hpp"
 
 namespace icl::data {
 
@@ -31,13 +33,15 @@ struct TaskConfig {
   Shift context_shift;
   Shift query_shift{ShiftKind::kSame};
   bool HasQueries() const { return query_shift.kind != ShiftKind::kSame; }
+  // The family w (and the noise) is drawn from (data/task_family.hpp); Gaussian by default.
+  TaskFamily family;
 
   // Throws core::InputError naming the field when d, n, w_scale or noise is out of range.
   void Validate() const;
   std::string ToJson() const;
   // `what` names the source (file, attribute) in error messages.
   static TaskConfig FromJson(const std::string& json, const std::string& what);
-  // lambda = sigma^2 / tau^2, the ridge penalty that is Bayes-optimal for this task.
+  // lambda = sigma^2 / tau^2, the ridge penalty that is Bayes-optimal for the Gaussian task.
   double BayesLambda() const { return noise * noise / (w_scale * w_scale); }
 };
 
@@ -59,6 +63,8 @@ struct PromptSet {
   // label (k, i), in place of example k + 1 (which stays context for later k).
   arma::cube query_x;  // d x n x N == row-major [N, n, d]
   arma::mat query_y;   // n x N
+  // Only when task.family.Draws(): per prompt, the pool member or the noise level it drew.
+  std::vector<std::int64_t> draw;
 
   std::size_t size() const { return y.n_cols; }
   // The x whose label is predicted after k examples of prompt i, and that label.
@@ -73,9 +79,12 @@ struct PromptSet {
 // and the fixed-w control task sees the same x and noise as the ordinary task; a context shift
 // transforms the same draws. With a query shift the n queries (z, eps) are drawn after them
 // into qx (n*d) and qy (n), so the context is the same whatever the query shift.
+// A task family's own draws (the pool member, the noise level, the support) come from a second
+// generator of (seed, index), so x and the noise draws are those of the Gaussian task; `draw`
+// (when given) receives the pool member or noise level (-1 for other families).
 void SamplePrompt(const TaskConfig& task, std::uint64_t seed, std::uint64_t index,
                   double* x /*n*d*/, double* y /*n*/, double* w /*d*/, double* qx = nullptr,
-                  double* qy = nullptr);
+                  double* qy = nullptr, std::int64_t* draw = nullptr);
 
 // Prompts first_index .. first_index + count - 1 of the stream `seed`.
 PromptSet SamplePrompts(const TaskConfig& task, std::uint64_t seed, std::uint64_t first_index,

@@ -277,7 +277,8 @@ void VerifyRows(const std::string& path, const std::string& option) {
   for (int l : info.layers)
     hidden.push_back(f.OpenDataset(schema::Hidden(l)));
   std::vector<h5::Dataset> rest;
-  for (const auto& spec : schema::PerPromptDatasets(info.task.n, info.task.d, info.learner_targets))
+  for (const auto& spec :
+       schema::PerPromptDatasets(info.task.n, info.task.d, info.learner_targets, info.task.family))
     rest.push_back(f.OpenDataset(spec.name));
   std::vector<const h5::Dataset*> per_prompt;
   for (const auto& ds : rest)

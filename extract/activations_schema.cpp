@@ -23,7 +23,8 @@ std::string LearnerTarget(const std::string& spec) {
 }
 
 std::vector<Dataset> PerPromptDatasets(int n, int d,
-                                       const std::vector<std::string>& learner_targets) {
+                                       const std::vector<std::string>& learner_targets,
+                                       const data::TaskFamily& family) {
   const hsize_t hn = n, hd = d;
   std::vector<Dataset> out = {
       {kPredictions,
@@ -68,6 +69,20 @@ std::vector<Dataset> PerPromptDatasets(int n, int d,
          "[N, n, d] the weights of the classical learner " + spec + " after k = 1..n examples",
          {"prompt", "k", "feature"},
          spec});
+  if (family.kind == data::TaskFamily::Kind::kPool)
+    out.push_back({kPoolMember,
+                   {1},
+                   false,
+                   "[N, 1] the member of the task's pool (0-based) each prompt's w is",
+                   {"prompt", "feature"},
+                   ""});
+  if (family.kind == data::TaskFamily::Kind::kNoiseMix)
+    out.push_back({kSigma,
+                   {1},
+                   false,
+                   "[N, 1] the noise sigma each prompt drew (the same after every k)",
+                   {"prompt", "feature"},
+                   ""});
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/hdf5.hpp"
+#include "data/task_family.hpp"
 
 namespace icl::extract::schema {
 
@@ -21,6 +22,10 @@ inline constexpr const char* kWRidge = "targets/w_ridge";
 inline constexpr const char* kXty = "targets/xty";
 inline constexpr const char* kXtx = "targets/xtx";
 inline constexpr const char* kW = "targets/w";  // a second name of prompts/w
+// What a prompt of a task family drew (data/task_family.hpp), [N, 1]: the pool member of a pool
+// task, and the noise sigma of a noise-mix task (a probe target, the same after every k).
+inline constexpr const char* kPoolMember = "prompts/pool_member";
+inline constexpr const char* kSigma = "targets/sigma";
 // [ceil(n_complete / kComputeGroup), 32] uint8: SHA-256 of each group of kComputeGroup prompts'
 // rows, every stored dataset in turn (hidden states in layer order, then the per-prompt
 // datasets in schema order), as extract wrote them.
@@ -44,9 +49,11 @@ struct Dataset {
 };
 
 // Every per-prompt dataset besides the hidden states, for prompts of n examples in d dims,
-// the learner targets (classical learners' weights after k examples) last, in the order given.
+// the learner targets (classical learners' weights after k examples) in the order given, then
+// what the task family's prompts drew (kPoolMember, kSigma), if anything.
 std::vector<Dataset> PerPromptDatasets(int n, int d,
-                                       const std::vector<std::string>& learner_targets = {});
+                                       const std::vector<std::string>& learner_targets = {},
+                                       const data::TaskFamily& family = {});
 
 // The dataset of a learner target: "targets/w_" + the spec with every character outside
 // [A-Za-z0-9_.-] replaced by '_' ("gd:0.05:3" -> "targets/w_gd_0.05_3"); the spec itself is

@@ -64,6 +64,7 @@ RowBlock BlockOf(const Batch& b, const std::string& name) {
   if (name == schema::kXtx) return f64(t.xtx);
   if (const auto it = b.learner_targets.find(name); it != b.learner_targets.end())
     return f64(it->second);
+  if (name == schema::kPoolMember || name == schema::kSigma) return f64(b.family_draws);
   throw std::logic_error("extract: the schema's dataset '" + name + "' has no rows in a batch");
 }
 
@@ -85,7 +86,7 @@ void Extraction::LoadModel() {
   H_ = info_.model.hidden;
   T_ = cfg_.positions == Positions::kAll ? 2 * n_ : n_;
   N_ = cfg_.prompts;
-  per_prompt_ = schema::PerPromptDatasets(n_, d_, cfg_.learner_targets);
+  per_prompt_ = schema::PerPromptDatasets(n_, d_, cfg_.learner_targets, cfg_.task.family);
   // Chunks of about 1 MiB, but no larger than a batch: a batch then always writes whole chunks
   // (the last one of the file aside), so compressed chunks are written once.
   chunk_rows_ = static_cast<int>(std::min<std::int64_t>(
@@ -104,6 +105,14 @@ Batch Extraction::Compute(std::int64_t first, std::int64_t count) {
   b.predictions = torch::empty({count, n_});
   if (count == 0) return b;  // a rank with no rows in the last round: empty blocks
   b.set = data::SamplePrompts(cfg_.task, cfg_.seed, first, count);
+  if (cfg_.task.family.Draws()) {
+    const data::TaskFamily& f = cfg_.task.family;
+    b.family_draws.set_size(std::size_t(count));
+    for (std::size_t i = 0; i < b.set.draw.size(); ++i)
+      b.family_draws(i) = f.kind == data::TaskFamily::Kind::kPool
+                              ? double(b.set.draw[i])
+                              : f.sigmas[std::size_t(b.set.draw[i])];
+  }
   // The targets: on a thread of their own while the workers run the model, or after it on
   // one thread (--threads 1 uses one core).
   std::exception_ptr targets_error;

@@ -94,7 +94,7 @@ void ExtractConfig::Validate(const learners::ModelConfig& model) const {
                              "layer " + std::to_string(l) + " is listed twice");
   }
   std::set<std::string> names;
-  for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d))
+  for (const auto& s : schema::PerPromptDatasets(c.task.n, c.task.d, {}, c.task.family))
     names.insert(s.name);
   for (const std::string& spec : c.learner_targets) {
     const auto learner = StorableLearner(spec, c.task, "learner_targets");

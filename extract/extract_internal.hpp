@@ -45,7 +45,8 @@ struct Batch {
   torch::Tensor predictions;
   data::TargetSet targets;
   std::map<std::string, arma::cube> learner_targets;  // dataset name -> d x n x N
-  std::vector<std::uint8_t> digests;                  // 32 bytes per group of kComputeGroup prompts
+  arma::rowvec family_draws;          // 1 x N: the pool member or noise sigma each prompt drew
+  std::vector<std::uint8_t> digests;  // 32 bytes per group of kComputeGroup prompts
 };
 
 // The bytes of one per-prompt dataset in a batch: `elements` values, float32 or float64.

@@ -298,6 +298,8 @@ void Extraction::CreateDatasets(h5::File& f) {
   // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
   f.HardLink(schema::kPromptsW, schema::kW);
   ds_[schema::kPromptsW].SetAttr("per_k", 0);
+  if (cfg_.task.family.kind == data::TaskFamily::Kind::kNoiseMix)
+    ds_[schema::kSigma].SetAttr("per_k", 0);
   h5::Group targets = f.OpenGroup("targets");
   targets.SetAttr("ridge_lambda", cfg_.ridge_lambda);
   targets.SetAttr("description",

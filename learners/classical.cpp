@@ -11,6 +11,7 @@
 
 #include "core/spec.hpp"
 #include "data/targets.hpp"
+#include "learners/task_family_learners.hpp"
 
 namespace icl::learners {
 
@@ -33,7 +34,7 @@ void PredictFromWeights(const arma::mat& x, LearnerRun& out) {
 const char* kSpecHelp =
     "one of ols, ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS, "
     "newton:STEPS:C[:LAMBDA], "
-    "knn:K, knn:K:weighted, zero";
+    "knn:K, knn:K:weighted, zero, dmmse, bayes-mix, bayes-sparse, lasso:LAMBDA";
 
 }  // namespace
 
@@ -240,8 +241,8 @@ arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& le
 
 namespace {
 
-std::unique_ptr<ClassicalLearner> ParseLearner(const std::string& raw,
-                                               const data::TaskConfig& task) {
+std::unique_ptr<ClassicalLearner> ParseLearner(const std::string& raw, const data::TaskConfig& task,
+                                               const data::TaskConfig* trained) {
   const core::Spec p = core::ParseSpec(raw);
   const std::string& spec = p.text;
   auto fail = [&](const std::string& expected) {
@@ -309,6 +310,7 @@ std::unique_ptr<ClassicalLearner> ParseLearner(const std::string& raw,
     arity(0, 0, "zero");
     return std::make_unique<ZeroLearner>();
   }
+  if (auto learner = MakeTaskFamilyLearner(p, task, trained)) return learner;
   throw core::InputError("learners", "learners",
                          "unknown learner spec '" + spec + "': expected " + kSpecHelp);
 }
@@ -316,9 +318,10 @@ std::unique_ptr<ClassicalLearner> ParseLearner(const std::string& raw,
 }  // namespace
 
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec, const data::TaskConfig& task,
-                                              const std::string& field) {
+                                              const std::string& field,
+                                              const data::TaskConfig* trained) {
   try {
-    return ParseLearner(spec, task);
+    return ParseLearner(spec, task, trained);
   } catch (const core::InputError& e) {
     // The setting the spec came from, so that the message names what the user typed.
     if (e.field() == field) throw;
@@ -328,10 +331,11 @@ std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec, const dat
 
 std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
                                                             const data::TaskConfig& task,
-                                                            const std::string& field) {
+                                                            const std::string& field,
+                                                            const data::TaskConfig* trained) {
   std::vector<std::unique_ptr<ClassicalLearner>> out;
   for (const std::string& s : core::SplitList("learners", field, specs)) {
-    out.push_back(MakeLearner(s, task, field));
+    out.push_back(MakeLearner(s, task, field, trained));
     for (std::size_t i = 0; i + 1 < out.size(); ++i)
       if (out[i]->spec() == out.back()->spec())
         throw core::InputError(

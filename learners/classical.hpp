@@ -44,18 +44,24 @@ void RunOnPrompt(const ClassicalLearner& learner, const data::PromptSet& set, st
 arma::mat PerPromptErrors(const data::PromptSet& set, const ClassicalLearner& learner);
 
 // Parses one spec: ols | ridge:LAMBDA | bayes | gd:ALPHA[:STEPS] | sgd:ALPHA |
-// newton:STEPS (Fu et al.'s start) | newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero.
+// newton:STEPS (Fu et al.'s start) | newton:STEPS:C[:LAMBDA] | knn:K[:weighted] | zero |
+// dmmse (the posterior mean over the task's pool) | bayes-mix (over a noise-mix task's levels) |
+// bayes-sparse (over a sparse task's supports) | lasso:LAMBDA: learners/task_family_learners.hpp.
 // `bayes` is ridge with lambda = sigma^2 / tau^2 of `task`. Throws core::InputError
 // saying what was expected for an unknown or malformed spec, naming `field`: the setting the
 // spec came from (a stage's "algorithm", extract's "learner_targets"), so that the message
 // names what the user typed.
+// `trained`: the task a learner under test was trained on, whose pool (its family, scale and
+// used dimensions) dmmse averages over when `task` has none (a pool-trained learner compared on
+// fresh tasks: its training pool is the hypothesis); null: the task's own.
 std::unique_ptr<ClassicalLearner> MakeLearner(const std::string& spec, const data::TaskConfig& task,
-                                              const std::string& field = "learners");
+                                              const std::string& field = "learners",
+                                              const data::TaskConfig* trained = nullptr);
 // Parses a comma-separated list of specs (core::SplitList: an empty entry is refused); a spec
 // listed twice is refused too.
-std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(const std::string& specs,
-                                                            const data::TaskConfig& task,
-                                                            const std::string& field = "learners");
+std::vector<std::unique_ptr<ClassicalLearner>> MakeLearners(
+    const std::string& specs, const data::TaskConfig& task, const std::string& field = "learners",
+    const data::TaskConfig* trained = nullptr);
 
 // The learners themselves, usable directly.
 class RidgeLearner : public ClassicalLearner {  // lambda = 0 is minimum-norm OLS

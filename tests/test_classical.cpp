@@ -199,15 +199,15 @@ TEST(LearnerSpecs, ParseNamesAndRefuseMalformed) {
   EXPECT_NE(ErrorOf("sgd:0.1:2").find("sgd:ALPHA"), std::string::npos);
   EXPECT_NE(ErrorOf("knn:2.5").find("positive integer"), std::string::npos);
   EXPECT_NE(ErrorOf("knn:3:heavy").find("knn:K:weighted"), std::string::npos);
-  EXPECT_NE(ErrorOf("lasso:1").find("unknown learner spec 'lasso:1'"), std::string::npos);
+  EXPECT_NE(ErrorOf("lars:1").find("unknown learner spec 'lars:1'"), std::string::npos);
   EXPECT_THROW(learners::MakeLearners("ols,,knn:3", noisy), std::invalid_argument);
   // A bad spec is the user's setting, named as such (the CLI shows it as --learners).
   try {
-    MakeLearner("lasso:1", Task(2, 2));
-    ADD_FAILURE() << "lasso:1 was accepted";
+    MakeLearner("lars:1", Task(2, 2));
+    ADD_FAILURE() << "lars:1 was accepted";
   } catch (const core::InputError& e) {
     EXPECT_EQ(e.field(), "learners");
-    EXPECT_NE(e.text().find("lasso:1"), std::string::npos);
+    EXPECT_NE(e.text().find("lars:1"), std::string::npos);
   }
 }
 

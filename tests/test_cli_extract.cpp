@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -479,4 +480,35 @@ TEST_F(CliExtract, Float16StoresTheRoundedStatesAndProbesReadThem) {
       "probe -a " + f16 + " --targets xty --k 5 --quiet --verify-inputs --out " + (tmp / "p.h5"));
   EXPECT_EQ(p.exit_code, 0) << p.err;
   EXPECT_EQ(RunIclprobe(common + "--dtype float8 --out " + (tmp / "bad.h5")).exit_code, 2);
+}
+
+// A task family's draws are stored: each prompt's pool member (whose weights prompts/w are), and
+// each prompt's noise sigma as a probe target of its own.
+TEST_F(CliExtract, StoresWhatATaskFamilysPromptsDrew) {
+  TempDir tmp;
+  const std::string pool = tmp / "pool.h5", mix = tmp / "mix.h5";
+  auto r = RunIclprobe("extract -c " + Ckpt() +
+                       " --prompts 40 --task-family pool:5:2 --threads 1 --quiet --out " + pool);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const h5::File f = h5::File::Open(pool);
+  const std::vector<double> member = f.OpenDataset("prompts/pool_member").ReadAll<double>();
+  const std::vector<double> w = f.OpenDataset("prompts/w").ReadAll<double>();
+  ASSERT_EQ(member.size(), 40u);
+  data::TaskFamily family = data::ParseTaskFamily("pool:5:2");
+  const arma::mat members = data::PoolMembers(family, 3, 3, 1.0);
+  for (std::size_t i = 0; i < 40; ++i) {
+    ASSERT_GE(member[i], 0);
+    ASSERT_LT(member[i], 5);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(w[i * 3 + j], members(j, arma::uword(member[i])));  // row-major [N, d]
+  }
+  EXPECT_EQ(extract::ReadActivationsInfo(pool).task.family, family);
+
+  r = RunIclprobe("extract -c " + Ckpt() +
+                  " --prompts 40 --task-family noise-mix:0.1,1 --threads 1 --quiet --out " + mix);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto info = extract::ReadActivationsInfo(mix);
+  ASSERT_NE(std::find(info.targets.begin(), info.targets.end(), "sigma"), info.targets.end());
+  for (double s : h5::File::Open(mix).OpenDataset("targets/sigma").ReadAll<double>())
+    EXPECT_TRUE(s == 0.1 || s == 1.0) << s;
 }

@@ -229,3 +229,61 @@ TEST(CliTrain, BottleneckLearnerRecordsItsStateInTheCheckpoint) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(h5::File::Open(plain).GetString("model_config").find("bottleneck"), std::string::npos);
 }
+
+TEST(CliTrain, TaskFamilyBadInputIsOneLineExitTwo) {
+  TempDir tmp;
+  const std::string out = tmp / "m.h5";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--task-family pool:0", "--task-family: pool:M needs M in 1..1048576"},
+      {"--task-family pool:1048577", "--task-family: pool:M needs M in 1..1048576"},
+      {"--task-family noise-mix:0.1,-1", "--task-family: noise-mix: each sigma"},
+      {"--task-family noise-mix:0.1,inf", "--task-family: in 'noise-mix:0.1,inf', expected"},
+      {"--task-family noise-mix:0.1,1:0.5,0.6", "sum to 1.1, not 1"},
+      {"--task-family sparse:0", "--task-family: sparse:S needs S in 1..3"},
+      {"--task-family sparse:4", "--task-family: sparse:S needs S in 1..3"},
+      {"--task-family lasso", "--task-family: expected gaussian, pool:M"},
+      {"--task-family noise-mix:0.1,1 --noise 0.5", "--noise: with --task-family noise-mix"},
+      {"--task-family pool:4 --fixed-w", "--fixed-w: the fixed-w control is its own task"},
+      {"--resume --task-family pool:4", "--task-family: --resume takes the configuration"},
+  };
+  for (const auto& [args, message] : cases) {
+    const bool resume = args.rfind("--resume", 0) == 0;  // takes no other setting
+    const auto r = RunIclprobe("train --quiet " + std::string(resume ? "" : "--d 3 ") + args +
+                               " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args;
+  }
+  // Learners a task does not define: dmmse without a pool, bayes-sparse past its support count.
+  const std::string gauss = tmp / "g.h5";
+  ASSERT_EQ(RunIclprobe("train " + kTiny + "--init-only --out " + gauss).exit_code, 0);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--learners dmmse", "--learners: dmmse is the posterior mean over a task's pool"},
+           {"--learners bayes-sparse --d 40 --noise 0.1 --task-family sparse:10",
+            "--learners: bayes-sparse enumerates the supports, and C(40, 10) is over 100000"}}) {
+    const auto r = RunIclprobe(
+        "baselines --prompts 20 " + args +
+        (args.find("--d") == std::string::npos ? " --checkpoint " + gauss : std::string()));
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_EQ(CountLines(r.err), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+// A pool learner's checkpoint carries its pool: baselines run dmmse over it, and the file's task
+// says which pool it is.
+TEST(CliTrain, APoolLearnersCheckpointCarriesItsPool) {
+  TempDir tmp;
+  const std::string ckpt = tmp / "pool.h5";
+  ASSERT_EQ(
+      RunIclprobe("train " + kTiny + "--task-family pool:4:3 --init-only --out " + ckpt).exit_code,
+      0);
+  const auto info = RunIclprobe("inspect " + ckpt);
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_NE(info.out.find("pool:4:3"), std::string::npos) << info.out;
+  const auto r = RunIclprobe("baselines --checkpoint " + ckpt +
+                             " --prompts 40 --learners dmmse,ols --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dmmse"), std::string::npos) << r.out;
+}

@@ -1,0 +1,334 @@
+// The task families' Bayes-optimal learners.
+#include "learners/task_family_learners.hpp"
+
+#include "core/errors.hpp"
+#include "core/output.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace icl::learners {
+
+namespace {
+
+// One Gaussian hypothesis about a prompt (w ~ N(0, tau^2 I) on the columns of G = X'X, b = X'y,
+// noise sigma > 0): its log evidence up to the k log(2 pi) / 2 every hypothesis shares, and its
+// posterior mean, ridge with lambda = sigma^2 / tau^2 (the class comment gives the algebra).
+struct Hypothesis {
+  double log_evidence = 0;
+  arma::vec w;
+};
+Hypothesis Evidence(const arma::mat& G, const arma::vec& b, double yy, double k, double sigma,
+                    double tau) {
+  const double lambda = sigma * sigma / (tau * tau);
+  arma::mat A = G;
+  A.diag() += lambda;
+  arma::mat L;
+  if (!arma::chol(L, A, "lower"))
+    throw std::runtime_error("learners: X'X + lambda I is not positive definite (lambda " +
+                             std::to_string(lambda) + ")");
+  Hypothesis h;
+  h.w = arma::solve(arma::trimatu(L.t()), arma::solve(arma::trimatl(L), b));
+  const double log_det = 2 * arma::accu(arma::log(L.diag()));
+  h.log_evidence =
+      -0.5 * (k * std::log(sigma * sigma) + log_det - double(G.n_rows) * std::log(lambda) +
+              (yy - arma::dot(b, h.w)) / (sigma * sigma));
+  return h;
+}
+
+// exp(v - max v) / sum: a posterior from log weights.
+arma::vec Normalised(const arma::vec& log_weights) {
+  const arma::vec e = arma::exp(log_weights - log_weights.max());
+  return e / arma::accu(e);
+}
+
+}  // namespace
+
+DmmseLearner::DmmseLearner(arma::mat pool, double sigma, std::string spec)
+    : pool_(std::move(pool)), sigma_(sigma), spec_(std::move(spec)) {
+  if (pool_.n_cols == 0) throw std::logic_error("DmmseLearner: an empty pool");
+  if (!(sigma_ >= 0) || !std::isfinite(sigma_))
+    throw std::logic_error("DmmseLearner: sigma must be finite and >= 0");
+}
+
+void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const arma::uword n = x.n_cols, M = pool_.n_cols;
+  // P(m, j) = w_m' x_j for every member and example: one (M x d)(d x n) product.
+  const arma::mat P = pool_.t() * x;
+  // post(:, k): the posterior over the members after k examples (k = 0..n-1).
+  arma::mat post(M, n);
+  arma::vec R(M, arma::fill::zeros);  // R_m(k)
+  double yy = 0;                      // sum of y_j^2 over the examples so far
+  for (arma::uword k = 0; k < n; ++k) {
+    if (k > 0) {
+      R += arma::square(y(k - 1) - P.col(k - 1));
+      yy += y(k - 1) * y(k - 1);
+    }
+    double* p = post.colptr(k);
+    const double least = R.min();
+    if (sigma_ > 0) {
+      const double scale = 1.0 / (2 * sigma_ * sigma_);
+      double z = 0;
+      for (arma::uword m = 0; m < M; ++m)
+        z += (p[m] = std::exp(-(R(m) - least) * scale));
+      for (arma::uword m = 0; m < M; ++m)
+        p[m] /= z;
+    } else {
+      const double tie = least + 1e-12 * yy;
+      double count = 0;
+      for (arma::uword m = 0; m < M; ++m)
+        count += (p[m] = R(m) <= tie ? 1.0 : 0.0);
+      for (arma::uword m = 0; m < M; ++m)
+        p[m] /= count;
+    }
+  }
+  out.weights = pool_ * post;  // d x n: column k = w after k examples
+  out.predictions.set_size(n);
+  for (arma::uword k = 0; k < n; ++k)
+    out.predictions(k) = arma::dot(post.col(k), P.col(k));
+}
+
+BayesMixLearner::BayesMixLearner(std::vector<double> sigmas, std::vector<double> probs, double tau,
+                                 std::string spec)
+    : sigmas_(std::move(sigmas)), probs_(std::move(probs)), tau_(tau), spec_(std::move(spec)) {
+  if (probs_.empty()) probs_.assign(sigmas_.size(), 1.0 / double(sigmas_.size()));
+  if (sigmas_.empty() || probs_.size() != sigmas_.size())
+    throw std::logic_error("BayesMixLearner: one probability per noise level");
+}
+
+arma::mat BayesMixLearner::Posterior(const arma::mat& x, const arma::vec& y) const {
+  const arma::uword d = x.n_rows, n = x.n_cols, C = sigmas_.size();
+  arma::mat post(C, n);
+  arma::mat G(d, d, arma::fill::zeros);
+  arma::vec b(d, arma::fill::zeros), logw(C);
+  double yy = 0;
+  for (arma::uword k = 0; k < n; ++k) {
+    if (k > 0) {
+      G += x.col(k - 1) * x.col(k - 1).t();
+      b += y(k - 1) * x.col(k - 1);
+      yy += y(k - 1) * y(k - 1);
+    }
+    for (arma::uword c = 0; c < C; ++c)
+      logw(c) = std::log(probs_[c]) + Evidence(G, b, yy, double(k), sigmas_[c], tau_).log_evidence;
+    post.col(k) = Normalised(logw);
+  }
+  return post;
+}
+
+void BayesMixLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const arma::uword d = x.n_rows, n = x.n_cols, C = sigmas_.size();
+  out.weights.zeros(d, n);
+  out.predictions.set_size(n);
+  arma::mat G(d, d, arma::fill::zeros);
+  arma::vec b(d, arma::fill::zeros), logw(C);
+  double yy = 0;
+  std::vector<arma::vec> w(C);
+  for (arma::uword k = 0; k < n; ++k) {
+    if (k > 0) {
+      G += x.col(k - 1) * x.col(k - 1).t();
+      b += y(k - 1) * x.col(k - 1);
+      yy += y(k - 1) * y(k - 1);
+    }
+    for (arma::uword c = 0; c < C; ++c) {
+      Hypothesis h = Evidence(G, b, yy, double(k), sigmas_[c], tau_);
+      logw(c) = std::log(probs_[c]) + h.log_evidence;
+      w[c] = std::move(h.w);
+    }
+    const arma::vec p = Normalised(logw);
+    for (arma::uword c = 0; c < C; ++c)
+      out.weights.col(k) += p(c) * w[c];
+    out.predictions(k) = arma::dot(out.weights.col(k), x.col(k));
+  }
+}
+
+long long BayesSparseLearner::SupportCount(int used, int sparsity) {
+  long long c = 1;  // C(used, s) built up as C(used - sparsity + s, s)
+  for (int s = 1; s <= sparsity; ++s) {
+    c = c * (used - sparsity + s) / s;
+    if (c > kMaxSupports) return -1;
+  }
+  return c;
+}
+
+BayesSparseLearner::BayesSparseLearner(int used, int sparsity, double sigma, double tau,
+                                       std::string spec)
+    : sigma_(sigma), tau_(tau), spec_(std::move(spec)) {
+  if (sparsity < 1 || sparsity > used || SupportCount(used, sparsity) < 0 || !(sigma > 0))
+    throw std::logic_error("BayesSparseLearner: a support count or noise MakeLearner refuses");
+  // Every increasing S-subset of 0..used-1, in lexicographic order.
+  std::vector<arma::uword> t(static_cast<std::size_t>(sparsity));
+  for (int i = 0; i < sparsity; ++i)
+    t[std::size_t(i)] = arma::uword(i);
+  while (true) {
+    supports_.push_back(t);
+    int i = sparsity - 1;
+    while (i >= 0 && t[std::size_t(i)] == arma::uword(used - sparsity + i))
+      --i;
+    if (i < 0) break;
+    ++t[std::size_t(i)];
+    for (int j = i + 1; j < sparsity; ++j)
+      t[std::size_t(j)] = t[std::size_t(j - 1)] + 1;
+  }
+}
+
+void BayesSparseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const arma::uword d = x.n_rows, n = x.n_cols, T = supports_.size();
+  out.weights.zeros(d, n);
+  out.predictions.set_size(n);
+  arma::mat G(d, d, arma::fill::zeros);
+  arma::vec b(d, arma::fill::zeros), logw(T);
+  double yy = 0;
+  std::vector<arma::vec> w(T);
+  for (arma::uword k = 0; k < n; ++k) {
+    if (k > 0) {
+      G += x.col(k - 1) * x.col(k - 1).t();
+      b += y(k - 1) * x.col(k - 1);
+      yy += y(k - 1) * y(k - 1);
+    }
+    for (arma::uword t = 0; t < T; ++t) {
+      const arma::uvec cols(supports_[t]);
+      Hypothesis h = Evidence(G.submat(cols, cols), b.elem(cols), yy, double(k), sigma_, tau_);
+      logw(t) = h.log_evidence;
+      w[t] = std::move(h.w);
+    }
+    const arma::vec p = Normalised(logw);
+    for (arma::uword t = 0; t < T; ++t) {
+      const arma::uvec cols(supports_[t]);
+      for (arma::uword i = 0; i < cols.n_elem; ++i)
+        out.weights(cols(i), k) += p(t) * w[t](i);
+    }
+    out.predictions(k) = arma::dot(out.weights.col(k), x.col(k));
+  }
+}
+
+LassoLearner::LassoLearner(double lambda, std::string spec)
+    : lambda_(lambda), spec_(std::move(spec)) {
+  if (!(lambda_ > 0) || !std::isfinite(lambda_))
+    throw std::logic_error("LassoLearner: lambda must be finite and > 0");
+}
+
+double LassoLearner::KktViolation(const arma::mat& G, const arma::vec& b,
+                                  const arma::vec& w) const {
+  const arma::vec g = b - G * w;
+  double worst = 0;
+  for (arma::uword i = 0; i < w.n_elem; ++i)
+    worst = std::max(worst, w(i) != 0 ? std::abs(g(i) - lambda_ * (w(i) > 0 ? 1 : -1))
+                                      : std::max(0.0, std::abs(g(i)) - lambda_));
+  return worst;
+}
+
+void LassoLearner::Solve(const arma::mat& G, const arma::vec& b, arma::vec& w) const {
+  const arma::uword d = G.n_rows;
+  const double tolerance = 1e-11 * (1 + arma::abs(b).max());
+  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+    for (arma::uword i = 0; i < d; ++i) {
+      if (!(G(i, i) > 0)) {  // a coordinate no example has touched
+        w(i) = 0;
+        continue;
+      }
+      const double rho = b(i) - arma::dot(G.col(i), w) + G(i, i) * w(i);
+      w(i) = (rho > lambda_ ? rho - lambda_ : rho < -lambda_ ? rho + lambda_ : 0.0) / G(i, i);
+    }
+    if (KktViolation(G, b, w) <= tolerance) return;
+  }
+}
+
+void LassoLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  const arma::uword d = x.n_rows, n = x.n_cols;
+  out.weights.zeros(d, n);
+  arma::mat G(d, d, arma::fill::zeros);
+  arma::vec b(d, arma::fill::zeros), w(d, arma::fill::zeros);
+  for (arma::uword k = 1; k < n; ++k) {
+    G += x.col(k - 1) * x.col(k - 1).t();
+    b += y(k - 1) * x.col(k - 1);
+    Solve(G, b, w);
+    out.weights.col(k) = w;
+  }
+  out.predictions.set_size(n);
+  for (arma::uword k = 0; k < n; ++k)
+    out.predictions(k) = arma::dot(out.weights.col(k), x.col(k));
+}
+
+std::unique_ptr<ClassicalLearner> MakeTaskFamilyLearner(const core::Spec& p,
+                                                        const data::TaskConfig& task,
+                                                        const data::TaskConfig* trained) {
+  const std::string& spec = p.text;
+  auto fail = [&](const std::string& expected) {
+    throw core::InputError("learners", "learners",
+                           "learner spec '" + spec + "': expected " + expected);
+  };
+  auto arity = [&](std::size_t lo, std::size_t hi, const std::string& expected) {
+    if (p.args.size() < lo || p.args.size() > hi) fail(expected);
+  };
+  if (p.name == "lasso") {
+    const std::string form = "lasso:LAMBDA with LAMBDA a positive number, e.g. lasso:0.1";
+    arity(1, 1, form);
+    const auto lambda = p.Number(0);
+    if (!lambda || !(*lambda > 0)) fail(form);
+    return std::make_unique<LassoLearner>(*lambda, "lasso:" + p.args[0]);
+  }
+  if (p.name == "bayes-mix") {
+    arity(0, 0, "bayes-mix");
+    const data::TaskFamily& f = task.family;
+    if (f.kind != data::TaskFamily::Kind::kNoiseMix)
+      throw core::InputError("learners", "learners",
+                             "bayes-mix is the posterior over a noise mixture's levels, and this "
+                             "task's family is " +
+                                 f.Spec() +
+                                 ": give a noise-mix task ({task_family} noise-mix:...)");
+    // sigma / tau below 1e-6 makes X'X + lambda I singular to working precision for k < d.
+    for (double sigma : f.sigmas)
+      if (!(sigma >= 1e-6 * task.w_scale))
+        throw core::InputError("learners", "learners",
+                               "bayes-mix needs every noise level at least 1e-6 tau (at sigma "
+                               "= 0 the evidence is degenerate); the task's family is " +
+                                   f.Spec());
+    return std::make_unique<BayesMixLearner>(f.sigmas, f.probs, task.w_scale);
+  }
+  if (p.name == "bayes-sparse") {
+    arity(0, 0, "bayes-sparse");
+    const data::TaskFamily& f = task.family;
+    if (f.kind != data::TaskFamily::Kind::kSparse)
+      throw core::InputError("learners", "learners",
+                             "bayes-sparse is the posterior over the supports of a sparse w, and "
+                             "this task's family is " +
+                                 f.Spec() + ": give a sparse task ({task_family} sparse:S)");
+    if (!(task.noise >= 1e-6 * task.w_scale))
+      throw core::InputError("learners", "learners",
+                             "bayes-sparse needs label noise of at least 1e-6 tau (at sigma = 0 "
+                             "the evidence of the supports is degenerate); give the task a "
+                             "{noise}");
+    if (BayesSparseLearner::SupportCount(task.EffectiveD(), f.sparsity) < 0)
+      throw core::InputError("learners", "learners",
+                             "bayes-sparse enumerates the supports, and C(" +
+                                 std::to_string(task.EffectiveD()) + ", " +
+                                 std::to_string(f.sparsity) + ") is over " +
+                                 std::to_string(BayesSparseLearner::kMaxSupports));
+    return std::make_unique<BayesSparseLearner>(task.EffectiveD(), f.sparsity, task.noise,
+                                                task.w_scale);
+  }
+  if (p.name == "dmmse") {
+    arity(0, 0, "dmmse");
+    const bool own = task.family.kind == data::TaskFamily::Kind::kPool;
+    if (!own && !(trained && trained->family.kind == data::TaskFamily::Kind::kPool))
+      throw core::InputError(
+          "learners", "learners",
+          "dmmse is the posterior mean over a task's pool, and this task's family is " +
+              task.family.Spec() +
+              ": give a pool task ({task_family} pool:M) or a checkpoint trained on one");
+    const data::TaskConfig& from = own ? task : *trained;
+    if (from.d != task.d)
+      throw core::InputError("learners", "learners",
+                             "dmmse: the training pool has d = " + std::to_string(from.d) +
+                                 ", the prompts d = " + std::to_string(task.d));
+    core::RequireMemory(8.0 * double(from.family.pool_size) * (from.d + 2 * task.n), "learners",
+                        "learners", "dmmse's pool and its per-prompt posterior");
+    return std::make_unique<DmmseLearner>(
+        data::PoolMembers(from.family, from.d, from.EffectiveD(), from.w_scale), task.noise);
+  }
+  return nullptr;
+}
+
+}  // namespace icl::learners

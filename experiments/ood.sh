@@ -67,18 +67,24 @@ for c in "${CELLS[@]}"; do
 done
 
 { echo "Cells: $(for c in "${CELLS[@]}"; do n=$(echo "${c#*=}" | tr ',' '\n' | wc -l); echo -n "${c%%=*} ($n seeds); "; done | sed 's/; $//')."
-  echo "Each row: compare on $P prompts (seed 5) drawn with the shift, reference learners $LEARNERS (the :fit ones fitted per seed on $FIT further prompts). Verdict over the window k != d, d+1 (fixed before any learner was scored): the closest learner by mean SPD / d, the runner-up, the paired margin (runner-up - closest) with its 95% interval over seeds and prompts, and 'every seed agrees' when each seed's own closest learner is the same; 'excess-error curve': what the excess over the Bayes predictor of the cell's seed with a half-budget run does between the two budgets (falling, plateau, or untested where the cell has none; the curve is in CELL_shift0.txt and CELL_shift0.budgets.csv)."
+  echo "Each row: compare on $P prompts (seed 5) drawn with the shift, reference learners $LEARNERS (the :fit ones fitted per seed on $FIT further prompts). The verdict is the separation rule's over the window k != d, d+1 (fixed before any learner was scored; docs/methodology.md, \"Verdicts\"): 'follows A, not B' only where the nearest learner B outside A's family has an SPD / d ratio to A of at least 2 with the lower end of its 95% interval over seeds and prompts above 1 and every seed's own ratio above 1; otherwise 'unresolved among' the learners within that separation. 'every seed agrees': each seed's own closest learner is the same; 'excess-error curve': what the excess over the Bayes predictor of the cell's seed with a half-budget run does between the two budgets (falling, plateau, or untested where the cell has none; the curve is in CELL_shift0.txt and CELL_shift0.budgets.csv)."
   echo
-  echo "| shift | cell | closest | SPD / d | runner-up | margin [95%] | every seed agrees | excess-error curve |"
-  echo "|---|---|---|---:|---|---|---|---|"
+  echo "| shift | cell | verdict | ratio [95%] | closest | SPD / d | every seed agrees | excess-error curve |"
+  echo "|---|---|---|---|---|---:|---|---|"
   i=0
   for entry in "${SHIFTS[@]}"; do
     name=${entry%%|*}
     for c in "${CELLS[@]}"; do
     cell=${c%%=*}
     awk -F, -v shift="$name" 'FNR == NR { if (FNR > 1 && $2 == "window") conv[$1] = $15; next }
-      FNR > 1 && $2 == "window" {
-        printf "| %s | %s | %s | %.3g | %s | %+.2g [%+.2g, %+.2g] | %s | %s |\n", shift, $1, $5, $6, $7, $9, $10, $11, ($13 == 1 ? "yes" : "no"), conv[$1]
+      FNR > 1 && $2 == "window" && $1 !~ /@[0-9a-z]+$/ {
+        stable = ($13 == 1) ? "yes" : "no (" $14 ")"
+        among = $22; gsub(/;/, ", ", among)
+        nested = $22; sub(/^[^;]*;?/, "", nested); gsub(/;/, ", ", nested)
+        verdict = ($21 == 1) ? "follows " $5 (nested == "" ? "" : " (or its nested " nested ")") ", not " $16 : "unresolved among {" among "}"
+        if ($23 != "seeds" && $23 != "") verdict = verdict " (" $23 ")"
+        ratio = ($16 == "") ? "" : sprintf("%s/%s %.3g [%.3g, %.3g]", $16, $5, $17, $18, $19)
+        printf "| %s | %s | %s | %s | %s | %.3g | %s | %s |\n", shift, $1, verdict, ratio, $5, $6, stable, conv[$1]
       }' "$OUT/${cell}_shift0.verdicts.csv" "$OUT/${cell}_shift$i.verdicts.csv"
     done
     i=$((i + 1))

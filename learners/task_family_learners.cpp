@@ -38,6 +38,19 @@ Hypothesis Evidence(const arma::mat& G, const arma::vec& b, double yy, double k,
   return h;
 }
 
+// The moments of the examples seen so far, grown one example at a time: G = X'X, b = X'y, y'y.
+struct Moments {
+  explicit Moments(arma::uword d) : G(d, d, arma::fill::zeros), b(d, arma::fill::zeros) {}
+  void Add(const arma::vec& xj, double yj) {
+    G += xj * xj.t();
+    b += yj * xj;
+    yy += yj * yj;
+  }
+  arma::mat G;
+  arma::vec b;
+  double yy = 0;
+};
+
 // exp(v - max v) / sum: a posterior from log weights.
 arma::vec Normalised(const arma::vec& log_weights) {
   const arma::vec e = arma::exp(log_weights - log_weights.max());
@@ -101,17 +114,13 @@ BayesMixLearner::BayesMixLearner(std::vector<double> sigmas, std::vector<double>
 arma::mat BayesMixLearner::Posterior(const arma::mat& x, const arma::vec& y) const {
   const arma::uword d = x.n_rows, n = x.n_cols, C = sigmas_.size();
   arma::mat post(C, n);
-  arma::mat G(d, d, arma::fill::zeros);
-  arma::vec b(d, arma::fill::zeros), logw(C);
-  double yy = 0;
+  Moments m(d);
+  arma::vec logw(C);
   for (arma::uword k = 0; k < n; ++k) {
-    if (k > 0) {
-      G += x.col(k - 1) * x.col(k - 1).t();
-      b += y(k - 1) * x.col(k - 1);
-      yy += y(k - 1) * y(k - 1);
-    }
+    if (k > 0) m.Add(x.col(k - 1), y(k - 1));
     for (arma::uword c = 0; c < C; ++c)
-      logw(c) = std::log(probs_[c]) + Evidence(G, b, yy, double(k), sigmas_[c], tau_).log_evidence;
+      logw(c) =
+          std::log(probs_[c]) + Evidence(m.G, m.b, m.yy, double(k), sigmas_[c], tau_).log_evidence;
     post.col(k) = Normalised(logw);
   }
   return post;
@@ -121,18 +130,13 @@ void BayesMixLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& ou
   const arma::uword d = x.n_rows, n = x.n_cols, C = sigmas_.size();
   out.weights.zeros(d, n);
   out.predictions.set_size(n);
-  arma::mat G(d, d, arma::fill::zeros);
-  arma::vec b(d, arma::fill::zeros), logw(C);
-  double yy = 0;
+  Moments m(d);
+  arma::vec logw(C);
   std::vector<arma::vec> w(C);
   for (arma::uword k = 0; k < n; ++k) {
-    if (k > 0) {
-      G += x.col(k - 1) * x.col(k - 1).t();
-      b += y(k - 1) * x.col(k - 1);
-      yy += y(k - 1) * y(k - 1);
-    }
+    if (k > 0) m.Add(x.col(k - 1), y(k - 1));
     for (arma::uword c = 0; c < C; ++c) {
-      Hypothesis h = Evidence(G, b, yy, double(k), sigmas_[c], tau_);
+      Hypothesis h = Evidence(m.G, m.b, m.yy, double(k), sigmas_[c], tau_);
       logw(c) = std::log(probs_[c]) + h.log_evidence;
       w[c] = std::move(h.w);
     }
@@ -177,19 +181,15 @@ void BayesSparseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun&
   const arma::uword d = x.n_rows, n = x.n_cols, T = supports_.size();
   out.weights.zeros(d, n);
   out.predictions.set_size(n);
-  arma::mat G(d, d, arma::fill::zeros);
-  arma::vec b(d, arma::fill::zeros), logw(T);
-  double yy = 0;
+  Moments m(d);
+  arma::vec logw(T);
   std::vector<arma::vec> w(T);
   for (arma::uword k = 0; k < n; ++k) {
-    if (k > 0) {
-      G += x.col(k - 1) * x.col(k - 1).t();
-      b += y(k - 1) * x.col(k - 1);
-      yy += y(k - 1) * y(k - 1);
-    }
+    if (k > 0) m.Add(x.col(k - 1), y(k - 1));
     for (arma::uword t = 0; t < T; ++t) {
       const arma::uvec cols(supports_[t]);
-      Hypothesis h = Evidence(G.submat(cols, cols), b.elem(cols), yy, double(k), sigma_, tau_);
+      Hypothesis h =
+          Evidence(m.G.submat(cols, cols), m.b.elem(cols), m.yy, double(k), sigma_, tau_);
       logw(t) = h.log_evidence;
       w[t] = std::move(h.w);
     }

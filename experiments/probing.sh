@@ -92,10 +92,15 @@ done
 run "$ICLPROBE" report --probes "${RIDGE[@]}" --k n --force --out "$OUT/family_ridge.md" > "$OUT/family_ridge_onset.txt"
 run "$ICLPROBE" report --probes "${GRADS[@]}" --k n --force --out "$OUT/family_grad.md" > "$OUT/family_grad_onset.txt"
 run "$ICLPROBE" report --probes "${RIDGE[@]}" --k n --format csv --force --out "$OUT/family_ridge.csv" > /dev/null
+# The same probes at positions later computation reads (k = 11: the y-token of example 11 and
+# the query, the x-token of example 12), from the per-learner CSVs.
+LDIRS=(); for i in "${!LEARNERS[@]}"; do LDIRS+=("$OUT/s${SEEDS[$i]}"); done
+run python3 "$ROOT/experiments/read_positions.py" "${LDIRS[@]}" --k 11 --force --out "$OUT" > /dev/null
 { echo "${#LEARNERS[@]} learners of one recipe (seeds ${SEEDS[*]}), $P prompts each (seed 7; ridge on all,"
   echo "linear and MLP on the first $GRAD), one probe seed, 95% bootstrap intervals over test prompts."
   echo; echo "## Onset per learner and agreement (k = n)"; echo; echo '```'
   cat "$OUT/family_ridge_onset.txt" "$OUT/family_grad_onset.txt" | grep -v '^wrote'; echo '```'
+  echo; echo "## At positions that are read (k = 11)"; echo; cat "$OUT/read_positions.md"
   echo; echo "## Ridge R² by layer over the learners (k = n)"; cat "$OUT/family_ridge.md"
   echo; echo "## Linear and MLP probes over the learners (k = n)"; cat "$OUT/family_grad.md"
   echo; echo "## Linear against MLP on the same prompts, pooling and split (k = d and n)"; echo

@@ -1,5 +1,5 @@
-// The fitted reference learners of compare (gd:fit, newton:fit, sgd:fit, ridge:fit): their
-// specs, and the search for the family member closest to a learner under test.
+// The fitted reference learners of compare (gd:fit, newton:fit, sgd:fit, ridge:fit, lasso:fit):
+// their specs, and the search for the family member closest to a learner under test.
 #include "analysis/compare_run.hpp"
 
 #include <fmt/format.h>
@@ -23,7 +23,7 @@ std::string FitSpec::Spec(double value, int steps) const {
 }
 
 std::string FitSpec::ValueName() const {
-  return family == "ridge" ? "lambda" : family == "newton" ? "C" : "alpha";
+  return family == "ridge" || family == "lasso" ? "lambda" : family == "newton" ? "C" : "alpha";
 }
 
 bool ParseFitSpec(const std::string& spec, FitSpec* out) {
@@ -32,7 +32,7 @@ bool ParseFitSpec(const std::string& spec, FitSpec* out) {
   const std::string expected =
       "learner spec '" + spec +
       "': expected gd:fit, gd:fit:STEPS or gd:fit:LO..HI (steps in 1..1000), newton:fit, "
-      "newton:fit:STEPS or newton:fit:LO..HI (steps in 1..100), sgd:fit or ridge:fit";
+      "newton:fit:STEPS or newton:fit:LO..HI (steps in 1..100), sgd:fit, ridge:fit or lasso:fit";
   FitSpec f;
   f.family = p.name;
   const bool iterative = f.family == "gd" || f.family == "newton";
@@ -48,13 +48,14 @@ bool ParseFitSpec(const std::string& spec, FitSpec* out) {
     if (!lo || !hi || (dots != std::string::npos && !(*lo < *hi)))
       throw core::InputError("compare", "learners", expected);
     f.steps_lo = static_cast<int>(*lo), f.steps_hi = static_cast<int>(*hi);
-  } else if (p.args.size() != 1 || !(iterative || f.family == "sgd" || f.family == "ridge")) {
+  } else if (p.args.size() != 1 ||
+             !(iterative || f.family == "sgd" || f.family == "ridge" || f.family == "lasso")) {
     throw core::InputError("compare", "learners", expected);
   }
   // Step sizes and starts from far below any useful one to past divergence for unit-variance
-  // inputs; penalties from next to OLS to next to the zero predictor.
+  // inputs; penalties (ridge's, the lasso's) from next to OLS to next to the zero predictor.
   f.lo = 1e-4;
-  f.hi = f.family == "ridge" ? 1e4 : 1.0;
+  f.hi = f.family == "ridge" || f.family == "lasso" ? 1e4 : 1.0;
   if (out) *out = f;
   return true;
 }

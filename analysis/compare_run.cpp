@@ -43,7 +43,13 @@ struct TaskReferences {
   std::vector<Reference> fixed;  // per spec item; empty Reference for a fit item
   int users = 0;                 // learners under test of this task
   std::vector<std::shared_ptr<const FamilyGrid>> grids;  // per fit item, once two users need it
+  arma::mat ols_pred;  // n x N: OLS on `set`, where a fitted family reaches it (OlsLimit)
 };
+
+// ridge:fit and newton:fit contain OLS as a limit (lambda -> 0, steps -> infinity).
+bool ReachesOls(const FitSpec& f) {
+  return f.family == "ridge" || f.family == "newton";
+}
 
 // The most a cell's shared fit grids may hold (FamilyGridBytes); a larger one is recomputed per
 // learner instead (the same fit, more time).
@@ -290,6 +296,9 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
         t, "learners", &m.trained);
     for (std::size_t i = 0; i < items.size(); ++i)
       r.fixed.push_back(is_fit[i] ? Reference{} : RunReference(*learners[i], r.set, P));
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (is_fit[i] && ReachesOls(fits[i]) && r.ols_pred.is_empty())
+        r.ols_pred = RunReference(*learners::MakeLearner("ols", t), r.set, 0).pred;
     shared.emplace_back(key, std::move(r));
     return shared.back().second;
   };
@@ -325,6 +334,9 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
         e.fitted = fitted[j].value, e.fit_spd = fitted[j].spd, e.fitted_spec = b.spec;
         e.fitted_steps = fits[j].family == "gd" || fits[j].family == "newton" ? fitted[j].steps : 0;
         e.fit_at_bound = fitted[j].at_bound || fitted[j].steps_at_bound;
+        if (ReachesOls(fits[j]))
+          e.member_ols_spd =
+              arma::mean(arma::mean(arma::square(b.pred - ref.ols_pred).eval().rows(rows), 0)) / d;
       }
       out.entries.push_back(std::move(e));
     }

@@ -65,13 +65,18 @@ struct CompareEntry {  // one row: learner under test (or reference A) against r
   arma::mat spd_per_prompt;
   // Per prompt: SPD / d averaged over the summary window (CompareResult::summary_ks).
   arma::vec spd_prompt;
-  // A fitted learner ("gd:fit", "newton:fit", "sgd:fit", "ridge:fit"): the hyperparameter
-  // fitted to this model (alpha, C or lambda), the step count (gd, newton; 0 otherwise), the
-  // spec of the fitted member and its mean SPD / d on the fit prompts; NaN otherwise.
+  // A fitted learner ("gd:fit", "newton:fit", "sgd:fit", "ridge:fit", "lasso:fit"): the
+  // hyperparameter fitted to this model (alpha, C or lambda), the step count (gd, newton; 0
+  // otherwise), the spec of the fitted member and its mean SPD / d on the fit prompts; NaN
+  // otherwise.
   double fitted = arma::datum::nan, fit_spd = arma::datum::nan;
   int fitted_steps = 0;
   std::string fitted_spec;
   bool fit_at_bound = false;  // the fit ran into an end of a search range
+  // ridge:fit and newton:fit, which reach OLS as lambda -> 0 or as the steps grow: SPD / d of the
+  // fitted member against OLS on the scored prompts, averaged over the summary window (how far
+  // the fit lies from the OLS limit, on the scale of the learner's own SPD); NaN otherwise.
+  double member_ols_spd = arma::datum::nan;
 };
 
 struct CompareResult {
@@ -116,9 +121,10 @@ void WritePairedCsv(std::ostream& os, const PairedTable& t);
 //   newton:fit:STEPS, newton:fit:LO..HI   the same with K fixed or in LO..HI
 //   sgd:fit          one pass of SGD, alpha
 //   ridge:fit        lambda
+//   lasso:fit        lambda of lasso:LAMBDA (the sparse task's classical learner)
 // Returns false for any other spec; throws core::InputError for a malformed fit spec.
 struct FitSpec {
-  std::string family;              // gd, newton, sgd, ridge
+  std::string family;              // gd, newton, sgd, ridge, lasso
   int steps_lo = 1, steps_hi = 1;  // gd and newton: the step counts searched (equal: fixed)
   double lo = 0, hi = 0;           // search range of the continuous hyperparameter (log-uniform)
   // The ordinary spec with that value and step count, e.g. "gd:0.0213:3" or "newton:7:0.01".

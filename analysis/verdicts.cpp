@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/names.hpp"
+#include "core/stats.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::analysis {
@@ -160,6 +161,49 @@ Verdict Judge(const Cell& cell, const CellRows& rows, int k, const probes::Boots
   return v;
 }
 
+// The fitted parameters of a cell's families that reach OLS (FittedParameter).
+std::vector<FittedParameter> FittedOf(const Cell& cell, const CellRows& rows) {
+  std::vector<FittedParameter> out;
+  for (std::size_t i = 0; i < rows.learners.size(); ++i) {
+    FitSpec f;
+    if (!ParseFitSpec(rows.learners[i], &f) || (f.family != "ridge" && f.family != "newton"))
+      continue;
+    FittedParameter p;
+    p.cell = cell.name, p.learner = rows.learners[i], p.name = f.ValueName();
+    p.seeds = static_cast<int>(rows.rows[i].size());
+    p.basis = p.seeds >= 3 ? "seeds" : p.seeds == 2 ? "two seeds" : "one seed";
+    arma::vec logs(p.seeds);
+    p.ols_like = true;
+    p.member_ols_spd = 0, p.learner_member_spd = arma::datum::inf;
+    for (int s = 0; s < p.seeds; ++s) {
+      const CompareEntry& e = *rows.rows[i][s];
+      p.per_seed.push_back(e.fitted);
+      if (f.family == "newton") p.steps.push_back(e.fitted_steps);
+      logs(s) = std::log(e.fitted);
+      const double own = arma::mean(e.spd_prompt);
+      p.member_ols_spd = std::max(p.member_ols_spd, e.member_ols_spd);
+      p.learner_member_spd = std::min(p.learner_member_spd, own);
+      // NaN (a file without the field, a member that failed) is not OLS-like.
+      if (!(e.member_ols_spd <= own)) p.ols_like = false;
+    }
+    if (!logs.is_finite()) {
+      p.ols_like = false;
+      out.push_back(std::move(p));
+      continue;
+    }
+    p.center = std::exp(arma::mean(logs));
+    if (p.seeds >= 3) {
+      const double half =
+          core::StudentT975(p.seeds - 1) * arma::stddev(logs) / std::sqrt(double(p.seeds));
+      p.lo = std::exp(arma::mean(logs) - half), p.hi = std::exp(arma::mean(logs) + half);
+    } else {
+      p.lo = std::exp(logs.min()), p.hi = std::exp(logs.max());
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 }  // namespace
 
 bool Nested(const std::string& a, const std::string& b) {
@@ -218,6 +262,8 @@ CellAnalysis AnalyseCells(const CompareResult& r, const std::vector<Cell>& cells
   for (std::size_t ci = 0; ci < cells.size(); ++ci) {
     const Cell& cell = cells[ci];
     const CellRows rows = RowsOf(r, cell);
+    for (FittedParameter& p : FittedOf(cell, rows))
+      out.fitted.push_back(std::move(p));
     const probes::Bootstrap boot(r.prompts, static_cast<int>(cell.models.size()), replicates,
                                  r.seed + 7 * ci);
     for (int k = 0; k < r.n; ++k)
@@ -260,6 +306,22 @@ void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a) {
     os << fmt::format("{},{:.6g},{:.6g},{:.6g},{},{},{},{}\n", v.separated_from, v.ratio,
                       v.ratio_lo, v.ratio_hi, core::CsvField(ratios), int(v.resolved),
                       core::CsvField(among), v.basis);
+  }
+}
+
+void WriteFittedCsv(std::ostream& os, const CellAnalysis& a) {
+  os << "cell,learner,parameter,seeds,per_seed,steps,center,lo,hi,basis,member_ols_spd,"
+        "learner_member_spd,ols_like\n";
+  for (const FittedParameter& p : a.fitted) {
+    std::string values, steps;
+    for (double v : p.per_seed)
+      values += fmt::format("{}{:.6g}", values.empty() ? "" : ";", v);
+    for (int t : p.steps)
+      steps += fmt::format("{}{}", steps.empty() ? "" : ";", t);
+    os << fmt::format("{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{}\n",
+                      core::CsvField(p.cell), p.learner, p.name, p.seeds, core::CsvField(values),
+                      core::CsvField(steps), p.center, p.lo, p.hi, p.basis, p.member_ols_spd,
+                      p.learner_member_spd, int(p.ols_like));
   }
 }
 
@@ -321,6 +383,28 @@ std::string VerdictText(const Verdict& v) {
   return s;
 }
 
+// "fitted ridge:fit: lambda 0.0091 [0.0035, 0.024] over 3 seeds (...): OLS-like".
+std::string FittedText(const FittedParameter& p) {
+  std::string s =
+      fmt::format("fitted {}: {} {:.3g} [{:.3g}, {:.3g}]", p.learner, p.name, p.center, p.lo, p.hi);
+  s += p.basis == "seeds" ? fmt::format(" (geometric mean over {} seeds, 95% t interval on log {})",
+                                        p.seeds, p.name)
+                          : " (" + p.basis + ": the seeds' smallest and largest)";
+  if (!p.steps.empty()) {
+    const auto [lo, hi] = std::minmax_element(p.steps.begin(), p.steps.end());
+    s += *lo == *hi ? fmt::format(", {} steps", *lo) : fmt::format(", {} to {} steps", *lo, *hi);
+  }
+  if (!std::isfinite(p.member_ols_spd)) return s + "; its distance from OLS is not known";
+  s += fmt::format(
+      "; fitted member against OLS at most {:.2e}, learner against its member at least "
+      "{:.2e} (SPD / d over the window): ",
+      p.member_ols_spd, p.learner_member_spd);
+  return s + (p.ols_like ? "OLS-like (the fit's departure from OLS is below the learner's "
+                           "residual in every seed)"
+                         : "not OLS-like (some seed's member lies farther from OLS than the "
+                           "learner from it)");
+}
+
 std::string WindowText(const std::vector<int>& window) {
   std::string s;
   for (std::size_t i = 0; i < window.size();) {
@@ -347,6 +431,8 @@ void PrintVerdicts(std::ostream& os, const CellAnalysis& a) {
           "{}prompts; margin = runner-up - closest, SPD / d)\n",
           v.cell, v.seeds, v.seeds == 1 ? "" : "s", v.budget_curve,
           v.seeds > 1 ? "seeds, then " : "");
+      for (const FittedParameter& p : a.fitted)
+        if (p.cell == v.cell) os << "  " << FittedText(p) << "\n";
     }
     if (v.k < 0)
       os << fmt::format("  window k in {{{}}}: {}\n", WindowText(a.window), VerdictText(v));

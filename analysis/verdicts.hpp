@@ -73,9 +73,29 @@ struct CellCurve {
   arma::vec mean, lo, hi;  // n
 };
 
+// A fitted family that reaches OLS (ridge:fit as lambda -> 0, newton:fit as its steps grow) over
+// the seeds of a cell. A ratio cannot separate it from OLS, so its fitted parameter says which
+// it is: the parameter's geometric mean over the seeds with a 95% interval (Student t on the log
+// of the value with three or more seeds; the smallest and largest seed's value with one or two),
+// and "OLS-like" when in every seed the fitted member lies nearer OLS than the learner lies to
+// the member (SPD / d over the summary window): the fit's departure from the OLS limit is then
+// smaller than the learner's own residual, which is all a comparison can resolve.
+struct FittedParameter {
+  std::string cell, learner, name;  // name: the value's (FitSpec::ValueName: lambda, C)
+  int seeds = 0;
+  std::vector<double> per_seed;  // each seed's fitted value, in the cell's order
+  std::vector<int> steps;        // newton: each seed's fitted step count; empty for ridge
+  double center = arma::datum::nan, lo = arma::datum::nan, hi = arma::datum::nan;
+  std::string basis;                             // "seeds" (three or more), "one seed", "two seeds"
+  double member_ols_spd = arma::datum::nan;      // largest over seeds: fitted member vs OLS
+  double learner_member_spd = arma::datum::nan;  // smallest over seeds: learner vs its member
+  bool ols_like = false;
+};
+
 struct CellAnalysis {
-  std::vector<Verdict> verdicts;  // per cell: k = 0..n-1, then the window (k = -1)
-  std::vector<CellCurve> curves;  // per cell and reference learner
+  std::vector<Verdict> verdicts;        // per cell: k = 0..n-1, then the window (k = -1)
+  std::vector<CellCurve> curves;        // per cell and reference learner
+  std::vector<FittedParameter> fitted;  // per cell and fitted learner that reaches OLS
   std::vector<int> window;
   int replicates = 0;
 };
@@ -96,7 +116,11 @@ std::vector<Cell> SingleCells(const CompareResult& r);
 void WriteVerdictsCsv(std::ostream& os, const CellAnalysis& a);
 // cell,learner,k,seeds,spd,spd_lo,spd_hi
 void WriteCellCurvesCsv(std::ostream& os, const CellAnalysis& a);
-// Per cell: the window's verdict, then one line per k.
+// cell,learner,parameter,seeds,per_seed,steps,center,lo,hi,basis,member_ols_spd,
+// learner_member_spd,ols_like (per_seed, steps: ';'-joined; ols_like: 1 or 0)
+void WriteFittedCsv(std::ostream& os, const CellAnalysis& a);
+// Per cell: the fitted parameters of the families that reach OLS, the window's verdict, then one
+// line per k.
 void PrintVerdicts(std::ostream& os, const CellAnalysis& a);
 // A cell's verdicts against those of a shorter training budget of its runs, compared as a cell
 // of its own on the same prompts: does the answer depend on training length? Per k and over the

@@ -59,10 +59,12 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "averages over, a comma list (default: the verdicts' window, every k but d and d+1)");
   t.Value("learners", &a.req.learner_specs, "learner_specs", "reference learners: ols, "
        "ridge:LAMBDA, bayes, gd:ALPHA[:STEPS], sgd:ALPHA, newton:STEPS (Fu et al.), "
-       "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; and the family's member closest to each "
+       "newton:STEPS:C[:LAMBDA], knn:K[:weighted], zero; on a task family dmmse, bayes-mix, "
+       "oracle-ridge, bayes-sparse, lasso:LAMBDA; and the family's member closest to each "
        "checkpoint, fitted on --fit-prompts prompts disjoint from the scored ones: gd:fit (alpha "
        "of one step), gd:fit:STEPS, gd:fit:LO..HI (alpha and the number of steps), newton:fit "
-       "(C and K of newton:K:C, K in 1..30), newton:fit:STEPS, newton:fit:LO..HI, sgd:fit, ridge:fit");
+       "(C and K of newton:K:C, K in 1..30), newton:fit:STEPS, newton:fit:LO..HI, sgd:fit, ridge:fit, "
+       "lasso:fit");
   t.Value("fit-prompts", &a.req.fit_prompts, "fit_prompts", "prompts (after the "
        "scored ones in the seeded stream) on which the :fit learners are fitted");
   t.Value("prompts,N", &a.req.prompts, "prompts", "prompts for SPD");
@@ -80,7 +82,8 @@ void DeclareOptions(OptionTable& t, CompareArgs& a) {
        "the paired table (each learner's difference from the diagonal ridge, column minima and "
        "their significance) to <csv stem>.paired.csv, the verdicts per k and over the window "
        "k != d, d+1 to <csv stem>.verdicts.csv, each cell's SPD per k with intervals over seeds "
-       "to <csv stem>.cells.csv");
+       "to <csv stem>.cells.csv, the fitted lambda or C of ridge:fit and newton:fit over each "
+       "cell's seeds, with its interval and whether it is OLS-like, to <csv stem>.fitted.csv");
   t.Optional("plot-dir", &a.plot_dir, "plot_dir", "draw each cell's SPD / d per k (log scale, "
        "95% intervals over seeds and prompts) with gnuplot into this folder (PNG and SVG)");
   t.Switch("force", "overwrite existing CSV files");
@@ -172,7 +175,7 @@ void CheckCell(const CellArg& cell, const std::vector<learners::CheckpointInfo>&
 
 // The CSV and the two files beside it, all written or none.
 struct CompareOutputs {
-  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells;
+  std::unique_ptr<core::AtomicOutput> spd, linearity, paired, verdicts, cells, fitted;
   std::unique_ptr<core::AtomicOutput> budgets, budget_fit;
 
   CompareOutputs(const std::string& csv, const std::vector<std::string>& inputs, bool force,
@@ -183,6 +186,7 @@ struct CompareOutputs {
     const std::string pair = lp.string() + ".paired.csv";
     const std::string verd = lp.string() + ".verdicts.csv";
     const std::string cell = lp.string() + ".cells.csv";
+    const std::string fitted_params = lp.string() + ".fitted.csv";
     const std::string bud = lp.string() + ".budgets.csv";
     const std::string fit = lp.string() + ".budget_fit.csv";
     core::RequireDistinctOutputs({{"csv", csv},
@@ -190,6 +194,7 @@ struct CompareOutputs {
                                   {"csv", pair},
                                   {"csv", verd},
                                   {"csv", cell},
+                                  {"csv", fitted_params},
                                   {"csv", bud},
                                   {"csv", fit}});
     const core::OutputOptions o{force, inputs, false, true};
@@ -198,6 +203,7 @@ struct CompareOutputs {
     paired = std::make_unique<core::AtomicOutput>(pair, "csv", o);
     verdicts = std::make_unique<core::AtomicOutput>(verd, "csv", o);
     cells = std::make_unique<core::AtomicOutput>(cell, "csv", o);
+    fitted = std::make_unique<core::AtomicOutput>(fitted_params, "csv", o);
     if (with_budgets) {
       budgets = std::make_unique<core::AtomicOutput>(bud, "csv", o);
       budget_fit = std::make_unique<core::AtomicOutput>(fit, "csv", o);
@@ -206,17 +212,19 @@ struct CompareOutputs {
 
   void Write(const analysis::CompareResult& result, const analysis::CellAnalysis& analysis,
              const std::vector<learners::BudgetCurve>& curves) {
-    std::ostringstream f, g, h, v, c;
+    std::ostringstream f, g, h, v, c, p;
     analysis::WriteCompareCsv(f, result);
     analysis::WriteLinearityCsv(g, result);
     analysis::WritePairedCsv(h, analysis::MakePairedTable(result));
     analysis::WriteVerdictsCsv(v, analysis);
     analysis::WriteCellCurvesCsv(c, analysis);
+    analysis::WriteFittedCsv(p, analysis);
     spd->WriteText(f.str());
     linearity->WriteText(g.str());
     paired->WriteText(h.str());
     verdicts->WriteText(v.str());
     cells->WriteText(c.str());
+    fitted->WriteText(p.str());
     if (budgets) {
       std::ostringstream b, fit;
       learners::WriteBudgetCurveCsv(b, curves);
@@ -227,11 +235,13 @@ struct CompareOutputs {
   }
   // All complete and synced before any takes its final name.
   void Commit() {
-    for (auto* o : {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get()})
+    for (auto* o :
+         {spd.get(), linearity.get(), paired.get(), verdicts.get(), cells.get(), fitted.get()})
       o->Commit();
     if (budgets) budgets->Commit(), budget_fit->Commit();
     std::cout << "wrote " << spd->path() << ", " << linearity->path() << ", " << paired->path()
-              << ", " << verdicts->path() << " and " << cells->path() << "\n";
+              << ", " << verdicts->path() << ", " << cells->path() << " and " << fitted->path()
+              << "\n";
     if (budgets) std::cout << "wrote " << budgets->path() << " and " << budget_fit->path() << "\n";
   }
 };

@@ -89,5 +89,5 @@ done
     done
     i=$((i + 1))
   done; } > "$OUT/summary.md"
-rm -f "$OUT"/*_shift*.cells.csv "$OUT"/*_shift*.linearity.csv "$OUT"/*_shift*.paired.csv
+rm -f "$OUT"/*_shift*.cells.csv "$OUT"/*_shift*.linearity.csv "$OUT"/*_shift*.paired.csv "$OUT"/*_shift*.fitted.csv
 finish "Out of distribution: which algorithm under each shift" "$OUT/summary.md"

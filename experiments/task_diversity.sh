@@ -86,5 +86,5 @@ row() {  # PAIR_VERDICTS ALL_VERDICTS M WHERE
   else
     echo "Transition: no M of this sweep has a learner resolved closer to bayes than to dmmse on fresh tasks."
   fi; } > "$OUT/summary.md"
-rm -f "$OUT"/*.cells.csv "$OUT"/*.linearity.csv "$OUT"/*.paired.csv
+rm -f "$OUT"/*.cells.csv "$OUT"/*.linearity.csv "$OUT"/*.paired.csv "$OUT"/*.fitted.csv
 finish "Task diversity: dMMSE or ridge, by the size of the training pool" "$OUT/summary.md"

@@ -204,6 +204,15 @@ void ZeroLearner::Run(const arma::mat& x, const arma::vec&, LearnerRun& out) con
 
 void RunOnPrompt(const ClassicalLearner& learner, const data::PromptSet& set, std::size_t i,
                  LearnerRun& out) {
+  // A noise mixture's oracle runs the ridge of the level this prompt drew.
+  if (const auto* oracle = dynamic_cast<const OracleRidgeLearner*>(&learner)) {
+    if (i >= set.draw.size())
+      throw core::InputError("learners", "learners",
+                             "oracle-ridge needs prompts of a noise-mix task, which record each "
+                             "prompt's noise level; these prompts record none");
+    RunOnPrompt(oracle->ForLevel(set.draw[i]), set, i, out);
+    return;
+  }
   const int d = set.task.d, n = set.task.n;
   const arma::mat x(const_cast<double*>(set.x.slice_memptr(i)), d, n, false, true);
   const arma::vec y(const_cast<double*>(set.y.colptr(i)), n, false, true);

@@ -1,6 +1,8 @@
 // The task families' Bayes-optimal learners.
 #include "learners/task_family_learners.hpp"
 
+#include <fmt/format.h>
+
 #include "core/errors.hpp"
 #include "core/output.hpp"
 
@@ -287,6 +289,16 @@ std::unique_ptr<ClassicalLearner> MakeTaskFamilyLearner(const core::Spec& p,
                                    f.Spec());
     return std::make_unique<BayesMixLearner>(f.sigmas, f.probs, task.w_scale);
   }
+  if (p.name == "oracle-ridge") {
+    arity(0, 0, "oracle-ridge");
+    if (task.family.kind != data::TaskFamily::Kind::kNoiseMix)
+      throw core::InputError("learners", "learners",
+                             "oracle-ridge is ridge with each prompt's own noise level, and this "
+                             "task's family is " +
+                                 task.family.Spec() +
+                                 ": give a noise-mix task ({task_family} noise-mix:...)");
+    return std::make_unique<OracleRidgeLearner>(task.family.sigmas, task.w_scale);
+  }
   if (p.name == "bayes-sparse") {
     arity(0, 0, "bayes-sparse");
     const data::TaskFamily& f = task.family;
@@ -329,6 +341,28 @@ std::unique_ptr<ClassicalLearner> MakeTaskFamilyLearner(const core::Spec& p,
         data::PoolMembers(from.family, from.d, from.EffectiveD(), from.w_scale), task.noise);
   }
   return nullptr;
+}
+
+OracleRidgeLearner::OracleRidgeLearner(const std::vector<double>& sigmas, double tau,
+                                       std::string spec)
+    : spec_(std::move(spec)) {
+  for (double sigma : sigmas) {
+    const double lambda = sigma * sigma / (tau * tau);  // sigma = 0: minimum-norm OLS
+    levels_.push_back(std::make_unique<RidgeLearner>(lambda, fmt::format("ridge:{:g}", lambda)));
+  }
+}
+
+void OracleRidgeLearner::Run(const arma::mat&, const arma::vec&, LearnerRun&) const {
+  throw core::InputError("learners", "learners",
+                         "oracle-ridge needs each prompt's drawn noise level, which only compare "
+                         "and baselines pass it; it is not a target or a swap reference");
+}
+
+const ClassicalLearner& OracleRidgeLearner::ForLevel(std::int64_t c) const {
+  if (c < 0 || c >= static_cast<std::int64_t>(levels_.size()))
+    throw std::invalid_argument("oracle-ridge: a prompt drew noise level " + std::to_string(c) +
+                                " of " + std::to_string(levels_.size()));
+  return *levels_[static_cast<std::size_t>(c)];
 }
 
 }  // namespace icl::learners

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <armadillo>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,10 +23,10 @@ namespace icl::learners {
 // sigma = 0 is the limit sigma -> 0: the mean of the members whose R_m(k) is the least (to
 // rounding, 1e-12 of the labels' sum of squares), which for a prompt drawn from the pool is its
 // own member once the examples single it out; with no example, the pool's mean.
-// The learner a spec names if it is one of this file's (dmmse, bayes-mix, bayes-sparse,
-// lasso:LAMBDA), checked against the task (and, for dmmse, the task a learner under test was
-// trained on: MakeLearner's `trained`); nullptr for any other name. core::InputError (setting
-// "learners") for a malformed spec or a task the learner is not for.
+// The learner a spec names if it is one of this file's (dmmse, bayes-mix, oracle-ridge,
+// bayes-sparse, lasso:LAMBDA), checked against the task (and, for dmmse, the task a learner under
+// test was trained on: MakeLearner's `trained`); nullptr for any other name. core::InputError
+// (setting "learners") for a malformed spec or a task the learner is not for.
 std::unique_ptr<ClassicalLearner> MakeTaskFamilyLearner(const core::Spec& spec,
                                                         const data::TaskConfig& task,
                                                         const data::TaskConfig* trained);
@@ -65,6 +66,27 @@ class BayesMixLearner : public ClassicalLearner {
  private:
   std::vector<double> sigmas_, probs_;
   double tau_;
+  std::string spec_;
+};
+
+// The oracle of a noise mixture: ridge with each prompt's own lambda_c = sigma_c^2 / tau^2, sigma_c
+// the level that prompt drew (PromptSet::draw), the Bayes predictor for a learner told the
+// level. Against it and the best single ("compromise") ridge, a learner trained on the mixture
+// shows whether it selects lambda per prompt (Bai et al. 2023). It needs the prompt's draw, so it
+// runs only through RunOnPrompt (compare, baselines); Run, which has no draw, throws
+// core::InputError.
+class OracleRidgeLearner : public ClassicalLearner {
+ public:
+  OracleRidgeLearner(const std::vector<double>& sigmas, double tau,
+                     std::string spec = "oracle-ridge");
+  std::string spec() const override { return spec_; }
+  bool is_linear() const override { return true; }
+  void Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const override;
+  // The ridge of level c (an index into the task's sigmas, as PromptSet::draw holds it).
+  const ClassicalLearner& ForLevel(std::int64_t c) const;
+
+ private:
+  std::vector<std::unique_ptr<ClassicalLearner>> levels_;
   std::string spec_;
 };
 

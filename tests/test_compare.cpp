@@ -245,7 +245,8 @@ TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
                                          {"newton:fit", "newton:6:0.01", 0.01, 6},
                                          {"newton:fit:2..9", "newton:3:0.02", 0.02, 3},
                                          {"sgd:fit", "sgd:0.08", 0.08, 1},
-                                         {"ridge:fit", "ridge:0.5", 0.5, 1}}) {
+                                         {"ridge:fit", "ridge:0.5", 0.5, 1},
+                                         {"lasso:fit", "lasso:0.3", 0.3, 1}}) {
     analysis::FitSpec f;
     ASSERT_TRUE(analysis::ParseFitSpec(c.fit, &f));
     const auto target = Predictions(s, *learners::MakeLearner(c.planted, s.task));
@@ -274,7 +275,7 @@ TEST(FitFamily, RecoversThePlantedStepSizeAndPenalty) {
   for (const char* bad :
        {"knn:fit", "gd:fit:0", "gd:fit:x", "ridge:fit:2", "sgd:fit:1", "gd:fit:5..5", "gd:fit:6..2",
         "gd:fit:1..", "gd:fit:..4", "gd:fit:1..1001", "newton:fit:0..3", "newton:fit:1..101",
-        "newton:fit:2:3", "gd:fit:1...3"})
+        "newton:fit:2:3", "gd:fit:1...3", "lasso:fit:2"})
     EXPECT_THROW(analysis::ParseFitSpec(bad, nullptr), std::invalid_argument) << bad;
 }
 
@@ -564,4 +565,86 @@ TEST(SeparationRule, NestedFamiliesAreNeverSeparatedByARatio) {
   EXPECT_FALSE(analysis::Nested("ols", "gd:fit"));
   EXPECT_FALSE(analysis::Nested("gd:0.05", "gd:0.02"));
   EXPECT_FALSE(analysis::Nested("ridge:fit", "gd:fit"));
+}
+
+// The fitted families that reach OLS say which they are by their fitted parameter. Three seeds of
+// OLS with planted weight noise: ridge:fit goes to small lambda, its member lies nearer OLS than
+// the noisy learner lies to it (the noise v is independent of every member), so the cell is
+// OLS-like. Three seeds of ridge(2) with noise 1e-6 of SPD(ridge:2, ols): the fit recovers lambda
+// 2 (the fit's resolution is about 1e-4 relative, FitFamily.RecoversThePlantedStepSizeAndPenalty;
+// the noise moves it far less), and the member (ridge:2 to that resolution) lies
+// SPD(ridge:2, ols) from OLS, a million times the learner's residual: not OLS-like.
+TEST(SeparationRule, FittedFamiliesThatReachOlsSayWhichTheyAre) {
+  data::TaskConfig t;
+  t.d = 4, t.n = 10;
+  analysis::CompareRequest req;
+  req.prompts = 300;
+  req.ilwd_prompts = 2;
+  req.fit_prompts = 100;
+  req.learner_specs = "ols,ridge:2";
+  auto make = [&](const std::string& spec) { return learners::MakeLearner(spec, t); };
+  const auto ref = analysis::RunCompare(
+      {analysis::ClassicalUnderTest(
+          "ols", t, std::shared_ptr<const learners::ClassicalLearner>(make("ols")))},
+      req);
+  double s = arma::datum::nan;
+  for (const auto& e : ref.entries)
+    if (e.learner == "ridge:2") s = arma::mean(e.spd_prompt);
+  ASSERT_TRUE(std::isfinite(s) && s > 0);
+  auto noisy = [&](const std::string& name, const std::string& base, double v, std::uint64_t seed) {
+    return analysis::ClassicalUnderTest(name, t,
+                                        std::make_shared<NoisyLearner>(make(base), v, seed));
+  };
+  req.learner_specs = "ols,ridge:fit,gd:0.05";
+  const auto r = analysis::RunCompare(
+      {noisy("o/1", "ols", s / 2, 1), noisy("o/2", "ols", s / 2, 2), noisy("o/3", "ols", s / 2, 3),
+       noisy("r/1", "ridge:2", 1e-6 * s, 4), noisy("r/2", "ridge:2", 1e-6 * s, 5),
+       noisy("r/3", "ridge:2", 1e-6 * s, 6)},
+      req);
+  // The member's distance from OLS is the window mean of SPD(ridge:lambda, ols) / d: for the
+  // ridge(2) cell's members that is s itself, to the fit's resolution.
+  for (const auto& e : r.entries) {
+    if (e.learner != "ridge:fit") {
+      EXPECT_TRUE(std::isnan(e.member_ols_spd)) << e.learner;
+      continue;
+    }
+    if (e.model[0] == 'r') {
+      EXPECT_NEAR(e.member_ols_spd / s, 1.0, 1e-2) << e.model;
+    }
+  }
+  const auto a =
+      analysis::AnalyseCells(r, {{"o", {"o/1", "o/2", "o/3"}}, {"r", {"r/1", "r/2", "r/3"}}}, 200);
+  ASSERT_EQ(a.fitted.size(), 2u);
+  const analysis::FittedParameter& o = a.fitted[0];
+  const analysis::FittedParameter& rr = a.fitted[1];
+  EXPECT_EQ(o.cell, "o");
+  EXPECT_EQ(o.learner, "ridge:fit");
+  EXPECT_EQ(o.name, "lambda");
+  EXPECT_EQ(o.basis, "seeds");
+  ASSERT_EQ(o.per_seed.size(), 3u);
+  EXPECT_TRUE(o.steps.empty());
+  EXPECT_TRUE(o.ols_like) << o.member_ols_spd << " vs " << o.learner_member_spd;
+  EXPECT_LT(o.member_ols_spd, o.learner_member_spd);
+  EXPECT_LE(o.lo, o.center);
+  EXPECT_LE(o.center, o.hi);
+  EXPECT_FALSE(rr.ols_like);
+  EXPECT_LE(rr.lo, rr.center);
+  EXPECT_LE(rr.center, rr.hi);
+  EXPECT_NEAR(rr.center / 2.0, 1.0, 1e-3);
+  // The geometric mean is exp(mean(log lambda)) of the three seeds' values.
+  EXPECT_NEAR(
+      rr.center,
+      std::exp((std::log(rr.per_seed[0]) + std::log(rr.per_seed[1]) + std::log(rr.per_seed[2])) /
+               3),
+      1e-12 * rr.center);
+  std::ostringstream text, csv;
+  analysis::PrintVerdicts(text, a);
+  EXPECT_NE(text.str().find("fitted ridge:fit: lambda"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find(": OLS-like"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("not OLS-like"), std::string::npos) << text.str();
+  analysis::WriteFittedCsv(csv, a);
+  EXPECT_EQ(csv.str().substr(0, csv.str().find('\n')),
+            "cell,learner,parameter,seeds,per_seed,steps,center,lo,hi,basis,member_ols_spd,"
+            "learner_member_spd,ols_like");
+  EXPECT_NE(csv.str().find("\nr,ridge:fit,lambda,3,"), std::string::npos) << csv.str();
 }

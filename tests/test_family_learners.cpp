@@ -172,6 +172,39 @@ TEST(BayesMix, PosteriorFindsThePromptsNoiseLevel) {
   }
 }
 
+// The oracle runs, on each prompt, the ridge of the level that prompt drew (lambda = sigma_c^2 /
+// tau^2): bit for bit the same arithmetic as that ridge run alone. Prompts without a recorded
+// level, a task that is not a noise mixture, and a run without the prompt's draw are refused.
+TEST(OracleRidge, RunsEachPromptsOwnLevel) {
+  TaskConfig task = PoolTask(3, 8, "noise-mix:0,0.5,2", 0);
+  task.w_scale = 2.0;
+  const auto oracle = icl::learners::MakeLearner("oracle-ridge", task);
+  EXPECT_EQ(oracle->spec(), "oracle-ridge");
+  const auto set = icl::data::SamplePrompts(task, 4, 0, 30);
+  const std::vector<double> lambdas = {0.0, 0.25 / 4.0, 4.0 / 4.0};
+  std::vector<int> seen(3, 0);
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    const auto c = static_cast<std::size_t>(set.draw[i]);
+    ASSERT_LT(c, 3u);
+    ++seen[c];
+    const icl::learners::RidgeLearner ridge(lambdas[c], "ridge");
+    LearnerRun a, b;
+    icl::learners::RunOnPrompt(*oracle, set, i, a);
+    icl::learners::RunOnPrompt(ridge, set, i, b);
+    EXPECT_TRUE(arma::approx_equal(a.weights, b.weights, "absdiff", 0.0)) << i;
+    EXPECT_TRUE(arma::approx_equal(a.predictions, b.predictions, "absdiff", 0.0)) << i;
+  }
+  for (int c = 0; c < 3; ++c)
+    EXPECT_GT(seen[c], 0) << "level " << c << " never drawn in 30 prompts";
+  LearnerRun r;
+  EXPECT_THROW(oracle->Run(set.x.slice(0), set.y.col(0), r), icl::core::InputError);
+  const auto gaussian = icl::data::SamplePrompts(PoolTask(3, 8, "gaussian", 0.5), 4, 0, 2);
+  EXPECT_THROW(icl::learners::RunOnPrompt(*oracle, gaussian, 0, r), icl::core::InputError);
+  EXPECT_THROW(icl::learners::MakeLearner("oracle-ridge", PoolTask(3, 8, "gaussian", 0.5)),
+               icl::core::InputError);
+  EXPECT_THROW(icl::learners::MakeLearner("oracle-ridge:1", task), icl::core::InputError);
+}
+
 // S = d: the only support is every coordinate, and the posterior mean is ridge.
 TEST(BayesSparse, FullSupportIsTheBayesRidge) {
   const TaskConfig task = PoolTask(3, 8, "sparse:3", 0.5);

@@ -79,7 +79,7 @@ done
   echo "|---|---:|"
   awk '{printf "| %s | %s |\n", $1, $2}' "$OUT/pilot_window.txt"
   echo
-  echo "The compromise (the best single ridge of the grid $GRID) is $compromise; its excess over the oracle, which is its SPD / d to the oracle in expectation, is $(awk -v a="$best" -v b="$oracle" 'BEGIN {printf "%.3g", a - b}'). A learner separates the two hypotheses by the rule's ratio of 2 only if its own SPD / d to the nearer one is below about that excess."
+  echo "The compromise (the best single ridge of the grid $GRID) is $compromise; its excess over the oracle, which is its SPD / d to the oracle in expectation, is $(awk -v a="$best" -v b="$oracle" 'BEGIN {printf "%.3g", a - b}'). A learner separates the two hypotheses by the rule's ratio of 2 only if its own SPD / d to the nearer one is below about that excess. bayes-mix, the Bayes predictor that is not told sigma and must infer it from the examples, has excess $(awk -v b="$oracle" '$1 == "bayes-mix" {printf "%.3g", $2 - b}' "$OUT/pilot_window.txt") over the oracle: a learner that infers sigma as well as it can sits that far from the oracle."
   echo
   if [ ${#CELLS[@]} -eq 0 ]; then
     echo "No finished learner in checkpoints/noise_mix/ yet: the pilot alone."

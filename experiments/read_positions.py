@@ -12,7 +12,7 @@ upper end; "weakly decodable" when the best R^2 (point) is below 0.5.
 
 Inputs are the tidy CSVs probe writes (`--csv`): LEARNER/probes_targets.csv (state rows and
 ".query" rows) and LEARNER/probes_ridge.csv (state rows of every target, for those absent from
-the first). Writes read_positions.csv and read_positions.md in --out; refuses to overwrite
+the first). Writes a CSV and a Markdown table (read_positions.*) in --out; refuses to overwrite
 without --force. Standard library only.
 """
 import argparse

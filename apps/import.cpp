@@ -97,8 +97,7 @@ int RunImport(int argc, char** argv) {
   }
   po::notify(vm);
   if (in.empty()) throw std::invalid_argument("--in: required (the learner's tensors)");
-  if (format != "garg")
-    throw std::invalid_argument("--format: expected garg, got '" + format + "'");
+  interop::ParseImportLayout(format);  // the one layout so far: Garg et al.'s
   if (out.empty()) throw std::invalid_argument("--out: required (the checkpoint to write)");
   if (vm.count("heads") == 0)
     throw std::invalid_argument(

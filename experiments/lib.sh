@@ -131,3 +131,14 @@ half_verdict_lines() {
 fitted_members() {
   grep -E '^([a-z]+:fit(:[0-9.]+)?: |[^ ]+ \(noise .*against:$)' "$1" | sed 's/ (noise.*against:$/:/'
 }
+
+# pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as
+# "v [lo, hi]" from the three columns given.
+pick() {
+  awk -F, -v c="$3" "NR > 1 && $2 { split(c, i, \" \"); printf \"%.3f [%.3f, %.3f]\", \$i[1], \$i[2], \$i[3]; exit }" "$1"
+}
+
+# column CSV NAME FILTER: the value of the column named NAME in the first row where FILTER holds.
+column() {
+  awk -F, -v name="$2" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next } $3 { printf \"%.1f\", \$h[name]; exit }" "$1"
+}

@@ -43,17 +43,6 @@ declare -A FLAGS=([plain]="" [distractors]="--distractors 64" [decoy]="--decoy x
 declare -A USED=([plain]=2 [distractors]=2 [decoy]=2 [noisydecoy]=2 [nuisance]=2 [wide]=2)
 declare -A UNUSED=([plain]=3 [distractors]=3 [decoy]=3 [noisydecoy]=3 [nuisance]=4 [wide]=3)
 
-# pick CSV FILTER COLUMNS: the first row (after the header) where the awk FILTER holds, as
-# "v [lo, hi]" from the three columns given.
-pick() {
-  awk -F, -v c="$3" "NR > 1 && $2 { split(c, i, \" \"); printf \"%.3f [%.3f, %.3f]\", \$i[1], \$i[2], \$i[3]; exit }" "$1"
-}
-
-# column CSV NAME FILTER: the value of the column named NAME in the first row where FILTER holds.
-column() {
-  awk -F, -v name="$2" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next } $3 { printf \"%.1f\", \$h[name]; exit }" "$1"
-}
-
 {
   echo "| variant | probe R2 of X'y at the used state (k = 4, 8) | test | where X'y is used [95%] | where it is not [95%] | control where used [95%] |"
   echo "|---|---|---|---|---|---|"

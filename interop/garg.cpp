@@ -17,6 +17,11 @@
 
 namespace icl::interop {
 
+ImportLayout ParseImportLayout(const std::string& name) {
+  if (name == "garg") return ImportLayout::kGarg;
+  throw core::InputError("import", "format", "expected garg, got '" + name + "'");
+}
+
 using learners::Block;
 
 Transformer FromGarg(const NamedTensors& tensors, const GargShape& shape, const std::string& field,

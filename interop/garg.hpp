@@ -30,6 +30,13 @@ struct GargShape {
   int n = 0;
 };
 
+// The layouts a learner trained elsewhere is read in; Garg et al.'s is the one so far. Parsed
+// here, not in a front end, so that every front end offers the same choices.
+enum class ImportLayout { kGarg };
+// "garg" -> kGarg; core::InputError (module "import", setting "format") naming the choices for
+// any other name.
+ImportLayout ParseImportLayout(const std::string& name);
+
 // Builds the iclprobe transformer (norm "layer", mlp_ratio from c_fc) with Garg's weights.
 // Throws core::InputError (setting `field`) naming the tensor: a missing or unexpected tensor, a
 // shape that does not fit the others, a value that is not finite.

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The power of the causal tests on trained ground truth: bottleneck learners (train --bottleneck
+# 4, checkpoints/bottleneck/), whose prediction at the x-token of example k+1 sees the context
+# only through the y-token of example k at state 4 (docs/guide/learners.md). That state must
+# carry what the prediction uses of the context, and it is used; the same token's last state
+# (8) is read by nothing, a decoy by construction. Per learner, per test, at both states:
+#   ridge probe of w_OLS (k = 8), test R2;
+#   probe-direction edit (intervene, w_OLS's ridge probe, the response of a prediction x_q'w to
+#     its weights, the edit at the y-token of example k): slope of the model's change on that
+#     response (1 = used as a linear learner uses w);
+#   erasure (LEACE of w_OLS at the y-token and the query): error / d increase over the model's;
+#   DAS (w under OLS, m = d, the subspace interchanged at the y-token of example k): held-out IIA;
+#   whole-context swap (OLS reference): share of OLS's change reproduced, pooled over k.
+# Each with its 95% interval over prompts or pairs and its control (random direction, random
+# erasure, random subspace). One row per learner: a learner of the cell is a seed, and the rows
+# are not pooled (the cell's seeds learned to different degrees; checkpoints/README.md).
+#
+# Full profile: every finished cut-4 learner of checkpoints/bottleneck/. Quick profile: a tiny
+# bottleneck learner trained here (2 layers, cut 1).
+source "$(dirname "$0")/lib.sh"
+setup_out power_trained
+if [ "$PROFILE" = full ]; then
+  P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; EPOCHS=30; CUT=4; LAST=8
+  LEARNERS=()
+  for s in 1 2 3 4; do
+    f="$ROOT/checkpoints/bottleneck/d4_l8_h64_b4_10k_s$s.h5"
+    finished "$f" && LEARNERS+=("$f")
+  done
+else
+  P=400; PAIRS=60; TRAIN=200; TEST=60; B=100; EPOCHS=2; CUT=1; LAST=2
+  run "$ICLPROBE" train --d 4 --n 12 --layers 2 --hidden 16 --heads 2 --bottleneck 1 --steps 20 \
+    --warmup 2 --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed 1 --threads 1 \
+    --quiet --force --out "$RUNS/bottleneck_s1.h5" > /dev/null
+  LEARNERS=("$RUNS/bottleneck_s1.h5")
+fi
+[ ${#LEARNERS[@]} -gt 0 ] || { echo "power_trained: no finished learner in checkpoints/bottleneck/" >&2; exit 2; }
+K=4,8
+
+# triple CSV FILTER V LO HI: "v [lo, hi]" of the columns named V, LO, HI in the first row where
+# the awk FILTER (over h["name"] column indices) holds.
+triple() {
+  awk -F, -v v="$3" -v lo="$4" -v hi="$5" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next }
+    $2 { printf \"%.3f [%.3f, %.3f]\", \$h[v], \$h[lo], \$h[hi]; exit }" "$1"
+}
+
+SUMMARY="$OUT/summary.md"
+{ echo "| learner | eval loss | test | at the bottleneck, state $CUT (used) [95%] | at state $LAST (its y-token read by nothing) [95%] | control at state $CUT [95%] |"
+  echo "|---|---:|---|---|---|---|"; } > "$SUMMARY"
+for ck in "${LEARNERS[@]}"; do
+  L=$(basename "$ck" .h5)
+  # The training log's last evaluation (eval loss over its prompts), beside the checkpoint.
+  loss=$(awk -F, 'NR > 1 && $4 != "" { e = $4 } END { printf "%.3f", e }' "${ck%.h5}.train.csv" 2>/dev/null || echo "?")
+  run "$ICLPROBE" extract -c "$ck" --prompts $P --seed 7 --threads 1 --quiet --force \
+    --out "$RUNS/acts_$L.h5" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts_$L.h5" --targets w_ols,xty --probes ridge --k $K --threads 1 \
+    --quiet --force --out "$OUT/probes_$L.h5" --csv "$OUT/probes_$L.csv" > /dev/null
+  rm -f "$RUNS/acts_$L.h5"
+  run "$ICLPROBE" intervene -c "$ck" --probes "$OUT/probes_$L.h5" --target w_ols --response weights \
+    --layers $CUT,$LAST --k $K --pairs $PAIRS --span probed --bootstrap $B --seed 11 --threads 1 \
+    --quiet --force --out "$OUT/intervene_$L.h5" > /dev/null
+  run "$ICLPROBE" erase -c "$ck" --target w_ols --layers $CUT,$LAST --k $K --fit-prompts $P -N $PAIRS \
+    --bootstrap $B --seed 11 --threads 1 --quiet --force --out "$OUT/erase_$L.h5" > /dev/null
+  run "$ICLPROBE" das -c "$ck" --quantity w --algorithm ols --position y-token --layers $CUT,$LAST \
+    --m 4 --k $K --train-pairs $TRAIN --test-pairs $TEST --epochs $EPOCHS --bootstrap $B --seed 11 \
+    --threads 1 --quiet --force --out "$OUT/das_$L.h5" > /dev/null
+  run "$ICLPROBE" swap -c "$ck" --learners ols --layers $CUT,$LAST --k $K --pairs $PAIRS --bootstrap $B \
+    --seed 11 --threads 1 --quiet --force --out "$OUT/swap_$L.h5" > /dev/null
+  pr="$OUT/probes_$L.csv"; iv="$OUT/intervene_$L.csv"; er="$OUT/erase_$L.csv"
+  das="$OUT/das_$L.csv"; sw="$OUT/swap_$L.csv"
+  at() { echo "\$h[\"layer\"] == $1 && \$h[\"k\"] == \"$2\""; }
+  echo "| $L | $loss | ridge probe of w_OLS, R2 (k = 8) | $(triple "$pr" "$(at $CUT 8) && \$h[\"target\"] == \"w_ols\" && \$h[\"source\"] == \"model\"" r2 r2_lo r2_hi) | $(triple "$pr" "$(at $LAST 8) && \$h[\"target\"] == \"w_ols\" && \$h[\"source\"] == \"model\"" r2 r2_lo r2_hi) | — |"
+  echo "| $L | | probe edit, slope on x_q'w's response (k = 8) | $(triple "$iv" "$(at $CUT 8) && \$h[\"control\"] == \"probe\"" slope slope_lo slope_hi) | $(triple "$iv" "$(at $LAST 8) && \$h[\"control\"] == \"probe\"" slope slope_lo slope_hi) | random direction $(triple "$iv" "$(at $CUT 8) && \$h[\"control\"] == \"random\"" slope slope_lo slope_hi) |"
+  echo "| $L | | erasure of w_OLS, error / d increase (k = 8) | $(triple "$er" "$(at $CUT 8)" erased_increase erased_increase_lo erased_increase_hi) | $(triple "$er" "$(at $LAST 8)" erased_increase erased_increase_lo erased_increase_hi) | random erasure $(triple "$er" "$(at $CUT 8)" random_increase random_increase_lo random_increase_hi) |"
+  echo "| $L | | DAS (w under OLS, y-token, m = 4), held-out IIA (pooled over k) | $(triple "$das" "$(at $CUT pooled)" iia iia_lo iia_hi) | $(triple "$das" "$(at $LAST pooled)" iia iia_lo iia_hi) | random subspace $(triple "$das" "$(at $CUT pooled)" random_iia random_iia_lo random_iia_hi) |"
+  echo "| $L | | swap, share of OLS's change (pooled over k) | $(triple "$sw" "$(at $CUT pooled) && \$h[\"reference\"] == \"ols\"" reproduced reproduced_lo reproduced_hi) | $(triple "$sw" "$(at $LAST pooled) && \$h[\"reference\"] == \"ols\"" reproduced reproduced_lo reproduced_hi) | — |"
+done >> "$SUMMARY"
+finish "Power of the causal tests on trained bottleneck learners" "$SUMMARY"

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/process.hpp"
 #include "data/task.hpp"
 #include "data/task_family.hpp"
 #include "learners/classical.hpp"
@@ -75,6 +76,9 @@ double GemmRate() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // iclprobe's own process set-up (OpenBLAS's kernels for this CPU, freed memory kept), so that
+  // the figures are the program's.
+  core::SetUpProcess(argv, /*passive_openmp=*/true);
   const int prompts = argc > 1 ? std::atoi(argv[1]) : 2000;
   const int log2m = argc > 2 ? std::atoi(argv[2]) : 16;
   const int reps = argc > 3 ? std::atoi(argv[3]) : 3;

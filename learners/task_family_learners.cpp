@@ -85,9 +85,15 @@ void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) 
     const double least = R.min();
     if (sigma_ > 0) {
       const double scale = 1.0 / (2 * sigma_ * sigma_);
+      // exp(-e) is exactly 0 in float64 from e = 745.2 on (below the smallest subnormal), so
+      // the exponential is skipped there: the same numbers, and after a few examples most of a
+      // large pool's members are that far from the best.
+      constexpr double kUnderflow = 746.0;
       double z = 0;
-      for (arma::uword m = 0; m < M; ++m)
-        z += (p[m] = std::exp(-(R(m) - least) * scale));
+      for (arma::uword m = 0; m < M; ++m) {
+        const double e = (R(m) - least) * scale;
+        z += (p[m] = e < kUnderflow ? std::exp(-e) : 0.0);
+      }
       for (arma::uword m = 0; m < M; ++m)
         p[m] /= z;
     } else {

@@ -77,6 +77,8 @@ run "$ICLPROBE" compare "${CELLARGS[@]}" "${HALVES[@]}" --budget-verdicts --lear
   echo; echo "Verdict at a shorter budget (each shorter run compared as a cell of its own, CELLNAME@STEPS, on the same prompts: does the answer change with the training length?):"; echo
   half_verdict_lines "$OUT/compare.txt"
   echo; echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare.txt"; echo '```'
+  echo; echo "The fitted parameter of each family that reaches OLS, over each cell's seeds (compare.fitted.csv):"; echo
+  fitted_table "$OUT/compare.fitted.csv"
   echo; echo "Verdict at every k and over the window:"; echo
   verdict_table "$OUT/compare.verdicts.csv"
   for c in "${CELLS[@]}"; do

@@ -142,3 +142,23 @@ pick() {
 column() {
   awk -F, -v name="$2" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next } $3 { printf \"%.1f\", \$h[name]; exit }" "$1"
 }
+
+# fitted_table FITTED_CSV: compare's <stem>.fitted.csv as a table: per cell, the fitted lambda of
+# ridge:fit and C of newton:fit over its seeds (geometric mean, 95% interval) and whether the cell
+# is OLS-like (every seed's fitted member nearer OLS than the learner is to it;
+# docs/methodology.md).
+fitted_table() {
+  echo "| cell | learner | fitted | [95%] | basis | member vs OLS (largest) | learner vs member (smallest) | OLS-like |"
+  echo "|---|---|---|---|---|---:|---:|---|"
+  awk -F, 'NR > 1 { printf "| %s | %s | %s %.3g | [%.3g, %.3g] | %s | %.2e | %.2e | %s |\n", $1, $2, $3, $7, $8, $9, $10, $11, $12, ($13 == 1 ? "yes" : "no") }' "$1"
+}
+
+# finished_among CKPT...: those of the checkpoints that exist and finished their run,
+# comma-separated (nothing when none has): a cell of whatever seeds are done so far.
+finished_among() {
+  local f files=""
+  for f in "$@"; do
+    if finished "$f"; then files="${files:+$files,}$f"; fi
+  done
+  echo "$files"
+}

@@ -22,11 +22,7 @@ source "$(dirname "$0")/lib.sh"
 setup_out noise_mix
 if [ "$PROFILE" = full ]; then
   MIX="noise-mix:0.1,1"; D=4; N=12; P=2000; PX=4000; ARCH="--layers 8 --hidden 64 --heads 4"
-  files=""
-  for s in 1 2 3; do
-    f="$ROOT/checkpoints/noise_mix/mix_0.1_1_10k_s$s.h5"
-    if finished "$f"; then files="${files:+$files,}$f"; fi
-  done
+  files=$(finished_among "$ROOT"/checkpoints/noise_mix/mix_0.1_1_10k_s{1,2,3}.h5)
   CELLS=(); [ -n "$files" ] && CELLS+=("mix=$files")
 else
   MIX="noise-mix:0.1,1"; D=3; N=7; P=60; PX=200; ARCH="--layers 1 --hidden 16 --heads 2"

@@ -55,6 +55,8 @@ done
     echo "Verdict at a shorter budget (the shorter run compared as a cell of its own, $cell@STEPS, on the same prompts: does the answer change with the training length?):"; echo
     half_verdict_lines "$OUT/compare_$cell.txt"; echo
     echo "Fitted members per seed:"; echo; echo '```'; fitted_members "$OUT/compare_$cell.txt"; echo '```'; echo
+    echo "The fitted parameter of each family that reaches OLS over the cell's seeds (compare_$cell.fitted.csv):"; echo
+    fitted_table "$OUT/compare_$cell.fitted.csv"; echo
     echo "Verdict at every k and over the window:"; echo
     verdict_table "$OUT/compare_$cell.verdicts.csv" "$cell"
     echo; echo "SPD / d per k, mean over seeds with its 95% interval (seeds, then prompts):"; echo

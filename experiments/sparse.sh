@@ -14,11 +14,7 @@ source "$(dirname "$0")/lib.sh"
 setup_out sparse
 if [ "$PROFILE" = full ]; then
   D=8; N=16; S=2; NOISE=0.1; P=2000; PX=4000; ARCH="--layers 8 --hidden 64 --heads 4"
-  files=""
-  for s in 1 2 3; do
-    f="$ROOT/checkpoints/sparse/sparse_s2_10k_s$s.h5"
-    if finished "$f"; then files="${files:+$files,}$f"; fi
-  done
+  files=$(finished_among "$ROOT"/checkpoints/sparse/sparse_s2_10k_s{1,2,3}.h5)
   CELLS=(); [ -n "$files" ] && CELLS+=("sparse=$files")
 else
   D=4; N=8; S=1; NOISE=0.1; P=60; PX=200; ARCH="--layers 1 --hidden 16 --heads 2"

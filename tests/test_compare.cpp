@@ -470,6 +470,19 @@ class NoisyLearner : public learners::ClassicalLearner {
   std::uint64_t seed_;
 };
 
+// SPD(ols, ridge:2) / d over the summary window on `req`'s prompts, from OLS itself under test
+// (req.learner_specs must hold ridge:2).
+double OlsToRidge2(const data::TaskConfig& t, const analysis::CompareRequest& req) {
+  const auto ref = analysis::RunCompare(
+      {analysis::ClassicalUnderTest(
+          "ols", t,
+          std::shared_ptr<const learners::ClassicalLearner>(learners::MakeLearner("ols", t)))},
+      req);
+  for (const auto& e : ref.entries)
+    if (e.model == "ols" && e.learner == "ridge:2") return arma::mean(e.spd_prompt);
+  return arma::datum::nan;
+}
+
 }  // namespace
 
 // The separation rule on planted learners (three seeds each): a 3x separation with a small seed
@@ -483,14 +496,7 @@ TEST(SeparationRule, ResolvesOnlyWhatTheDataCanCarry) {
   req.ilwd_prompts = 2;
   req.learner_specs = "ols,ridge:2";
   auto make = [&](const std::string& spec) { return learners::MakeLearner(spec, t); };
-  // SPD(ols, ridge:2) / d over the summary window, from OLS itself under test.
-  const auto ref = analysis::RunCompare(
-      {analysis::ClassicalUnderTest(
-          "ols", t, std::shared_ptr<const learners::ClassicalLearner>(make("ols")))},
-      req);
-  double s = arma::datum::nan;
-  for (const auto& e : ref.entries)
-    if (e.model == "ols" && e.learner == "ridge:2") s = arma::mean(e.spd_prompt);
+  const double s = OlsToRidge2(t, req);
   ASSERT_TRUE(std::isfinite(s) && s > 0);
   // v = s / 2 plants a ratio of 3; v = 10 s a ratio of 1.1.
   auto noisy = [&](const std::string& name, const std::string& base, double ratio,
@@ -583,13 +589,7 @@ TEST(SeparationRule, FittedFamiliesThatReachOlsSayWhichTheyAre) {
   req.fit_prompts = 100;
   req.learner_specs = "ols,ridge:2";
   auto make = [&](const std::string& spec) { return learners::MakeLearner(spec, t); };
-  const auto ref = analysis::RunCompare(
-      {analysis::ClassicalUnderTest(
-          "ols", t, std::shared_ptr<const learners::ClassicalLearner>(make("ols")))},
-      req);
-  double s = arma::datum::nan;
-  for (const auto& e : ref.entries)
-    if (e.learner == "ridge:2") s = arma::mean(e.spd_prompt);
+  const double s = OlsToRidge2(t, req);
   ASSERT_TRUE(std::isfinite(s) && s > 0);
   auto noisy = [&](const std::string& name, const std::string& base, double v, std::uint64_t seed) {
     return analysis::ClassicalUnderTest(name, t,

@@ -6,6 +6,13 @@
 
 namespace icl::formats {
 
+std::string KindOf(const std::string& format) {
+  const std::string prefix = kFormatPrefix;
+  return format.size() > prefix.size() && format.compare(0, prefix.size(), prefix) == 0
+             ? format.substr(prefix.size())
+             : format;
+}
+
 void WriteHeader(h5::Group& root, const std::string& format, int version) {
   root.SetAttr(kFormatAttr, format);
   root.SetAttr(kVersionAttr, version);

@@ -14,6 +14,13 @@ inline constexpr const char* kFormatAttr = "format";
 inline constexpr const char* kVersionAttr = "format_version";
 inline constexpr const char* kCreatedByAttr = "created_by";
 
+// Every format's name starts with this; the rest is the file's kind.
+inline constexpr const char* kFormatPrefix = "iclprobe-";
+
+// The kind of file a format names, as the Python module's open() and messages call it: the
+// format without its prefix ("iclprobe-probes" -> "probes"); any other text as it is.
+std::string KindOf(const std::string& format);
+
 struct Header {
   std::string format;
   int version = 0;

@@ -16,6 +16,7 @@
 #include "core/thread_pool.hpp"
 #include "core/version.hpp"
 #include "extract/activations_schema.hpp"
+#include "formats/header.hpp"
 #include "intervene/das.hpp"
 #include "intervene/erase.hpp"
 #include "intervene/intervene.hpp"
@@ -30,16 +31,7 @@ using icl::core::InputError;
 
 std::string FileKind(const std::string& path) {
   const icl::h5::File f = icl::h5::File::Open(path);
-  const std::string format = f.HasAttr("format") ? f.GetString("format") : std::string();
-  if (format == icl::extract::schema::kFormat) return "activations";
-  if (format == icl::probes::kProbesFormat) return "probes";
-  if (format == icl::learners::kCheckpointFormat) return "checkpoint";
-  if (format == icl::intervene::kInterventionsFormat) return "interventions";
-  if (format == icl::intervene::kDasFormat) return "das";
-  if (format == icl::intervene::kSwapsFormat) return "swaps";
-  if (format == icl::intervene::kErasureFormat) return "erasure";
-  if (format == icl::analysis::kTraceFormat) return "trace";
-  return format;
+  return icl::formats::KindOf(f.HasAttr("format") ? f.GetString("format") : std::string());
 }
 
 // The process: file kinds, thread counts, versions and the BLAS kernels in use.

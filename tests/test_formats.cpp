@@ -12,6 +12,7 @@
 #include "analysis/trace_file.hpp"
 #include "core/errors.hpp"
 #include "formats/doc.hpp"
+#include "formats/header.hpp"
 #include "formats/reader.hpp"
 #include "formats/schemas.hpp"
 #include "formats/tidy.hpp"
@@ -39,18 +40,15 @@ const formats::Schema& TestSchema() {
     s.description = "Two tables.";
     s.owner = "`tests/test_formats.cpp`";
     s.sizes = {{"layer", "layers"}, {"k", "ks"}};
-    s.attrs = {{"", "name", AttrType::kString, "a name"},
-               {"", "ks", AttrType::kIntList, "the ks"},
-               {"", "rule", AttrType::kString, "a rule", "", "x = 1"},
-               {"group/<who>", "scale", AttrType::kDouble, "a scale"}};
-    s.datasets = {{"table", {"layer", "k"}, {"layer", "k"}, "a table"},
-                  {"table_lo",
-                   {"layer", "k"},
-                   {"layer", "k"},
-                   "a bound",
-                   Values::kFiniteOrNaN,
-                   {{"undefined", "NaN: undefined"}}},
-                  {"group/<who>/row", {"k"}, {"k"}, "a row", Values::kFinite, {}, "sometimes"}};
+    s.attrs = {formats::Attr("name", AttrType::kString, "a name"),
+               formats::Attr("ks", AttrType::kIntList, "the ks"),
+               formats::Attr("rule", AttrType::kString, "a rule", "", "x = 1"),
+               formats::AttrOn("group/<who>", "scale", AttrType::kDouble, "a scale")};
+    s.datasets = {
+        formats::Data("table", {"layer", "k"}, {"layer", "k"}, "a table"),
+        formats::Data("table_lo", {"layer", "k"}, {"layer", "k"}, "a bound", Values::kFiniteOrNaN,
+                      {{"undefined", "NaN: undefined"}}),
+        formats::Data("group/<who>/row", {"k"}, {"k"}, "a row", Values::kFinite, {}, "sometimes")};
     return s;
   }();
   return s;
@@ -80,6 +78,25 @@ std::string ErrorOf(F&& f) {
     return std::string("not an InputError: ") + e.what();
   }
   return "accepted";
+}
+
+// A file's kind is its format without the prefix, for every format the schemas declare and for
+// the older ones the Python module opens; other text is kept as it is.
+TEST(Formats, KindIsTheFormatWithoutItsPrefix) {
+  const std::vector<std::pair<std::string, std::string>> kinds = {
+      {formats::kInterventionsFormat, "interventions"},
+      {formats::kSwapsFormat, "swaps"},
+      {formats::kErasureFormat, "erasure"},
+      {formats::kDasFormat, "das"},
+      {formats::kTraceFormat, "trace"},
+      {"iclprobe-activations", "activations"},
+      {"iclprobe-probes", "probes"},
+      {"iclprobe-checkpoint", "checkpoint"}};
+  for (const auto& [format, kind] : kinds)
+    EXPECT_EQ(formats::KindOf(format), kind);
+  EXPECT_EQ(formats::KindOf("iclprobe-"), "iclprobe-");
+  EXPECT_EQ(formats::KindOf("hdf5-something"), "hdf5-something");
+  EXPECT_EQ(formats::KindOf(""), "");
 }
 
 TEST(Formats, SchemaWrittenThenReadBack) {

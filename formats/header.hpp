@@ -18,7 +18,7 @@ inline constexpr const char* kCreatedByAttr = "created_by";
 inline constexpr const char* kFormatPrefix = "iclprobe-";
 
 // The kind of file a format names, as the Python module's open() and messages call it: the
-// format without its prefix ("iclprobe-probes" -> "probes"); any other text as it is.
+// format without its prefix (the probes format gives "probes"); any other text as it is.
 std::string KindOf(const std::string& format);
 
 struct Header {

@@ -11,6 +11,7 @@
 
 #include "analysis/trace_file.hpp"
 #include "core/errors.hpp"
+#include "extract/activations_schema.hpp"
 #include "formats/doc.hpp"
 #include "formats/header.hpp"
 #include "formats/reader.hpp"
@@ -21,6 +22,8 @@
 #include "intervene/erase.hpp"
 #include "intervene/intervene.hpp"
 #include "intervene/swap.hpp"
+#include "learners/checkpoint.hpp"
+#include "probes/probes_file.hpp"
 #include "tests/test_util.hpp"
 
 namespace icl {
@@ -89,9 +92,9 @@ TEST(Formats, KindIsTheFormatWithoutItsPrefix) {
       {formats::kErasureFormat, "erasure"},
       {formats::kDasFormat, "das"},
       {formats::kTraceFormat, "trace"},
-      {"iclprobe-activations", "activations"},
-      {"iclprobe-probes", "probes"},
-      {"iclprobe-checkpoint", "checkpoint"}};
+      {extract::schema::kFormat, "activations"},
+      {probes::kProbesFormat, "probes"},
+      {learners::kCheckpointFormat, "checkpoint"}};
   for (const auto& [format, kind] : kinds)
     EXPECT_EQ(formats::KindOf(format), kind);
   EXPECT_EQ(formats::KindOf("iclprobe-"), "iclprobe-");

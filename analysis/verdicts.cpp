@@ -537,6 +537,13 @@ PlotFiles PlanCellPlots(const CellAnalysis& a) {
       ++block;
     }
     files.data[stem + ".csv"] = dat;
+    // The caption: the separation rule's verdict over the window, its ratio and interval, and
+    // what the cell's excess-error curve says, as compare prints them.
+    std::string caption;
+    for (const Verdict& v : a.verdicts)
+      if (v.cell == cells[ci] && v.k < 0 && !v.closest.empty())
+        caption = fmt::format("window k in {{{}}}: {}; excess-error curve: {}",
+                              WindowText(a.window), RuleText(v), v.budget_curve);
     for (const char* term : {"pngcairo size 1000,600", "svg size 1000,600"}) {
       const std::string ext = std::string(term).substr(0, 3) == "png" ? "png" : "svg";
       files.images.push_back(stem + "." + ext);
@@ -546,6 +553,11 @@ PlotFiles PlanCellPlots(const CellAnalysis& a) {
           q(fmt::format("{}: SPD / d to each learner ({} seed{}, 95% intervals over {})", cells[ci],
                         seeds, seeds == 1 ? "" : "s",
                         seeds == 1 ? "prompts" : "seeds, then prompts")));
+      gp += caption.empty() ? "unset label 1\nset bmargin\n"
+                            : fmt::format(
+                                  "set bmargin 6\nset label 1 {} at screen 0.01, screen 0.03 "
+                                  "left noenhanced font ',9'\n",
+                                  q(caption));
       gp += plot + "\n";
     }
   }

@@ -102,6 +102,10 @@ TEST(CliCompare, CellsOfSeedsAndTheirErrors) {
   EXPECT_GT(std::filesystem::file_size(tmp / "figs/spd_cell0.png"), 0u);
   EXPECT_NE(icl::test::ReadFile(tmp / "figs/plots.gp").find("'spd_cell0.csv' index 2"),
             std::string::npos);
+  // Its caption carries the separation rule's verdict with its ratio, as the console does.
+  const std::string gp = icl::test::ReadFile(tmp / "figs/plots.gp");
+  EXPECT_NE(gp.find("set label 1 'window k in {"), std::string::npos) << gp;
+  EXPECT_NE(gp.find("SPD ratio"), std::string::npos) << gp;
   EXPECT_NE(
       r.out.find(
           "verdicts for c (3 seeds, excess-error curve over the budgets: untested; intervals: 95%, "

@@ -138,8 +138,8 @@ pick() {
   awk -F, -v c="$3" "NR > 1 && $2 { split(c, i, \" \"); printf \"%.3f [%.3f, %.3f]\", \$i[1], \$i[2], \$i[3]; exit }" "$1"
 }
 
-# column CSV NAME FILTER: the value of the column named NAME in the first row where FILTER holds.
-column() {
+# column_of CSV NAME FILTER: the value of the column named NAME in the first row where FILTER holds.
+column_of() {
   awk -F, -v name="$2" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next } $3 { printf \"%.1f\", \$h[name]; exit }" "$1"
 }
 

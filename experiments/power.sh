@@ -88,7 +88,7 @@ for v in "${VARIANTS[@]}"; do
   echo "| $v | | DAS, held-out IIA (pooled over k) | $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "8 9 10") | $(pick "$das" "\$4 == $n && \$6 == \"pooled\"" "8 9 10") | random subspace $(pick "$das" "\$4 == $u && \$6 == \"pooled\"" "11 12 13"); no interchange $(awk -F, -v u=$u 'NR > 1 && $4 == u && $6 == "pooled" { printf "%.3f", $14; exit }' "$das") |"
   if [[ $v == *decoy ]]; then
     echo "| $v | | probe edit within X'y's rows / within the decoy's rows, slope (k = 8) | $(pick "$OUT/intervene_${v}_within_xty.csv" "\$6 == 8 && \$7 == \"probe\"" "9 10 11") | $(pick "$OUT/intervene_${v}_within_decoy_xty.csv" "\$6 == 8 && \$7 == \"probe\"" "9 10 11") | — |"
-    echo "| $v | | DAS at the used state: largest angle to X'y's rows / smallest to the decoy's (degrees) | $(column "$das" angle_max_xty "\$4 == $u && \$6 == \"pooled\"") | $(column "$das" angle_min_decoy_xty "\$4 == $u && \$6 == \"pooled\"") | — |"
+    echo "| $v | | DAS at the used state: largest angle to X'y's rows / smallest to the decoy's (degrees) | $(column_of "$das" angle_max_xty "\$4 == $u && \$6 == \"pooled\"") | $(column_of "$das" angle_min_decoy_xty "\$4 == $u && \$6 == \"pooled\"") | — |"
   fi
   echo "| $v | | swap, share of GD's change (pooled; states 1 and $u) | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == 1 && \$3 == \"pooled\"" "5 6 7") | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == $u && \$3 == \"pooled\"" "5 6 7") | — |"
 done >> "$SUMMARY"

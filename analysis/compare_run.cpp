@@ -43,7 +43,7 @@ struct TaskReferences {
   std::vector<Reference> fixed;  // per spec item; empty Reference for a fit item
   int users = 0;                 // learners under test of this task
   std::vector<std::shared_ptr<const FamilyGrid>> grids;  // per fit item, once two users need it
-  arma::mat ols_pred;  // n x N: OLS on `set`, where a fitted family reaches it (OlsLimit)
+  arma::mat ols_pred;  // n x N: OLS on `set`, where a fitted family reaches it (ReachesOls)
 };
 
 // ridge:fit and newton:fit contain OLS as a limit (lambda -> 0, steps -> infinity).
@@ -297,8 +297,13 @@ CompareResult RunCompare(const std::vector<LearnerUnderTest>& models, const Comp
     for (std::size_t i = 0; i < items.size(); ++i)
       r.fixed.push_back(is_fit[i] ? Reference{} : RunReference(*learners[i], r.set, P));
     for (std::size_t i = 0; i < items.size(); ++i)
-      if (is_fit[i] && ReachesOls(fits[i]) && r.ols_pred.is_empty())
-        r.ols_pred = RunReference(*learners::MakeLearner("ols", t), r.set, 0).pred;
+      if (is_fit[i] && ReachesOls(fits[i]) && r.ols_pred.is_empty()) {
+        // OLS among the fixed items is run already: its predictions serve.
+        for (const Reference& f : r.fixed)
+          if (f.spec == "ols") r.ols_pred = f.pred;
+        if (r.ols_pred.is_empty())
+          r.ols_pred = RunReference(*learners::MakeLearner("ols", t), r.set, 0).pred;
+      }
     shared.emplace_back(key, std::move(r));
     return shared.back().second;
   };

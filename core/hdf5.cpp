@@ -48,6 +48,21 @@ std::string DimsStr(const Dims& d) {
   return s + "]";
 }
 
+std::string ElementName(hid_t type) {
+  const Lock lock;
+  const std::string bits = std::to_string(8 * H5Tget_size(type));
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT:
+      return "float" + bits;
+    case H5T_INTEGER:
+      return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + bits;
+    case H5T_STRING:
+      return "string";
+    default:
+      return "other";
+  }
+}
+
 namespace {
 
 struct Silencer {

@@ -62,6 +62,10 @@ class Object {
   // Whether the attribute is stored as a list (a rank-1 dataspace, even of one entry), as the
   // list setters write it; false for a scalar.
   bool IsListAttr(const std::string& attr) const;
+  // The stored element of an attribute in numpy's words (see Dataset::Element) and its number
+  // of dimensions: 0 for a scalar, -1 for an empty (null) attribute.
+  std::string AttrElement(const std::string& attr) const;
+  int AttrRank(const std::string& attr) const;
   void SetAttr(const std::string& attr, const std::string& value);  // UTF-8 string
   void SetAttr(const std::string& attr, const char* value) { SetAttr(attr, std::string(value)); }
   void SetAttr(const std::string& attr, std::int64_t value);
@@ -161,6 +165,9 @@ class Dataset : public Object {
   // The stored element: floating point (true/false) and its size in bytes.
   bool IsFloat() const;
   std::size_t ElementSize() const;
+  // The stored element in numpy's words: "float16", "float32", "float64", "int8".."int64",
+  // "uint8".."uint64", "string", or "other" (compounds, enums, references, ...).
+  std::string Element() const;
 
  private:
   void Io(hid_t type, hsize_t start, hsize_t count, void* data, std::size_t elements,
@@ -169,6 +176,9 @@ class Dataset : public Object {
   void CheckElements(hsize_t count, std::size_t elements, bool write) const;
   bool collective_ = false;  // in a file every rank opened: collective transfers
 };
+
+// What a name in a group stands for.
+enum class ObjectType { kGroup, kDataset, kOther };
 
 class Group : public Object {
  public:
@@ -195,6 +205,9 @@ class Group : public Object {
   void HardLink(const std::string& target, const std::string& link);
   // Names of the direct members, sorted.
   std::vector<std::string> Members() const;
+  // Whether `path` (which must exist, as Exists() checks it) is a group, a dataset or another
+  // object (a named datatype).
+  ObjectType TypeOf(const std::string& path) const;
 
  private:
   Dataset CreateDatasetTyped(const std::string& path, hid_t type, const Dims& dims,

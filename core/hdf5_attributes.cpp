@@ -270,6 +270,24 @@ bool Object::IsListAttr(const std::string& attr) const {
          H5Sget_simple_extent_ndims(space.id()) == 1;
 }
 
+std::string Object::AttrElement(const std::string& attr) const {
+  const Lock lock;
+  Handle a = OpenAttr(*this, attr);
+  Handle type(H5Aget_type(a.id()), H5Tclose);
+  if (!type.valid()) Fail(Where(attr) + ": cannot read its type");
+  return detail::ElementName(type.id());
+}
+
+int Object::AttrRank(const std::string& attr) const {
+  const Lock lock;
+  Handle a = OpenAttr(*this, attr);
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  const H5S_class_t cls = H5Sget_simple_extent_type(space.id());
+  if (cls == H5S_SCALAR) return 0;
+  if (cls != H5S_SIMPLE) return -1;
+  return H5Sget_simple_extent_ndims(space.id());
+}
+
 std::string Object::GetString(const std::string& attr) const {
   const Lock lock;
   Handle a = OpenAttr(*this, attr);

@@ -77,6 +77,13 @@ std::size_t Dataset::ElementSize() const {
   return H5Tget_size(t.id());
 }
 
+std::string Dataset::Element() const {
+  const Lock lock;
+  Handle t(H5Dget_type(id()), H5Tclose);
+  if (!t.valid()) Fail(Where() + ": cannot read its element type");
+  return detail::ElementName(t.id());
+}
+
 void Dataset::ExpectDims(const Dims& expected) const {
   const Lock lock;
   const Dims d = dims();

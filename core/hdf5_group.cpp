@@ -182,4 +182,20 @@ std::vector<std::string> Group::Members() const {
   return names;
 }
 
+ObjectType Group::TypeOf(const std::string& path) const {
+  const Lock lock;
+  const std::string full = Child(path);
+  if (!Exists(full)) Fail("'" + file_ + "': no object '" + full + "'");
+  Handle h(H5Oopen(id(), full.c_str(), H5P_DEFAULT), H5Oclose);
+  if (!h.valid()) Fail("'" + file_ + "': cannot open '" + full + "'");
+  switch (H5Iget_type(h.id())) {
+    case H5I_GROUP:
+      return ObjectType::kGroup;
+    case H5I_DATASET:
+      return ObjectType::kDataset;
+    default:
+      return ObjectType::kOther;
+  }
+}
+
 }  // namespace icl::h5

@@ -24,6 +24,9 @@ struct Lock {
 // "[2, 3]".
 std::string DimsStr(const Dims& d);
 
+// The element of an HDF5 datatype in numpy's words ("float32", "uint8", "string", "other").
+std::string ElementName(hid_t type);
+
 // Turns HDF5's error printing, exit handler and filter plugins off, once per process.
 void EnsureSilenced();
 

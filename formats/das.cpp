@@ -17,7 +17,7 @@ Schema Make() {
       "interchange-intervention accuracy (IIA): A's state at the positions becomes h_A + U U' (h_B "
       "- h_A), against a random subspace of the same m, no interchange, the whole state, and named "
       "subspaces interchanged as given.";
-  s.owner = "`intervene/das_file.cpp`";
+  s.owner = "`intervene/das_file.cpp` through the formats layer (`formats/`)";
   s.sizes = {{"layer", "the entries of attribute 'layers'"},
              {"m", "the entries of attribute 'ms' (in a basis's path and shape: that m)"},
              {"k", "the entries of attribute 'ks'"},

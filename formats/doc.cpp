@@ -31,6 +31,11 @@ std::string When(const std::string& when) {
   return when.empty() ? "always" : Cell(when);
 }
 
+// An attribute of an object other than the root is there whenever its object is.
+std::string AttrWhen(const AttrSpec& a) {
+  return a.when.empty() && !a.object.empty() ? "with its object" : When(a.when);
+}
+
 std::string AttrTable(const Schema& s) {
   std::string out =
       "| object | attribute | type | present | description |\n|---|---|---|---|---|\n";
@@ -41,7 +46,7 @@ std::string AttrTable(const Schema& s) {
                      kCreatedByAttr);
   for (const AttrSpec& a : s.attrs)
     out += fmt::format("| `/{}` | `{}` | {} | {} | {}{} |\n", Cell(a.object), a.name,
-                       AttrTypeName(a.type), When(a.when), Cell(a.description),
+                       AttrTypeName(a.type), AttrWhen(a), Cell(a.description),
                        a.value.empty() ? "" : ": \"" + Cell(a.value) + "\"");
   return out;
 }
@@ -66,11 +71,11 @@ std::string DatasetTable(const Schema& s) {
 std::string DocPage(const Schema& s) {
   std::string out = fmt::format("# {} (format_version {})\n\n", s.format, s.version);
   out +=
-      "<!-- Generated from the schema in formats/ by the test Formats.DocPagesMatchTheSchemas; do "
+      "<!-- Generated from the format's schema by the test Formats.DocPagesMatchTheSchemas; do "
       "not edit: run it with ICLPROBE_WRITE_FORMAT_DOCS=1 to rewrite. -->\n\n";
   out += s.title + "\n\n" + s.description + "\n\nWritten and read by " + s.owner +
-         " through the formats layer (`formats/`). Shapes are row-major (h5py's order); `<name>` "
-         "in a path stands for a value named in its attributes.\n\n";
+         ". Shapes are row-major (h5py's order); `<name>` in a path or in an attribute's name "
+         "stands for each value that the attributes or the description name.\n\n";
   out += "## Sizes\n\n| size | what it counts |\n|---|---|\n";
   for (const auto& [name, text] : s.sizes)
     out += fmt::format("| `{}` | {} |\n", name, Cell(text));

@@ -16,7 +16,7 @@ Schema Make() {
       "the model runs on from the erased states; its error per k is compared with the model as it "
       "is, with erasing a random subspace of the same rank, and with the zero predictor. Errors "
       "are (prediction of y_(k+1) - y_(k+1))^2 / d per test prompt.";
-  s.owner = "`intervene/erase.cpp`";
+  s.owner = "`intervene/erase.cpp` through the formats layer (`formats/`)";
   s.sizes = {{"layer", "the entries of attribute 'layers'"},
              {"k", "the entries of attribute 'ks'"},
              {"prompt", "attribute 'prompts'"}};

@@ -14,7 +14,7 @@ Schema Make() {
       "the change of the model's prediction at A's query (observed) is compared with the change "
       "the algorithm predicts (predicted), per control (the probe's edit, and an edit of the same "
       "norm in a random direction).";
-  s.owner = "`intervene/intervene_file.cpp`";
+  s.owner = "`intervene/intervene_file.cpp` through the formats layer (`formats/`)";
   s.sizes = {{"control", "the entries of attribute 'controls' (probe, random)"},
              {"layer", "the entries of attribute 'layers'"},
              {"k", "the entries of attribute 'ks'"},

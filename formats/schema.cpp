@@ -3,6 +3,7 @@
 #include "formats/schema.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <stdexcept>
 
 namespace icl::formats {
@@ -95,6 +96,48 @@ std::string FillPath(const std::string& path, const Fill& fill) {
     i = close;
   }
   return out;
+}
+
+namespace {
+
+// One segment against its pattern: a <name> takes one or more characters.
+bool SegmentMatches(const char* pattern, const char* text) {
+  if (*pattern == '\0') return *text == '\0';
+  if (*pattern == '<') {
+    const char* close = std::strchr(pattern, '>');
+    if (close) {
+      for (const char* rest = text + 1; *(rest - 1) != '\0'; ++rest)
+        if (SegmentMatches(close + 1, rest)) return true;
+      return false;
+    }
+  }
+  return *pattern == *text && SegmentMatches(pattern + 1, text + 1);
+}
+
+std::vector<std::string> Segments(const std::string& path) {
+  std::vector<std::string> out(1);
+  for (const char c : path) {
+    if (c == '/')
+      out.emplace_back();
+    else
+      out.back() += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool PathMatches(const std::string& pattern, const std::string& path) {
+  const std::vector<std::string> p = Segments(pattern), t = Segments(path);
+  if (p.size() != t.size()) return false;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (!SegmentMatches(p[i].c_str(), t[i].c_str())) return false;
+  return true;
+}
+
+bool HasPlaceholder(const std::string& pattern) {
+  const std::size_t open = pattern.find('<');
+  return open != std::string::npos && pattern.find('>', open) != std::string::npos;
 }
 
 std::vector<unsigned long long> ShapeOf(const DatasetSpec& spec, const Sizes& sizes) {

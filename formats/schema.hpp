@@ -64,7 +64,9 @@ struct Schema {
   int version = 1;          // format_version this program writes; it reads 1..version
   std::string title;        // one line: what the file holds
   std::string description;  // a paragraph for the documentation page
-  std::string owner;        // the module that runs the stage and moves its numbers
+  // The modules that write and read it, and how ("`analysis/trace_file.cpp` through the formats
+  // layer (`formats/`)").
+  std::string owner;
   // What each size name of the shapes stands for ("layer": "the entries of
   // attribute 'layers'").
   std::vector<std::pair<std::string, std::string>> sizes;
@@ -98,6 +100,12 @@ using Fill = std::map<std::string, std::string>;
 // `path` with every <name> replaced by fill[name]; std::logic_error for a name
 // fill lacks.
 std::string FillPath(const std::string& path, const Fill& fill);
+// Whether `path` is one of the paths `pattern` stands for: the same segments (between '/'),
+// each <name> standing for one or more characters of its segment ("bases/state_<layer>_m_<m>"
+// matches "bases/state_2_m_4", not "bases/state__m_4" or "bases/a/state_2_m_4").
+bool PathMatches(const std::string& pattern, const std::string& path);
+// Whether a path or name has a <name> placeholder.
+bool HasPlaceholder(const std::string& pattern);
 // The dimensions of `spec` for these sizes; std::logic_error for a size name
 // `sizes` lacks.
 std::vector<unsigned long long> ShapeOf(const DatasetSpec& spec, const Sizes& sizes);

@@ -17,7 +17,7 @@ Schema Make() {
       "prediction (the model's change) is compared with each reference's change on the prompt that "
       "counterfactual stands for (B's first k examples, then A's query). The first reference is "
       "the model itself on that prompt.";
-  s.owner = "`intervene/swap.cpp`";
+  s.owner = "`intervene/swap.cpp` through the formats layer (`formats/`)";
   s.sizes = {{"reference", "the entries of attribute 'references' ('model' first)"},
              {"layer", "the entries of attribute 'layers'"},
              {"k", "the entries of attribute 'ks'"},

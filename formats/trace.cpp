@@ -54,7 +54,7 @@ Schema Make() {
       "iterate of each algorithm: the similarity per (layer, iterate), the best iterate per layer, "
       "and the rate in iterations per layer. `<spec>` is each entry of attribute 'algorithms', "
       "`<side>` is learner, or control with controls.";
-  s.owner = "`analysis/trace_file.cpp`";
+  s.owner = "`analysis/trace_file.cpp` through the formats layer (`formats/`)";
   s.sizes = {{"prompt", "attribute 'prompts'"},
              {"k", "the entries of attribute 'ks'"},
              {"lambda", "the ridge readout's penalties"},

@@ -148,10 +148,11 @@ int RunImport(int argc, char** argv) {
   tc.Validate();
   const std::string sha = core::Sha256File(in);
   so.extra = [&](h5::File& f) {
-    f.SetAttr("imported_from", in);
-    f.SetAttr("imported_sha256", sha);
-    f.SetAttr("imported_format", "garg (" + stored_as + ")");
-    if (train_step) f.SetAttr("imported_train_step", static_cast<std::int64_t>(*train_step));
+    namespace layout = learners::checkpoint_layout;
+    f.SetAttr(layout::kImportedFrom, in);
+    f.SetAttr(layout::kImportedSha256, sha);
+    f.SetAttr(layout::kImportedFormat, "garg (" + stored_as + ")");
+    if (train_step) f.SetAttr(layout::kImportedTrainStep, static_cast<std::int64_t>(*train_step));
   };
   learners::SaveCheckpoint(out, model, tc, /*step=*/tc.steps, /*optimizer=*/nullptr, so);
   std::cout << fmt::format(

@@ -369,19 +369,14 @@ void WriteConstruction(const std::string& path, const Construction& c,
   train.seed = 0;
   learners::SaveOptions o = options;
   o.extra = [&c](h5::File& f) {
-    h5::Group g = f.CreateGroup("construction");
+    namespace cl = construction_layout;
+    h5::Group g = f.CreateGroup(cl::kGroup);
     g.SetAttr("program", c.program);
     g.SetAttr("alpha", c.alpha);
     g.SetAttr("steps", c.steps);
     g.SetAttr("start", c.start);
     g.SetAttr("lambda", c.lambda);
-    g.SetAttr("description",
-              std::string("weights written by iclprobe construct: layout/<name> = [first row, "
-                          "rows]; quantities/<name> attrs layer (the first hidden state that "
-                          "holds it), last_layer (the last), rows, positions, meaning. With "
-                          "rotation_seed, every state is Q h for the dataset rotation = Q "
-                          "[H, H]: the rows name coordinates of h = Q^T h', so quantity q is "
-                          "Q[:, rows]^T h'"));
+    g.SetAttr("description", std::string(cl::kDescription));
     g.SetAttr("distractors", c.disguise.distractors);
     g.SetAttr("context_distractors", c.disguise.context_distractors);
     g.SetAttr("decoy", c.disguise.decoy);
@@ -389,30 +384,29 @@ void WriteConstruction(const std::string& path, const Construction& c,
     g.SetAttr("decoy_noise", c.disguise.decoy_noise);
     g.SetAttr("disguise_seed", static_cast<std::int64_t>(c.disguise.seed));
     for (const auto& [name, map] :
-         {std::pair{"decoy_map", &c.decoy_map}, std::pair{"nuisance_map", &c.nuisance_map},
-          std::pair{"nuisance_map_mean", &c.nuisance_map_mean},
-          std::pair{"decoy_noise_map", &c.decoy_noise_map}}) {
+         {std::pair{cl::kDecoyMap, &c.decoy_map}, std::pair{cl::kNuisanceMap, &c.nuisance_map},
+          std::pair{cl::kNuisanceMapMean, &c.nuisance_map_mean},
+          std::pair{cl::kDecoyNoiseMap, &c.decoy_noise_map}}) {
       if (map->empty()) continue;
       const hsize_t d = hsize_t(c.model.d);
-      h5::Dataset ds =
-          g.CreateDataset<double>(name, {d, d}, std::vector<std::string>{"row", "column"});
+      h5::Dataset ds = g.CreateDataset<double>(name, {d, d}, cl::kMapLabels);
       ds.Write(map->data(), map->size());
     }
     if (c.rotation_seed) {
       g.SetAttr("rotation_seed", static_cast<std::int64_t>(*c.rotation_seed));
       const arma::mat q = RandomOrthogonal(c.model.hidden, *c.rotation_seed);
       const arma::mat rows = q.t();  // row-major [H, H] of Q is Q^T column-major
-      h5::Dataset ds = g.CreateDataset<double>("rotation", {hsize_t(q.n_rows), hsize_t(q.n_cols)},
-                                               std::vector<std::string>{"stream", "basis"});
+      h5::Dataset ds = g.CreateDataset<double>(
+          cl::kRotation, {hsize_t(q.n_rows), hsize_t(q.n_cols)}, cl::kRotationLabels);
       ds.Write(rows.memptr(), rows.n_elem);
     }
     {
-      h5::Group layout = g.CreateGroup("layout");
+      h5::Group layout = g.CreateGroup(cl::kLayout);
       for (const auto& [name, r] : c.layout.entries())
         layout.SetAttr(name, std::vector<std::int64_t>{r.begin, r.size});
     }
     {
-      h5::Group q = g.CreateGroup("quantities");
+      h5::Group q = g.CreateGroup(cl::kQuantities);
       for (const auto& x : c.quantities) {
         h5::Group e = q.CreateGroup(x.name);
         e.SetAttr("layer", x.layer);
@@ -440,9 +434,10 @@ void WriteConstruction(const std::string& path, const Construction& c,
 
 std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint) {
   const h5::File f = h5::File::Open(checkpoint);
-  if (!f.Exists("construction")) return std::nullopt;
+  namespace cl = construction_layout;
+  if (!f.Exists(cl::kGroup)) return std::nullopt;
   const std::string where = "'" + checkpoint + "': /construction";
-  const h5::Group g = f.OpenGroup("construction");
+  const h5::Group g = f.OpenGroup(cl::kGroup);
   ConstructionRecord r;
   r.program = g.GetString("program");
   r.alpha = g.GetDouble("alpha");
@@ -455,7 +450,7 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
   if (g.HasAttr("nuisance")) r.nuisance = g.GetDouble("nuisance");
   if (g.HasAttr("decoy_noise")) r.decoy_noise = g.GetDouble("decoy_noise");
   if (!r.decoy.empty()) {
-    const h5::Dataset ds = g.OpenDataset("decoy_map");
+    const h5::Dataset ds = g.OpenDataset(cl::kDecoyMap);
     const learners::CheckpointInfo shape = learners::ReadCheckpointInfo(checkpoint);
     ds.ExpectDims({hsize_t(shape.model.d), hsize_t(shape.model.d)});
     r.decoy_map = arma::mat(shape.model.d, shape.model.d);
@@ -473,7 +468,7 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
       throw core::InputError(where, "",
                              "rotation_seed should be >= 0, got " + std::to_string(seed));
     r.rotation_seed = static_cast<std::uint64_t>(seed);
-    const h5::Dataset ds = g.OpenDataset("rotation");
+    const h5::Dataset ds = g.OpenDataset(cl::kRotation);
     ds.ExpectDims({hsize_t(width), hsize_t(width)});
     arma::mat rows(width, width);
     ds.Read(rows.memptr(), rows.n_elem);
@@ -494,10 +489,10 @@ std::optional<ConstructionRecord> ReadConstruction(const std::string& checkpoint
                                  std::to_string(width) + " rows of the residual stream");
     return Rows{static_cast<int>(v[0]), static_cast<int>(v[1])};
   };
-  const h5::Group layout = g.OpenGroup("layout");
+  const h5::Group layout = g.OpenGroup(cl::kLayout);
   for (const auto& name : layout.AttrNames())
     r.layout[name] = rows(layout.GetIntList(name), "layout/" + name);
-  const h5::Group q = g.OpenGroup("quantities");
+  const h5::Group q = g.OpenGroup(cl::kQuantities);
   for (const auto& name : q.Members()) {
     const h5::Group e = q.OpenGroup(name);
     ConstructionRecord::Entry x;

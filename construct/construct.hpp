@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/task.hpp"
+#include "formats/schema.hpp"
 #include "learners/checkpoint.hpp"
 #include "learners/transformer.hpp"
 
@@ -222,6 +223,30 @@ void RequireFloat32Weights(const Construction& c, const std::string& field,
 // program), readable with h5py.
 void WriteConstruction(const std::string& path, const Construction& c,
                        const learners::SaveOptions& options);
+
+// The group WriteConstruction adds to a constructed learner's checkpoint, and its members.
+namespace construction_layout {
+inline constexpr const char* kGroup = "construction";
+inline constexpr const char* kLayout = "layout";          // attributes <name> = [first row, rows]
+inline constexpr const char* kQuantities = "quantities";  // one group per quantity
+inline constexpr const char* kRotation = "rotation";      // Q [H, H], with rotation_seed
+// The disguises' d x d maps (M, P, P', R), each stored only when its disguise is on.
+inline constexpr const char* kDecoyMap = "decoy_map";
+inline constexpr const char* kNuisanceMap = "nuisance_map";
+inline constexpr const char* kNuisanceMapMean = "nuisance_map_mean";
+inline constexpr const char* kDecoyNoiseMap = "decoy_noise_map";
+inline const std::vector<std::string> kMapLabels = {"row", "column"};
+inline const std::vector<std::string> kRotationLabels = {"stream", "basis"};
+inline constexpr const char* kDescription =
+    "weights written by iclprobe construct: layout/<name> = [first row, rows]; quantities/<name> "
+    "attrs layer (the first hidden state that holds it), last_layer (the last), rows, positions, "
+    "meaning. With rotation_seed, every state is Q h for the dataset rotation = Q [H, H]: the "
+    "rows name coordinates of h = Q^T h', so quantity q is Q[:, rows]^T h'";
+}  // namespace construction_layout
+
+// The whole checkpoint format: learners::CheckpointSchema() and the /construction group this
+// module writes into a constructed learner's checkpoint.
+const formats::Schema& CheckpointSchema();
 
 // What a checkpoint's /construction group says (WriteConstruction's record, read back).
 struct ConstructionRecord {

@@ -28,15 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kLayerSemantics =
-    "state 0 = embedding (input projection + learned positions); state l = 1..L = residual "
-    "stream after transformer block l (pre-LayerNorm blocks; the final LayerNorm is not applied)";
-const char* kTokenLayout =
-    "tokens interleave x-token [0, x_j] (0-based position 2(j-1)) and y-token [y_j, 0_d] "
-    "(position 2j-1), j = 1..n, width d+1. The prediction of y_{k+1} is read at position 2k "
-    "(k = 0..n-1); the state after k examples (k = 1..n) is position 2k-1. With positions = y, "
-    "hidden index k-1 is the state after k examples.";
-
 // Names the keys whose values differ between two JSON objects.
 std::string JsonDifference(const std::string& a, const std::string& b) {
   // `a` comes from a file: what is not a JSON object is said so, not passed on as a parse error.
@@ -241,8 +232,8 @@ void Extraction::WriteAttributes(h5::File& f) {
   f.SetAttr("checkpoint_sha256", sha_);
   f.SetAttr("checkpoint_path", cfg_.checkpoint);
   f.SetAttr("checkpoint_step", info_.step);
-  f.SetAttr("layer_semantics", std::string(kLayerSemantics));
-  f.SetAttr("token_layout", std::string(kTokenLayout));
+  f.SetAttr("layer_semantics", std::string(schema::kLayerSemantics));
+  f.SetAttr("token_layout", std::string(schema::kTokenLayout));
   f.SetAttr("positions", PositionsName(cfg_.positions));
   f.SetAttr("layers", std::vector<std::int64_t>(cfg_.layers.begin(), cfg_.layers.end()));
   f.SetAttr("chunk_rows", static_cast<std::int64_t>(chunk_rows_));
@@ -251,7 +242,7 @@ void Extraction::WriteAttributes(h5::File& f) {
 }
 
 void Extraction::CreateDatasets(h5::File& f) {
-  h5::Group hidden = f.CreateGroup("hidden");
+  h5::Group hidden = f.CreateGroup(schema::kHiddenGroup);
   hidden.SetAttr("positions", PositionsName(cfg_.positions));
   hidden.SetAttr("dtype", cfg_.float16 ? "float16" : "float32");
   hidden.SetAttr("description",
@@ -287,29 +278,20 @@ void Extraction::CreateDatasets(h5::File& f) {
   o.allocate_on_resize = true;
   o.labels = schema::kDigestLabels;
   ds_.digests.push_back(f.CreateDataset<std::uint8_t>(schema::kGroupDigests, {0, 32}, o));
-  ds_.digests[0].SetAttr(
-      "description",
-      fmt::format("SHA-256 of the rows of each group of {} prompts: every hidden state in "
-                  "layer order, then predictions, prompts/x, y, w, targets/w_ols, w_ridge, "
-                  "xty, xtx (native little-endian bytes); the root attribute content_sha256 "
-                  "is SHA-256 of extract_config (JSON, without compress), a newline, "
-                  "checkpoint_sha256, a newline and these digests",
-                  kComputeGroup));
+  ds_.digests[0].SetAttr("description", schema::GroupDigestsDescription(kComputeGroup));
   // The true weights as a target too (k-independent, [N, d]): a second name, no copy.
   f.HardLink(schema::kPromptsW, schema::kW);
   ds_[schema::kPromptsW].SetAttr("per_k", 0);
   if (cfg_.task.family.kind == data::TaskFamily::Kind::kNoiseMix)
     ds_[schema::kSigma].SetAttr("per_k", 0);
-  h5::Group targets = f.OpenGroup("targets");
+  h5::Group targets = f.OpenGroup(schema::kTargetsGroup);
   targets.SetAttr("ridge_lambda", cfg_.ridge_lambda);
-  targets.SetAttr("description",
-                  std::string("regression quantities after k examples; index k-1 along the "
-                              "second axis is the value after k examples (w, the true "
-                              "weights [N, d], is the same for every k)"));
-  h5::Group prompts = f.OpenGroup("prompts");
-  prompts.SetAttr("task_config", cfg_.task.ToJson());
-  prompts.SetAttr("seed", static_cast<std::int64_t>(cfg_.seed));
-  prompts.SetAttr("first_index", std::int64_t{0});
+  targets.SetAttr("description", std::string(schema::kTargetsDescription));
+  namespace ps = data::prompt_set;
+  h5::Group prompts = f.OpenGroup(ps::kGroup);
+  prompts.SetAttr(ps::kTaskConfig, cfg_.task.ToJson());
+  prompts.SetAttr(ps::kSeed, static_cast<std::int64_t>(cfg_.seed));
+  prompts.SetAttr(ps::kFirstIndex, std::int64_t{0});
 }
 
 // Seals a finished file (its content digest, then the rename) or leaves the partial file.

@@ -13,6 +13,7 @@
 #include "core/json.hpp"
 #include "core/output.hpp"
 #include "data/prompt_io.hpp"
+#include "formats/header.hpp"
 
 namespace icl::learners {
 
@@ -33,15 +34,16 @@ h5::Dims DimsOf(const torch::Tensor& t) {
   return d;
 }
 
-// What a parameter's axes mean: Linear weights are [output, input], biases and LayerNorm
-// scales [feature], the learned positions [position, feature]; a scalar is stored as [1].
+namespace layout = checkpoint_layout;
+
+// What a parameter's axes mean (checkpoint_layout's labels); a scalar is stored as [1].
 std::vector<std::string> TensorLabels(const std::string& name, std::int64_t rank) {
-  const bool positions = name.size() >= 9 && name.compare(name.size() - 9, 9, "pos_embed") == 0;
+  const std::string pos = layout::kPosEmbed;
+  const bool positions =
+      name.size() >= pos.size() && name.compare(name.size() - pos.size(), pos.size(), pos) == 0;
   if (rank == 0) return {"scalar"};
-  if (rank == 1) return {"feature"};
-  if (rank == 2)
-    return positions ? std::vector<std::string>{"position", "feature"}
-                     : std::vector<std::string>{"output", "input"};
+  if (rank == 1) return layout::kVectorLabels;
+  if (rank == 2) return positions ? layout::kPositionLabels : layout::kWeightLabels;
   std::vector<std::string> labels;
   for (std::int64_t i = 0; i < rank; ++i)
     labels.push_back("axis_" + std::to_string(i));
@@ -82,16 +84,16 @@ CheckpointInfo ReadCheckpointInfo(const std::string& path) {
   data::CheckFormat(f, kCheckpointFormat);
   CheckpointInfo info;
   info.path = path;
-  info.model =
-      ModelConfig::FromJson(f.GetString("model_config"), "checkpoint '" + path + "' model_config");
-  info.train =
-      TrainConfig::FromJson(f.GetString("train_config"), "checkpoint '" + path + "' train_config");
-  info.step = f.GetInt("step");
+  info.model = ModelConfig::FromJson(f.GetString(layout::kModelConfig),
+                                     "checkpoint '" + path + "' model_config");
+  info.train = TrainConfig::FromJson(f.GetString(layout::kTrainConfig),
+                                     "checkpoint '" + path + "' train_config");
+  info.step = f.GetInt(layout::kStep);
   if (info.step < 0)
     throw core::InputError("checkpoint '" + path + "'", "",
                            "step " + std::to_string(info.step) + " is negative");
-  info.has_train_state = f.Exists("train_state");
-  if (f.HasAttr("created_by")) info.created_by = f.GetString("created_by");
+  info.has_train_state = f.Exists(layout::kTrainState);
+  if (f.HasAttr(formats::kCreatedByAttr)) info.created_by = f.GetString(formats::kCreatedByAttr);
   if (info.train.task.d != info.model.d)
     throw core::InputError("checkpoint '" + path + "'", "",
                            "train task d=" + std::to_string(info.train.task.d) +
@@ -131,36 +133,33 @@ void SaveCheckpoint(const std::string& path, Transformer& model, const TrainConf
   core::AtomicOutput out(path, options.field, oo);
   h5::File f = h5::File::Create(out.temp_path(), /*truncate=*/true);
   data::WriteFormatAttrs(f, kCheckpointFormat);
-  f.SetAttr("model_config", model->config.ToJson());
-  f.SetAttr("train_config", train.ToJson());
-  f.SetAttr("task_config", train.task.ToJson());
-  f.SetAttr("step", step);
-  f.SetAttr("parameter_count", CountParameters(*model));
+  f.SetAttr(layout::kModelConfig, model->config.ToJson());
+  f.SetAttr(layout::kTrainConfig, train.ToJson());
+  f.SetAttr(layout::kTaskConfig, train.task.ToJson());
+  f.SetAttr(layout::kStep, step);
+  f.SetAttr(layout::kParameterCount, CountParameters(*model));
   {
-    h5::Group params = f.CreateGroup("params");
-    params.SetAttr("description",
-                   std::string("one float32 dataset per parameter, named by module path"));
+    h5::Group params = f.CreateGroup(layout::kParams);
+    params.SetAttr(layout::kDescription, std::string(layout::kParamsDescription));
     for (const auto& p : model->named_parameters())
       WriteTensor(params, p.key(), p.value());
   }
   if (optimizer) {
-    h5::Group ts = f.CreateGroup("train_state");
-    ts.SetAttr("step", step);
-    ts.SetAttr("description",
-               std::string("AdamW moments per parameter; training prompts are a function "
-                           "of (seed, step), so no sampler state is needed"));
+    h5::Group ts = f.CreateGroup(layout::kTrainState);
+    ts.SetAttr(layout::kStep, step);
+    ts.SetAttr(layout::kDescription, std::string(layout::kTrainStateDescription));
     const std::int64_t adam_step = optimizer->step;
     if (adam_step > 0) {  // no step taken yet: no moments
-      h5::Group m1 = ts.CreateGroup("exp_avg"), m2 = ts.CreateGroup("exp_avg_sq");
+      h5::Group m1 = ts.CreateGroup(layout::kExpAvg), m2 = ts.CreateGroup(layout::kExpAvgSq);
       for (const auto& p : model->named_parameters()) {
         WriteTensor(m1, p.key(), optimizer->exp_avg.at(p.key()));
         WriteTensor(m2, p.key(), optimizer->exp_avg_sq.at(p.key()));
       }
     }
-    ts.SetAttr("adam_step", adam_step);
+    ts.SetAttr(layout::kAdamStep, adam_step);
     if (options.loss_since_eval) {
-      ts.SetAttr("loss_sum_since_eval", options.loss_since_eval->sum);
-      ts.SetAttr("loss_steps_since_eval", options.loss_since_eval->steps);
+      ts.SetAttr(layout::kLossSumSinceEval, options.loss_since_eval->sum);
+      ts.SetAttr(layout::kLossStepsSinceEval, options.loss_since_eval->steps);
     }
   }
   if (options.extra) options.extra(f);
@@ -172,7 +171,7 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
   CheckpointInfo info = ReadCheckpointInfo(path);
   Transformer model(info.model);
   const h5::File f = h5::File::Open(path);
-  const h5::Group params = f.OpenGroup("params");
+  const h5::Group params = f.OpenGroup(layout::kParams);
   std::set<std::string> expected;
   for (auto& p : model->named_parameters()) {
     expected.insert(p.key());
@@ -189,24 +188,24 @@ Transformer LoadCheckpoint(const std::string& path, CheckpointInfo* info_out) {
 
 AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
   const h5::File f = h5::File::Open(path);
-  if (!f.Exists("train_state"))
+  if (!f.Exists(layout::kTrainState))
     throw core::InputError("checkpoint '" + path + "'", "",
                            "has no /train_state (shipped checkpoints leave it out); cannot resume");
-  const h5::Group ts = f.OpenGroup("train_state");
+  const h5::Group ts = f.OpenGroup(layout::kTrainState);
   AdamMoments m;
-  m.step = ts.GetInt("adam_step");
+  m.step = ts.GetInt(layout::kAdamStep);
   // One AdamW step per training step: the optimizer's count, the state's step and the root's
   // step are one number. A crafted count would change every later update (the bias corrections
   // 1 - beta^t) without a visible error.
-  const std::int64_t step = f.GetInt("step");
-  if (ts.GetInt("step") != step || m.step != step)
+  const std::int64_t step = f.GetInt(layout::kStep);
+  if (ts.GetInt(layout::kStep) != step || m.step != step)
     throw core::InputError(
         "checkpoint '" + path + "'", "",
         fmt::format("/train_state is of step {} with {} optimizer steps, but the checkpoint "
                     "is of step {}; it is not a state train wrote (start the run over)",
-                    ts.GetInt("step"), m.step, step));
+                    ts.GetInt(layout::kStep), m.step, step));
   if (m.step == 0) return m;
-  const h5::Group m1 = ts.OpenGroup("exp_avg"), m2 = ts.OpenGroup("exp_avg_sq");
+  const h5::Group m1 = ts.OpenGroup(layout::kExpAvg), m2 = ts.OpenGroup(layout::kExpAvgSq);
   for (auto& p : model->named_parameters()) {
     auto a = torch::zeros_like(p.value()), b = torch::zeros_like(p.value());
     ReadTensorInto(m1, p.key(), a, "optimizer moment");
@@ -224,13 +223,13 @@ AdamMoments LoadOptimizerState(const std::string& path, Transformer& model) {
 std::optional<LossSinceEval> LoadLossSinceEval(const std::string& path, std::int64_t step,
                                                std::int64_t eval_every) {
   const h5::File f = h5::File::Open(path);
-  const h5::Group ts = f.OpenGroup("train_state");
+  const h5::Group ts = f.OpenGroup(layout::kTrainState);
   const std::int64_t since = step % eval_every;
-  if (!ts.HasAttr("loss_steps_since_eval")) {
+  if (!ts.HasAttr(layout::kLossStepsSinceEval)) {
     if (since == 0) return LossSinceEval{};
     return std::nullopt;
   }
-  LossSinceEval l{ts.GetDouble("loss_sum_since_eval"), ts.GetInt("loss_steps_since_eval")};
+  LossSinceEval l{ts.GetDouble(layout::kLossSumSinceEval), ts.GetInt(layout::kLossStepsSinceEval)};
   if (!std::isfinite(l.sum) || l.sum < 0 || l.steps != since)
     throw core::InputError(
         "checkpoint '" + path + "'", "",

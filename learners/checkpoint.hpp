@@ -1,7 +1,7 @@
 // Checkpoints: one self-describing HDF5 file per learner (docs/design.md "checkpoint.h5").
 // /params/<module path> float32 datasets; root attrs format, format_version, created_by,
 // model_config, train_config, task_config, step; /train_state holds the AdamW moments that an
-// exact resume needs.
+// exact resume needs. CheckpointSchema writes the layout down as a schema.
 #pragma once
 
 #include <torch/torch.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/schema.hpp"
 #include "learners/flat_adamw.hpp"
 #include "learners/model_config.hpp"
 #include "learners/transformer.hpp"
@@ -22,6 +23,45 @@ class File;
 namespace icl::learners {
 
 inline constexpr const char* kCheckpointFormat = "iclprobe-checkpoint";
+
+// The names of a checkpoint's groups and attributes, and the axes of its tensors.
+namespace checkpoint_layout {
+inline constexpr const char* kParams = "params";
+inline constexpr const char* kTrainState = "train_state";
+inline constexpr const char* kExpAvg = "exp_avg";       // in kTrainState
+inline constexpr const char* kExpAvgSq = "exp_avg_sq";  // in kTrainState
+inline constexpr const char* kModelConfig = "model_config";
+inline constexpr const char* kTrainConfig = "train_config";
+inline constexpr const char* kTaskConfig = "task_config";
+inline constexpr const char* kStep = "step";  // at the root and in kTrainState
+inline constexpr const char* kParameterCount = "parameter_count";
+inline constexpr const char* kDescription = "description";  // of kParams and kTrainState
+inline constexpr const char* kAdamStep = "adam_step";
+inline constexpr const char* kLossSumSinceEval = "loss_sum_since_eval";
+inline constexpr const char* kLossStepsSinceEval = "loss_steps_since_eval";
+// Root attributes of a learner trained elsewhere and imported (written by apps/import.cpp).
+inline constexpr const char* kImportedFrom = "imported_from";
+inline constexpr const char* kImportedSha256 = "imported_sha256";
+inline constexpr const char* kImportedFormat = "imported_format";
+inline constexpr const char* kImportedTrainStep = "imported_train_step";
+inline constexpr const char* kParamsDescription =
+    "one float32 dataset per parameter, named by module path";
+inline constexpr const char* kTrainStateDescription =
+    "AdamW moments per parameter; training prompts are a function of (seed, step), so no sampler "
+    "state is needed";
+// The learned positions (a parameter, and the moments' name for it).
+inline constexpr const char* kPosEmbed = "pos_embed";
+// Linear weights are [output, input], biases and LayerNorm scales [feature], the learned
+// positions [position, feature].
+inline const std::vector<std::string> kWeightLabels = {"output", "input"};
+inline const std::vector<std::string> kVectorLabels = {"feature"};
+inline const std::vector<std::string> kPositionLabels = {"position", "feature"};
+}  // namespace checkpoint_layout
+
+// The checkpoint as learners/ writes it (root attributes, /params, /train_state, an import's
+// attributes), as a schema; construct::CheckpointSchema() adds the /construction group of a
+// constructed learner, and is the whole format.
+const formats::Schema& CheckpointSchema();
 
 struct CheckpointInfo {
   std::string path;

@@ -1,5 +1,6 @@
 // probes.h5: the checked reader, and the ridge readout of a file it accepted.
 #include "probes/probes_file.hpp"
+#include "probes/probes_schema.hpp"
 
 #include "core/errors.hpp"
 
@@ -190,7 +191,7 @@ void ReadMetrics(const h5::File& f, ProbeResults& r) {
           throw core::InputError(where, "",
                                  "/metrics/" + t + "/" + p + " has source '" + s.substr(0, 80) +
                                      "' that is not in the 'sources' attribute");
-        for (const char* m : {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"}) {
+        for (const char* m : schema::kMetricNames) {
           const std::string name = "metrics/" + t + "/" + p + "/" + s + "/" + m;
           if (std::string(m).find('_') != std::string::npos && !f.Exists(name)) continue;
           const h5::Dataset ds = f.OpenDataset(name);

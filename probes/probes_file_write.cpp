@@ -17,6 +17,7 @@
 #include "extract/activations_schema.hpp"
 #include "learners/model_config.hpp"
 #include "probes/probes_file.hpp"
+#include "probes/probes_schema.hpp"
 #include "probes/uncertainty.hpp"
 
 namespace icl::probes {
@@ -123,10 +124,7 @@ void WriteRootAttributes(h5::File& f, const ProbeRequest& req, const ProbeOutput
   f.SetAttr("layers", std::vector<std::int64_t>(out.layers.begin(), out.layers.end()));
   f.SetAttr("ks", std::vector<std::int64_t>(out.ks.begin(), out.ks.end()));
   f.SetAttr("seeds", out.seeds);
-  f.SetAttr(
-      "metric_layout",
-      std::string("/metrics/<target>/<probe>/<source>/{mse,nmse,r2} [layer index, k index, seed] "
-                  "with layers and ks as in the root attributes"));
+  f.SetAttr("metric_layout", std::string(schema::kMetricLayout));
   f.SetAttr("bootstrap_replicates", req.bootstrap);
   f.SetAttr("bootstrap_seed", static_cast<std::int64_t>(req.seed));
   f.SetAttr("confidence", kConfidence);
@@ -163,23 +161,18 @@ void WriteScores(h5::File& f, const ProbeOutput& out) {
     h5::Dataset d = f.CreateDataset<double>("errors/" + key + "/sse", {L, K, S, n_test},
                                             {"layer", "k", "seed", "test_prompt"});
     d.Write(e.data(), e.size());
-    d.SetAttr("description",
-              std::string("[layer, k, seed, test prompt]: squared error of the probe's prediction "
-                          "summed over the target's entries; test prompts in prompt order "
-                          "(/splits/seed_<s> == 2)"));
+    d.SetAttr("description", std::string(schema::kSseDescription));
   }
   for (const auto& [target, t] : sst) {
     h5::Dataset d = f.CreateDataset<double>("errors/" + target + "/sst", {K, S, n_test},
                                             {"k", "seed", "test_prompt"});
     d.Write(t.data(), t.size());
-    d.SetAttr("description", std::string("[k, seed, test prompt]: squared distance of the target "
-                                         "from its test-split mean (sum sse / sum sst = nmse)"));
+    d.SetAttr("description", std::string(schema::kSstDescription));
   }
-  const std::vector<std::string> cell = {"layer", "k", "seed"};
+  const std::vector<std::string>& cell = schema::kCellLabels;
   for (const auto& [key, m] : metrics) {
-    const char* names[] = {"mse", "nmse", "r2", "r2_lo", "r2_hi", "nmse_lo", "nmse_hi"};
-    for (int i = 0; i < 7; ++i)
-      f.CreateDataset<double>("metrics/" + key + "/" + names[i], {L, K, S}, cell)
+    for (std::size_t i = 0; i < schema::kMetricNames.size(); ++i)
+      f.CreateDataset<double>("metrics/" + key + "/" + schema::kMetricNames[i], {L, K, S}, cell)
           .Write(m[i].memptr(), m[i].n_elem);
     // Selectivity of the model over each control: R2(model) - R2(control).
     const auto slash = key.rfind('/');
@@ -217,9 +210,7 @@ void WriteRidge(h5::File& f, const ProbeRequest& req, const ProbeOutput& out) {
     h5::Dataset dw = f.CreateDataset<double>("ridge/" + key + "/weights", {L, K, S, p, m},
                                              {"layer", "k", "seed", "feature", "output"});
     dw.Write(w.data(), w.size());
-    dw.SetAttr(
-        "description",
-        std::string("[layer, k, seed, feature, output] on raw (unstandardised) hidden states"));
+    dw.SetAttr("description", std::string(schema::kWeightsDescription));
     f.CreateDataset<double>("ridge/" + key + "/intercept", {L, K, S, m},
                             {"layer", "k", "seed", "output"})
         .Write(b.data(), b.size());
@@ -231,9 +222,7 @@ void WriteRidge(h5::File& f, const ProbeRequest& req, const ProbeOutput& out) {
     h5::Dataset ds = f.CreateDataset<double>("ridge/" + key + "/feature_scale", {L, K, S, p},
                                              {"layer", "k", "seed", "feature"});
     ds.Write(scale.data(), scale.size());
-    ds.SetAttr("description",
-               std::string("[layer, k, seed, feature] training standard deviation of each hidden "
-                           "unit (1 where constant): the probe standardised by it"));
+    ds.SetAttr("description", std::string(schema::kFeatureScaleDescription));
   }
   if (!ridge.empty())
     f.OpenGroup("ridge").SetAttr(
@@ -248,10 +237,7 @@ void WriteSplitsAndPooling(h5::File& f, const ProbeOutput& out) {
     h5::Dataset d = f.CreateDataset<std::uint8_t>("splits/seed_" + std::to_string(s),
                                                   {hsize_t(out.roles[s].size())}, {"prompt"});
     d.Write(out.roles[s].data(), out.roles[s].size());
-    d.SetAttr(
-        "description",
-        std::string(
-            "role of each prompt of the main activations file: 0 train, 1 validation, 2 test"));
+    d.SetAttr("description", std::string(schema::kSplitDescription));
   }
   const hsize_t L = out.layers.size(), K = out.ks.size(), S = out.seeds;
   const CellIndex at{out};
@@ -268,10 +254,7 @@ void WriteSplitsAndPooling(h5::File& f, const ProbeOutput& out) {
     h5::Dataset da =
         f.CreateDataset<double>("alpha/" + key, {L, K, S, T}, {"layer", "k", "seed", "position"});
     da.Write(a.data(), a.size());
-    da.SetAttr(
-        "description",
-        std::string("[layer, k, seed, position]: softmax pooling weights; positions after the "
-                    "state after k examples are 0"));
+    da.SetAttr("description", std::string(schema::kAlphaDescription));
   }
 }
 
@@ -285,8 +268,8 @@ void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& ou
   std::map<std::string, std::vector<const ProbeOutput::Code*>> codes;
   for (const auto& c : out.codes)
     codes[c.target + "/" + c.probe + "/" + c.source].push_back(&c);
-  const std::vector<std::string> cell = {"layer", "k", "seed"},
-                                 cell_block = {"layer", "k", "seed", "block"};
+  const std::vector<std::string>& cell = schema::kCellLabels;
+  const std::vector<std::string> cell_block = {"layer", "k", "seed", "block"};
   for (const auto& [key, list] : codes) {
     std::vector<double> bits(L * K * S, NAN), uniform(L * K * S, NAN), block(L * K * S * B, NAN),
         ublock(L * K * S * B, NAN), lam(L * K * S * B, NAN);
@@ -303,20 +286,17 @@ void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& ou
     const std::string g = "codelength/" + key + "/";
     h5::Dataset db = f.CreateDataset<double>(g + "bits", {L, K, S}, cell);
     db.Write(bits.data(), bits.size());
-    db.SetAttr("description", std::string("online codelength of the training targets given the "
-                                          "state, in bits (block 0 by the reference code)"));
+    db.SetAttr("description", std::string(schema::kBitsDescription));
     h5::Dataset du = f.CreateDataset<double>(g + "uniform_bits", {L, K, S}, cell);
     du.Write(uniform.data(), uniform.size());
-    du.SetAttr("description", std::string("the same rows by the reference code: every entry by "
-                                          "the Gaussian of block 0's mean and variance"));
+    du.SetAttr("description", std::string(schema::kUniformBitsDescription));
     f.CreateDataset<double>(g + "block_bits", {L, K, S, B}, cell_block)
         .Write(block.data(), block.size());
     f.CreateDataset<double>(g + "uniform_block_bits", {L, K, S, B}, cell_block)
         .Write(ublock.data(), ublock.size());
     h5::Dataset dl = f.CreateDataset<double>(g + "block_lambda", {L, K, S, B}, cell_block);
     dl.Write(lam.data(), lam.size());
-    dl.SetAttr("description", std::string("the penalty each block was coded with, chosen by the "
-                                          "evidence of the blocks before it (block 0: NaN)"));
+    dl.SetAttr("description", std::string(schema::kBlockLambdaDescription));
   }
   std::vector<std::int64_t> ends;
   for (const auto& e : out.code_block_ends)
@@ -324,16 +304,11 @@ void WriteCodelength(h5::File& f, const ProbeRequest& req, const ProbeOutput& ou
   h5::Dataset de =
       f.CreateDataset<std::int64_t>("codelength/block_ends", {S, B}, {"seed", "block"});
   de.Write(ends.data(), ends.size());
-  de.SetAttr("description", std::string("training rows (in prompt order) that end each block"));
+  de.SetAttr("description", std::string(schema::kBlockEndsDescription));
   h5::Group g = f.OpenGroup("codelength");
   g.SetAttr("fractions", nlohmann::json(req.codelength_fractions).dump());
   g.SetAttr("precision", req.codelength_precision);
-  g.SetAttr("description",
-            std::string("online (prequential) code of the ridge probe's training targets, "
-                        "Voita & Titov (2020): block 0 by N(mean, variance) of block 0 per "
-                        "entry, block i by the Bayesian ridge predictive fitted on blocks "
-                        "0..i-1 (penalty by their evidence); every entry to precision times "
-                        "block 0's standard deviation"));
+  g.SetAttr("description", std::string(schema::kCodelengthDescription));
 }
 
 }  // namespace
@@ -360,19 +335,14 @@ void WriteProbes(h5::File& f, const ProbeRequest& req, const ProbeOutput& out,
     h5::Dataset d = f.CreateDataset<double>("target_maps/r2", {K, T, T}, {"k", "from", "to"});
     d.Write(v.data(), v.size());
     d.SetAttr("targets", req.targets);
-    d.SetAttr("description",
-              std::string("[k, from, to]: test R2 of the least-squares affine map from one target "
-                          "to another (seed 0's split): near 1 both ways, no probe can tell the "
-                          "two apart"));
+    d.SetAttr("description", std::string(schema::kTargetMapsDescription));
   }
   for (const auto& [target, c] : out.ceilings) {
     const arma::mat t = c.t();  // K x S -> row-major [k, seed]
     h5::Dataset ds =
         f.CreateDataset<double>("ceilings/" + target, {c.n_rows, c.n_cols}, {"k", "seed"});
     ds.Write(t.memptr(), t.n_elem);
-    ds.SetAttr("description",
-               std::string("R2 of E[w | prompt] = w_ridge(sigma^2/tau^2) on the seed's test "
-                           "prompts: the most any representation can give for this target"));
+    ds.SetAttr("description", std::string(schema::kCeilingDescription));
   }
 }
 

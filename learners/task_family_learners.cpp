@@ -68,11 +68,12 @@ DmmseLearner::DmmseLearner(arma::mat pool, double sigma, std::string spec)
     throw std::logic_error("DmmseLearner: sigma must be finite and >= 0");
 }
 
-void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
-  const arma::uword n = x.n_cols, M = pool_.n_cols;
-  // P(m, j) = w_m' x_j for every member and example: one (M x d)(d x n) product.
-  const arma::mat P = pool_.t() * x;
-  // post(:, k): the posterior over the members after k examples (k = 0..n-1).
+// The noiseless limit: the members consistent with every example so far (residual sum within
+// 1e-12 of y'y of the least), equally weighted.
+static void NoiselessDmmse(const arma::mat& pool, const arma::mat& x, const arma::vec& y,
+                           LearnerRun& out) {
+  const arma::uword n = x.n_cols, M = pool.n_cols;
+  const arma::mat P = pool.t() * x;  // P(m, j) = w_m' x_j
   arma::mat post(M, n);
   arma::vec R(M, arma::fill::zeros);  // R_m(k)
   double yy = 0;                      // sum of y_j^2 over the examples so far
@@ -82,33 +83,77 @@ void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) 
       yy += y(k - 1) * y(k - 1);
     }
     double* p = post.colptr(k);
-    const double least = R.min();
-    if (sigma_ > 0) {
-      const double scale = 1.0 / (2 * sigma_ * sigma_);
-      // exp(-e) is exactly 0 in float64 from e = 745.2 on (below the smallest subnormal), so
-      // the exponential is skipped there: the same numbers, and after a few examples most of a
-      // large pool's members are that far from the best.
-      constexpr double kUnderflow = 746.0;
-      double z = 0;
-      for (arma::uword m = 0; m < M; ++m) {
-        const double e = (R(m) - least) * scale;
-        z += (p[m] = e < kUnderflow ? std::exp(-e) : 0.0);
-      }
-      for (arma::uword m = 0; m < M; ++m)
-        p[m] /= z;
-    } else {
-      const double tie = least + 1e-12 * yy;
-      double count = 0;
-      for (arma::uword m = 0; m < M; ++m)
-        count += (p[m] = R(m) <= tie ? 1.0 : 0.0);
-      for (arma::uword m = 0; m < M; ++m)
-        p[m] /= count;
-    }
+    const double tie = R.min() + 1e-12 * yy;
+    double count = 0;
+    for (arma::uword m = 0; m < M; ++m)
+      count += (p[m] = R(m) <= tie ? 1.0 : 0.0);
+    for (arma::uword m = 0; m < M; ++m)
+      p[m] /= count;
   }
-  out.weights = pool_ * post;  // d x n: column k = w after k examples
+  out.weights = pool * post;
   out.predictions.set_size(n);
   for (arma::uword k = 0; k < n; ++k)
     out.predictions(k) = arma::dot(post.col(k), P.col(k));
+}
+
+// sigma > 0: p_m(k) = exp(-R_m(k) / 2 sigma^2) / Z(k), R_m(k) = sum_{j<k} (y_j - w_m' x_j)^2,
+// computed one block of members at a time with the normalisation carried along, as a softmax is
+// computed in one pass: per k the least R so far, the sum Z of the weights relative to it, and
+// the weighted sums of the members and of their predictions; when a block lowers the least, what
+// is summed so far is scaled by exp(-(old - new) / 2 sigma^2). A block's products and weights
+// (kBlock x n each) stay in cache, so a prompt reads the pool once instead of moving two M x n
+// matrices through memory, which is what bounded the whole-pool version at large M.
+void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
+  if (sigma_ == 0) return NoiselessDmmse(pool_, x, y, out);
+  const arma::uword d = x.n_rows, n = x.n_cols, M = pool_.n_cols;
+  constexpr arma::uword kBlock = 256;
+  const double scale = 1.0 / (2 * sigma_ * sigma_);
+  // exp(-e) is exactly 0 in float64 from e = 745.2 on (below the smallest subnormal), so the
+  // exponential is skipped there: the same numbers, and after a few examples most of a large
+  // pool's members are that far from the best.
+  constexpr double kUnderflow = 746.0;
+  arma::vec least(n);
+  least.fill(std::numeric_limits<double>::infinity());
+  arma::vec z(n, arma::fill::zeros), predicted(n, arma::fill::zeros);
+  arma::mat summed(d, n, arma::fill::zeros);  // column k: sum of p_m(k) Z(k) w_m
+  arma::mat P, E;                             // a block's w_m' x_j and weights, b x n
+  std::vector<double> R(kBlock);
+  for (arma::uword m0 = 0; m0 < M; m0 += kBlock) {
+    const arma::uword b = std::min(kBlock, M - m0);
+    const auto members = pool_.cols(m0, m0 + b - 1);
+    P = members.t() * x;
+    E.set_size(b, n);
+    std::fill(R.begin(), R.begin() + b, 0.0);
+    for (arma::uword k = 0; k < n; ++k) {
+      if (k > 0) {
+        const double* p = P.colptr(k - 1);
+        for (arma::uword m = 0; m < b; ++m)
+          R[m] += (y(k - 1) - p[m]) * (y(k - 1) - p[m]);
+      }
+      const double block_least = *std::min_element(R.begin(), R.begin() + b);
+      if (block_least < least(k)) {
+        if (z(k) > 0) {
+          const double e = (least(k) - block_least) * scale;
+          const double f = e < kUnderflow ? std::exp(-e) : 0.0;
+          z(k) *= f, predicted(k) *= f;
+          summed.col(k) *= f;
+        }
+        least(k) = block_least;
+      }
+      const double* p = P.colptr(k);
+      double* w = E.colptr(k);
+      double zk = 0, pk = 0;
+      for (arma::uword m = 0; m < b; ++m) {
+        const double e = (R[m] - least(k)) * scale;
+        w[m] = e < kUnderflow ? std::exp(-e) : 0.0;
+        zk += w[m], pk += w[m] * p[m];
+      }
+      z(k) += zk, predicted(k) += pk;
+    }
+    summed += members * E;
+  }
+  out.weights = summed.each_row() / z.t();
+  out.predictions = predicted / z;
 }
 
 BayesMixLearner::BayesMixLearner(std::vector<double> sigmas, std::vector<double> probs, double tau,

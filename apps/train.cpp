@@ -57,6 +57,13 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
        "masks that let the prediction at example k+1 see the context only through the state after "
        "block N of the y-token of example k (x-tokens see only themselves up to block N, y-tokens "
        "only themselves after it); 1..layers-1, 0 = none");
+  t.Value("decoy-layer", &model.decoy_layer, "model.decoy_layer", "train a decoy: a linear head "
+       "on state N (1..layers) of the last y-token, which no prediction reads, learns "
+       "--decoy-target beside the predictions, so that it is decodable there and used by nothing; "
+       "0 = none");
+  t.Value("decoy-target", &model.decoy_target, "model.decoy_target", "what the decoy head learns: "
+       "xty (X'y / n of the prompt's examples) or sigma (the noise level a noise-mix task drew), "
+       "e.g. --decoy-layer 4 --decoy-target xty");
   t.Value("steps", &train.steps, "train.steps", "training steps");
   t.Value("batch", &train.batch, "train.batch", "prompts per step (fresh every step)");
   t.Value("shards", &train.shards, "train.shards", "split each batch into this many shards, computed in parallel on --threads workers and "
@@ -95,12 +102,12 @@ void DeclareOptions(OptionTable& t, TrainArgs& a) {
 // --resume takes the configuration from the checkpoint: an option that would change it is an
 // error, not silently ignored.
 void CheckResume(const po::variables_map& vm, const std::string& out) {
-  for (const char* o : {"d",          "n",          "layers", "hidden",       "heads",
-                        "mlp-ratio",  "steps",      "batch",  "lr",           "warmup",
-                        "beta1",      "beta2",      "eps",    "weight-decay", "clip",
-                        "noise",      "w-scale",    "seed",   "eval-every",   "eval-prompts",
-                        "eval-seed",  "save-every", "shards", "kernels",      "bottleneck",
-                        "task-family"})
+  for (const char* o : {"d",           "n",           "layers",      "hidden",       "heads",
+                        "mlp-ratio",   "steps",       "batch",       "lr",           "warmup",
+                        "beta1",       "beta2",       "eps",         "weight-decay", "clip",
+                        "noise",       "w-scale",     "seed",        "eval-every",   "eval-prompts",
+                        "eval-seed",   "save-every",  "shards",      "kernels",      "bottleneck",
+                        "task-family", "decoy-layer", "decoy-target"})
     if (vm.count(o) && !vm[o].defaulted())
       throw std::invalid_argument(
           std::string("--") + o +
@@ -136,7 +143,7 @@ void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
   learners::Transformer model(a.model);
   std::cout << fmt::format(
       "train: {} parameters, d={} n={} L={} H={} M={}, {} steps of {} prompts, lr {:g}, "
-      "noise {:g}{}{}{}, {} thread(s){}\n",
+      "noise {:g}{}{}{}{}, {} thread(s){}\n",
       learners::CountParameters(*model), a.model.d, a.train.task.n, a.model.layers, a.model.hidden,
       a.model.heads, a.train.steps, a.train.batch, a.train.lr, a.train.task.noise,
       a.train.task.fixed_w ? ", fixed w" : "",
@@ -144,6 +151,9 @@ void PrintRunLine(const TrainArgs& a, int workers, std::int64_t start_step) {
           ? ""
           : ", task family " + a.train.task.family.Spec(),
       a.model.bottleneck ? fmt::format(", bottleneck at state {}", a.model.bottleneck) : "",
+      a.model.decoy_layer ? fmt::format(", decoy {} at state {} of the last y-token",
+                                        a.model.decoy_target, a.model.decoy_layer)
+                          : "",
       std::min(workers, a.train.shards),
       a.resume ? fmt::format(", resuming at step {}", start_step) : "");
 }

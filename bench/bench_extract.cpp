@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
 
   // The larger learner, untrained (speed does not depend on the weights).
-  learners::ModelConfig big{8, 40, 8, 128, 4, 4};
+  learners::ModelConfig big;
+  big.d = 8, big.n_max = 40, big.layers = 8, big.hidden = 128, big.heads = 4;
   learners::TrainConfig big_train;
   big_train.task.d = 8;
   big_train.task.n = 40;

@@ -29,6 +29,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// A model of these sizes, the rest of the configuration at its defaults.
+learners::ModelConfig Sized(int d, int n_max, int layers, int hidden, int heads) {
+  learners::ModelConfig c;
+  c.d = d, c.n_max = n_max, c.layers = layers, c.hidden = hidden, c.heads = heads;
+  return c;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -81,8 +88,8 @@ int main(int argc, char** argv) {
     const char* name;
     learners::ModelConfig c;
   };
-  std::vector<Case> cases = {{"shipped d=4 n=12 L=8 H=64 M=4", {4, 12, 8, 64, 4, 4}},
-                             {"larger d=8 n=40 L=8 H=128 M=4", {8, 40, 8, 128, 4, 4}}};
+  std::vector<Case> cases = {{"shipped d=4 n=12 L=8 H=64 M=4", Sized(4, 12, 8, 64, 4)},
+                             {"larger d=8 n=40 L=8 H=128 M=4", Sized(8, 40, 8, 128, 4)}};
   std::printf(
       "trainer of iclprobe train, batch 64 in 2 shards, allocator: %s, OpenBLAS core %s; "
       "medians of %d steps x %d rounds\n",

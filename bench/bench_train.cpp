@@ -24,6 +24,13 @@ using namespace icl;
 
 namespace {
 
+// A model of these sizes, the rest of the configuration at its defaults.
+learners::ModelConfig Sized(int d, int n_max, int layers, int hidden, int heads) {
+  learners::ModelConfig c;
+  c.d = d, c.n_max = n_max, c.layers = layers, c.hidden = hidden, c.heads = heads;
+  return c;
+}
+
 using Clock = std::chrono::steady_clock;
 
 double Median(std::vector<double> v) {
@@ -150,8 +157,8 @@ int main(int argc, char** argv) {
     int n;
   };
   std::vector<Case> cases = {
-      {"shipped d=4 n=12 L=8 H=64 M=4", {4, 12, 8, 64, 4, 4}, 12},
-      {"larger d=8 n=40 L=8 H=128 M=4", {8, 40, 8, 128, 4, 4}, 40},
+      {"shipped d=4 n=12 L=8 H=64 M=4", Sized(4, 12, 8, 64, 4), 12},
+      {"larger d=8 n=40 L=8 H=128 M=4", Sized(8, 40, 8, 128, 4), 40},
   };
   for (const auto& k : cases) {
     // Three rounds of (per-tensor, flat), each of steps / 3 timed steps: medians over all.

@@ -40,6 +40,13 @@ namespace prof = torch::autograd::profiler;
 
 namespace {
 
+// A model of these sizes, the rest of the configuration at its defaults.
+learners::ModelConfig Sized(int d, int n_max, int layers, int hidden, int heads) {
+  learners::ModelConfig c;
+  c.d = d, c.n_max = n_max, c.layers = layers, c.hidden = hidden, c.heads = heads;
+  return c;
+}
+
 struct OpTime {
   double self_us = 0;
   long calls = 0;
@@ -96,10 +103,10 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 30;
   const int batch = argc > 2 ? std::atoi(argv[2]) : 64;
-  learners::ModelConfig mc{4, 12, 8, 64, 4, 4};
+  learners::ModelConfig mc = Sized(4, 12, 8, 64, 4);
   if (argc == 8)
-    mc = {std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]),
-          std::atoi(argv[6]), std::atoi(argv[7]), 4};
+    mc = Sized(std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]),
+               std::atoi(argv[7]));
   if (steps < 1 || batch < 1 || (argc != 8 && argc > 3)) {
     std::fprintf(stderr, "usage: bench_train_ops [steps] [batch] [d n layers hidden heads]\n");
     return 2;

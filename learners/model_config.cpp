@@ -42,6 +42,15 @@ void ModelConfig::Validate() const {
           "must be 0 (none) or in 1..L-1 = 1.." + std::to_string(layers - 1) + " (L = {layers}; " +
               "the y-tokens' state after that block is the bottleneck), got " +
               std::to_string(bottleneck));
+  Require(decoy_layer >= 0 && decoy_layer <= layers, "model", "decoy_layer",
+          "must be 0 (none) or a state in 1..L = 1.." + std::to_string(layers) +
+              " (L = {layers}), got " + std::to_string(decoy_layer));
+  Require(decoy_layer == 0 || decoy_target == "xty" || decoy_target == "sigma", "model",
+          "decoy_target",
+          "must be one of " + std::string(kDecoyTargets) + " with a decoy layer, got \"" +
+              decoy_target + "\"");
+  Require(decoy_layer != 0 || decoy_target.empty(), "model", "decoy_target",
+          "\"" + decoy_target + "\" needs a {decoy_layer}: the state whose head learns it");
   Require(mlp_ratio > 0 && mlp_ratio <= 64, "model", "mlp_ratio",
           "must be in 1..64, got " + std::to_string(mlp_ratio));
   // About 12 H^2 parameters per block (attention 4 H^2, MLP 2 r H^2): refuse what cannot fit
@@ -62,6 +71,10 @@ std::string ModelConfig::ToJson() const {
   if (norm != "layer") j["norm"] = norm;
   if (kernels != 1) j["kernels"] = kernels;  // absent: 1, the files from before the setting
   if (bottleneck != 0) j["bottleneck"] = bottleneck;  // absent: none
+  if (decoy_layer != 0) {                             // absent: none
+    j["decoy_layer"] = decoy_layer;
+    j["decoy_target"] = decoy_target;
+  }
   return j.dump();
 }
 
@@ -82,6 +95,10 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
   c.bottleneck = j.contains("bottleneck")
                      ? static_cast<int>(core::json::Int(j, "bottleneck", what, 0, kMaxLayers))
                      : 0;
+  if (j.contains("decoy_layer")) {
+    c.decoy_layer = static_cast<int>(core::json::Int(j, "decoy_layer", what, 0, kMaxLayers));
+    c.decoy_target = core::json::String(j, "decoy_target", what);
+  }
   try {
     c.Validate();
   } catch (const std::invalid_argument& e) {
@@ -93,7 +110,8 @@ ModelConfig ModelConfig::FromJson(const std::string& json, const std::string& wh
 bool operator==(const ModelConfig& a, const ModelConfig& b) {
   return a.d == b.d && a.n_max == b.n_max && a.layers == b.layers && a.hidden == b.hidden &&
          a.heads == b.heads && a.mlp_ratio == b.mlp_ratio && a.norm == b.norm &&
-         a.kernels == b.kernels && a.bottleneck == b.bottleneck;
+         a.kernels == b.kernels && a.bottleneck == b.bottleneck && a.decoy_layer == b.decoy_layer &&
+         a.decoy_target == b.decoy_target;
 }
 
 double TrainConfig::LearningRate(std::int64_t step) const {

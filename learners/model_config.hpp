@@ -48,12 +48,25 @@ struct ModelConfig {
   // The prediction at the x-token of example k + 1 (position 2k) is then a function of x_{k+1}
   // and of state l of the y-token at 2k - 1 alone (TransformerImpl applies the masks).
   int bottleneck = 0;
+  // A trained decoy (0: none). With decoy_layer = s in 1..L a linear head (H -> d, "decoy_head")
+  // reads state s of the sequence's last position, the y-token of its last example, which no
+  // prediction reads (every prediction sits at an earlier x-token, and attention is causal), and
+  // training adds the head's squared error on decoy_target to the loss, so that the quantity
+  // becomes linearly decodable there and is used by nothing:
+  //   "xty":    X'y / n, the moment vector of the prompt's n examples;
+  //   "sigma":  the noise level the prompt drew (a noise-mix task only), in every coordinate.
+  // The head changes no prediction: a model without it computes the same predictions.
+  int decoy_layer = 0;
+  std::string decoy_target;
 
   void Validate() const;  // throws core::InputError naming the field
   std::string ToJson() const;
   static ModelConfig FromJson(const std::string& json, const std::string& what);
 };
 bool operator==(const ModelConfig& a, const ModelConfig& b);
+
+// The decoy targets ModelConfig::decoy_target names.
+inline constexpr const char* kDecoyTargets = "xty, sigma";
 
 struct TrainConfig {
   data::TaskConfig task;  // the training distribution (n = prompt length used in training)

@@ -33,6 +33,27 @@ void CheckCompatible(const ModelConfig& model, const data::TaskConfig& task) {
     throw core::InputError("train", "",
                            "prompts of n=" + std::to_string(task.n) +
                                " examples exceed the model's n_max=" + std::to_string(model.n_max));
+  if (model.decoy_target == "sigma" && task.family.kind != data::TaskFamily::Kind::kNoiseMix)
+    throw core::InputError("train", "decoy_target",
+                           "\"sigma\" is the noise level a noise-mix task draws per prompt; the "
+                           "task '" +
+                               task.family.Spec() + "' draws none");
+}
+
+// What the decoy head learns for prompts [begin, begin + count) of `set` (ModelConfig::
+// decoy_target): [count, d] float32.
+torch::Tensor DecoyTargets(const std::string& target, const data::PromptSet& set, std::size_t begin,
+                           std::size_t count) {
+  const auto d = set.task.d, n = set.task.n;
+  arma::mat t(d, count);  // column-major d x count == row-major [count, d]
+  for (std::size_t i = 0; i < count; ++i) {
+    if (target == "xty")
+      t.col(i) = set.x.slice(begin + i) * set.y.col(begin + i) / double(n);  // X'y / n
+    else
+      t.col(i).fill(set.task.family.sigmas.at(std::size_t(set.draw.at(begin + i))));
+  }
+  return torch::from_blob(t.memptr(), {static_cast<long>(count), d}, torch::kFloat64)
+      .to(torch::kFloat32);
 }
 
 }  // namespace
@@ -262,9 +283,22 @@ double Training::Step() {
                        b1 = std::int64_t(tc_.batch) * (s + 1) / shards_;
     Transformer& m = s == 0 ? model_ : replicas_[std::size_t(s - 1)];
     // The batch's mean loss is the shards' means weighted by their share of the rows.
-    const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
-                      (double(b1 - b0) / tc_.batch / tc_.task.d);
-    loss.backward();
+    const double share = double(b1 - b0) / tc_.batch;
+    if (!mc_.decoy_layer) {
+      const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
+                        (share / tc_.task.d);
+      loss.backward();
+      shard_loss[std::size_t(s)] = loss.item<double>();
+      return;
+    }
+    // A decoy: the head's mean squared error per coordinate joins the loss with weight 1; the
+    // loss reported stays the predictions' alone, comparable with a learner without a decoy.
+    const auto [pred, decoy] = m->ForwardWithDecoy(tokens.slice(0, b0, b1));
+    const auto loss = torch::mse_loss(pred, y.slice(0, b0, b1)) * (share / tc_.task.d);
+    const auto aux = torch::mse_loss(decoy, DecoyTargets(mc_.decoy_target, batch, std::size_t(b0),
+                                                         std::size_t(b1 - b0))) *
+                     share;
+    (loss + aux).backward();
     shard_loss[std::size_t(s)] = loss.item<double>();
   });
   {

@@ -199,6 +199,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& c)
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int l = 0; l < c.layers; ++l)
     blocks->push_back(Block(c.hidden, c.heads, c.mlp_ratio, c.norm == "layer", c.kernels));
+  // Registered last, so that every other parameter draws the same initial values as in a model
+  // without it.
+  if (c.decoy_layer > 0)
+    decoy_head = register_module("decoy_head", torch::nn::Linear(c.hidden, c.d));
 }
 
 torch::Tensor TransformerImpl::Embed(const torch::Tensor& tokens) {
@@ -221,6 +225,19 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
   for (int b = 0; b < config.layers; ++b)
     h = blocks[b]->as<Block>()->forward(h, nullptr, MaskOf(masks, b));
   return Readout(h);
+}
+
+std::pair<torch::Tensor, torch::Tensor> TransformerImpl::ForwardWithDecoy(
+    const torch::Tensor& tokens) {
+  if (!decoy_head) throw std::logic_error("transformer: ForwardWithDecoy needs a decoy head");
+  auto h = Embed(tokens);
+  const auto masks = BlockMasks(h.size(1));
+  torch::Tensor decoy;
+  for (int b = 0; b < config.layers; ++b) {
+    h = blocks[b]->as<Block>()->forward(h, nullptr, MaskOf(masks, b));
+    if (b + 1 == config.decoy_layer) decoy = decoy_head(h.select(/*dim=*/1, h.size(1) - 1));
+  }
+  return {Readout(h), decoy};
 }
 
 ForwardResult TransformerImpl::Run(const torch::Tensor& tokens, const ForwardOptions& options) {

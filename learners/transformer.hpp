@@ -114,6 +114,9 @@ struct TransformerImpl : torch::nn::Module {
   // a later one): an edit of the query's state costs one token per block instead of T + 1.
   torch::Tensor QueriesFrom(int layer, const std::vector<torch::Tensor>& context,
                             const torch::Tensor& hq, const std::vector<std::int64_t>& positions);
+  // forward's predictions [B, n] and the decoy head's reading [B, d] of state
+  // config.decoy_layer at the last position, in one pass (the trainer's path for a decoy).
+  std::pair<torch::Tensor, torch::Tensor> ForwardWithDecoy(const torch::Tensor& tokens);
 
   ModelConfig config;
   torch::nn::Linear input_proj{nullptr};
@@ -121,6 +124,7 @@ struct TransformerImpl : torch::nn::Module {
   torch::nn::ModuleList blocks;
   torch::nn::LayerNorm final_ln{nullptr};  // absent when config.norm == "none"
   torch::nn::Linear readout{nullptr};
+  torch::nn::Linear decoy_head{nullptr};  // only with config.decoy_layer
 
  private:
   torch::Tensor Embed(const torch::Tensor& tokens);

@@ -1192,3 +1192,95 @@ TEST(ModelConfig, BottleneckIsZeroOrAStateBetweenBlocks) {
         << e.what();
   }
 }
+
+namespace {
+
+ModelConfig DecoyTiny(int layer, const std::string& target) {
+  ModelConfig c = Tiny(2);
+  c.decoy_layer = layer;
+  c.decoy_target = target;
+  return c;
+}
+
+}  // namespace
+
+// The decoy head reads state s of the last position and feeds nothing: the same seed gives the
+// same predictions with and without it (it is registered after every other parameter), on
+// every path; its reading equals the head applied to Run's state s at the last position; and
+// the last token's input moves the reading but no prediction.
+TEST(Decoy, HeadChangesNoPredictionAndReadsTheLastState) {
+  torch::manual_seed(11);
+  Transformer plain(Tiny(2));
+  torch::manual_seed(11);
+  Transformer decoy(DecoyTiny(1, "xty"));
+  torch::NoGradGuard no_grad;
+  auto tokens = torch::randn({3, 8, Tiny(2).d + 1});
+  const auto want = plain->forward(tokens);
+  EXPECT_TRUE(torch::equal(decoy->forward(tokens), want));
+  const auto [pred, reading] = decoy->ForwardWithDecoy(tokens);
+  EXPECT_TRUE(torch::equal(pred, want));
+  ASSERT_EQ(reading.sizes(), (std::vector<std::int64_t>{3, Tiny(2).d}));
+  const auto run = decoy->Run(tokens, {/*hidden_states=*/true, /*attention=*/false});
+  EXPECT_TRUE(torch::equal(reading, decoy->decoy_head(run.hidden[1].select(1, 7))));
+  auto edited = tokens.clone();
+  edited.select(1, 7).add_(1.0);  // the last y-token
+  const auto [pred2, reading2] = decoy->ForwardWithDecoy(edited);
+  EXPECT_TRUE(torch::equal(pred2, want));
+  EXPECT_FALSE(torch::equal(reading2, reading));
+}
+
+// The head's loss reaches only what lies below the state it reads. With clipping off (the global
+// norm would couple every parameter) one step of AdamW, elementwise, moves block 2, the final
+// LayerNorm and the readout exactly as in the same run without a decoy, and moves block 1, the
+// embedding and the positions differently; the loss reported is the predictions' alone.
+TEST_F(SingleThread, DecoyLossReachesOnlyTheBlocksBelowItsState) {
+  test::TempDir tmp;
+  auto train = TinyTrain(1);
+  train.clip = 0;
+  std::vector<double> losses[2];
+  const ModelConfig configs[2] = {Tiny(2), DecoyTiny(1, "xty")};
+  const std::string outs[2] = {tmp / "plain.h5", tmp / "decoy.h5"};
+  for (int i = 0; i < 2; ++i) {
+    learners::TrainCallbacks cb;
+    cb.on_step = [&, i](std::int64_t, std::int64_t, double loss) { losses[i].push_back(loss); };
+    learners::Train({configs[i], train, outs[i], false, -1}, serial, cb);
+  }
+  ASSERT_EQ(losses[0].size(), 1u);
+  ASSERT_EQ(losses[1].size(), 1u);
+  EXPECT_EQ(losses[0][0], losses[1][0]);
+  auto pa = learners::LoadCheckpoint(outs[0])->named_parameters();
+  auto pb = learners::LoadCheckpoint(outs[1])->named_parameters();
+  EXPECT_TRUE(pb.contains("decoy_head.weight"));
+  EXPECT_FALSE(pa.contains("decoy_head.weight"));
+  for (const auto& p : pa) {
+    const bool above = p.key().rfind("blocks.1.", 0) == 0 || p.key().rfind("final_ln.", 0) == 0 ||
+                       p.key().rfind("readout.", 0) == 0;
+    EXPECT_EQ(torch::equal(p.value(), pb[p.key()]), above) << p.key();
+  }
+}
+
+TEST_F(SingleThread, DecoyIsAStateOfTheModelWithATargetTheTaskDefines) {
+  const ModelConfig c = DecoyTiny(2, "xty");
+  const ModelConfig back = ModelConfig::FromJson(c.ToJson(), "test");
+  EXPECT_EQ(back.decoy_layer, 2);
+  EXPECT_EQ(back.decoy_target, "xty");
+  EXPECT_EQ(Tiny(2).ToJson().find("decoy"), std::string::npos);  // none: not written
+  const std::pair<int, std::string> bad[] = {
+      {3, "xty"}, {-1, "xty"}, {1, "w"}, {1, ""}, {0, "xty"}};
+  for (const auto& [layer, target] : bad) {
+    try {
+      DecoyTiny(layer, target).Validate();
+      ADD_FAILURE() << layer << " " << target << " was accepted";
+    } catch (const core::InputError& e) {
+      EXPECT_TRUE(e.field() == "decoy_layer" || e.field() == "decoy_target") << e.what();
+    }
+  }
+  // sigma is drawn only by a noise-mix task.
+  test::TempDir tmp;
+  try {
+    learners::Train({DecoyTiny(1, "sigma"), TinyTrain(1), tmp / "s.h5", false, -1}, serial);
+    FAIL() << "sigma on a Gaussian task was accepted";
+  } catch (const core::InputError& e) {
+    EXPECT_EQ(e.field(), "decoy_target") << e.what();
+  }
+}

@@ -76,11 +76,15 @@ row() {  # PAIR_VERDICTS ALL_VERDICTS M WHERE
     done
   done
   echo
-  transition=$(for c in "${CELLS[@]}"; do
-      cell=${c%%=*}
-      awk -F, -v m="${cell#m}" 'FNR > 1 && $2 == "window" && $21 == 1 && $5 == "bayes" { print m; exit }' \
-        "$OUT/${cell}_fresh_pair.verdicts.csv"
-    done | head -1)
+  # The first such M, by a loop that stops there (a pipe into head would end the loop with
+  # SIGPIPE, which pipefail turns into the script's exit).
+  transition=""
+  for c in "${CELLS[@]}"; do
+    cell=${c%%=*}
+    transition=$(awk -F, -v m="${cell#m}" 'FNR > 1 && $2 == "window" && $21 == 1 && $5 == "bayes" { print m; exit }' \
+      "$OUT/${cell}_fresh_pair.verdicts.csv")
+    [ -z "$transition" ] || break
+  done
   if [ -n "$transition" ]; then
     echo "Transition: the smallest M whose learner on fresh tasks is resolved closer to bayes than to dmmse is M = $transition (the rows either side give the verdicts around it)."
   else

@@ -5,6 +5,8 @@
 #include <exception>
 #include <memory>
 #include <stdexcept>
+#include <tuple>
+#include <tuple>
 #include <vector>
 
 #include "core/errors.hpp"
@@ -284,21 +286,20 @@ double Training::Step() {
     Transformer& m = s == 0 ? model_ : replicas_[std::size_t(s - 1)];
     // The batch's mean loss is the shards' means weighted by their share of the rows.
     const double share = double(b1 - b0) / tc_.batch;
-    if (!mc_.decoy_layer) {
-      const auto loss = torch::mse_loss(m->forward(tokens.slice(0, b0, b1)), y.slice(0, b0, b1)) *
-                        (share / tc_.task.d);
-      loss.backward();
-      shard_loss[std::size_t(s)] = loss.item<double>();
-      return;
-    }
-    // A decoy: the head's mean squared error per coordinate joins the loss with weight 1; the
+    // A decoy's head: its mean squared error per coordinate joins the loss with weight 1; the
     // loss reported stays the predictions' alone, comparable with a learner without a decoy.
-    const auto [pred, decoy] = m->ForwardWithDecoy(tokens.slice(0, b0, b1));
+    torch::Tensor pred, decoy;
+    if (mc_.decoy_layer)
+      std::tie(pred, decoy) = m->ForwardWithDecoy(tokens.slice(0, b0, b1));
+    else
+      pred = m->forward(tokens.slice(0, b0, b1));
     const auto loss = torch::mse_loss(pred, y.slice(0, b0, b1)) * (share / tc_.task.d);
-    const auto aux = torch::mse_loss(decoy, DecoyTargets(mc_.decoy_target, batch, std::size_t(b0),
+    auto total = loss;
+    if (decoy.defined())
+      total = loss + torch::mse_loss(decoy, DecoyTargets(mc_.decoy_target, batch, std::size_t(b0),
                                                          std::size_t(b1 - b0))) *
-                     share;
-    (loss + aux).backward();
+                         share;
+    total.backward();
     shard_loss[std::size_t(s)] = loss.item<double>();
   });
   {

@@ -1,8 +1,10 @@
 // Benchmark: dmmse (the posterior mean over a finite pool of weight vectors) over PROMPTS prompts
-// of a pool of M members, d = 8, n = 40, every k: the learner (two (M x d)(d x n) products per
-// prompt and one pass of exponentials per k) against a plain loop over the members (the same
-// arithmetic member by member), with the bound of its products at this machine's GEMM rate and
-// the cost of the M n exponentials per prompt beside them. Medians of REPS runs.
+// of a pool of M members, d = 8, n = 40, every k: the learner (which takes the products w_m' x_j
+// and the exponentials only for members within reach of the posterior's 2^-53, see
+// DmmseLearner::Run) against a plain loop over the members (every product and exponential, member
+// by member), with the bound of the whole pool's products, (M x d)(d x n) and back, at this
+// machine's GEMM rate beside them: what any method that touches every member at every k costs.
+// Medians of REPS runs.
 // Usage: bench_dmmse [PROMPTS=2000] [LOG2_M=16] [REPS=3]
 #include <algorithm>
 #include <chrono>
@@ -117,8 +119,8 @@ int main(int argc, char** argv) {
       worst = std::max(worst, arma::abs(p[i] - run.predictions).max());
     }
   }
-  // The learner's products: P = pool' x (M d n multiply-adds) and pool * post (the same), per
-  // prompt; the plain loop does the same multiply-adds one at a time.
+  // The whole pool's products: P = pool' x (M d n multiply-adds) and pool * post (the same), per
+  // prompt; the plain loop does them one at a time, the learner only for the members in reach.
   const double flop = 2.0 * 2.0 * M * d * n * prompts;
   const double rate = GemmRate();
   std::printf("dmmse, %d prompts, M = %.0f, d = %.0f, n = %.0f (every k), %d reps, medians\n",
@@ -127,10 +129,11 @@ int main(int argc, char** argv) {
   std::printf("  plain loop   %8.3f s (extrapolated from a tenth of the prompts)\n", Median(plain));
   std::printf("  ratio        %8.1fx\n", Median(plain) / Median(fast));
   std::printf(
-      "  bound of the products at this machine's float64 GEMM rate (%.1f GFLOP/s, 1024^3): "
+      "  bound of the whole pool's products at this machine's float64 GEMM rate (%.1f GFLOP/s, "
+      "1024^3): "
       "%.3f s (%.1f GFLOP)\n",
       rate, flop / (rate * 1e9), flop / 1e9);
-  std::printf("  exponentials: %.3g (M n per prompt)\n", M * n * prompts);
+  std::printf("  exponentials of the plain loop: %.3g (M n per prompt)\n", M * n * prompts);
   std::printf("  largest |learner - plain loop| over the checked predictions: %.3g\n", worst);
   return 0;
 }

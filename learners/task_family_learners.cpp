@@ -100,57 +100,85 @@ static void NoiselessDmmse(const arma::mat& pool, const arma::mat& x, const arma
 // computed one block of members at a time with the normalisation carried along, as a softmax is
 // computed in one pass: per k the least R so far, the sum Z of the weights relative to it, and
 // the weighted sums of the members and of their predictions; when a block lowers the least, what
-// is summed so far is scaled by exp(-(old - new) / 2 sigma^2). A block's products and weights
-// (kBlock x n each) stay in cache, so a prompt reads the pool once instead of moving two M x n
-// matrices through memory, which is what bounded the whole-pool version at large M.
+// is summed so far is scaled by exp(-(old - new) / 2 sigma^2).
+// A member whose weight is below exp(-cut) of the best one's, cut = 53 ln 2 + ln M, i.e. whose
+// R_m(k) exceeds the least R(k) by cut 2 sigma^2 or more, is left out: all M of them together
+// weigh less than 2^-53 of the best, so less than 2^-53 of Z, below the rounding of the sums
+// themselves. R_m(k) only grows with k and the least R(k) is at most U, the least R(n - 1) found
+// so far, so a member whose R_m(k) reaches U + cut 2 sigma^2 is left out at every later k too,
+// and neither its products w_m' x_j nor its residuals are computed further: after a few examples
+// nearly every member of a large pool is, which leaves a few products and exponentials per member
+// as the cost, instead of the n products of each.
 void DmmseLearner::Run(const arma::mat& x, const arma::vec& y, LearnerRun& out) const {
   if (sigma_ == 0) return NoiselessDmmse(pool_, x, y, out);
   const arma::uword d = x.n_rows, n = x.n_cols, M = pool_.n_cols;
-  constexpr arma::uword kBlock = 256;
+  constexpr arma::uword kBlock = 1024;
   const double scale = 1.0 / (2 * sigma_ * sigma_);
-  // exp(-e) is exactly 0 in float64 from e = 745.2 on (below the smallest subnormal), so the
-  // exponential is skipped there: the same numbers, and after a few examples most of a large
-  // pool's members are that far from the best.
-  constexpr double kUnderflow = 746.0;
+  const double margin = (53 * std::log(2.0) + std::log(double(M))) / scale;  // cut 2 sigma^2
   arma::vec least(n);
   least.fill(std::numeric_limits<double>::infinity());
   arma::vec z(n, arma::fill::zeros), predicted(n, arma::fill::zeros);
   arma::mat summed(d, n, arma::fill::zeros);  // column k: sum of p_m(k) Z(k) w_m
-  arma::mat P, E;                             // a block's w_m' x_j and weights, b x n
-  std::vector<double> R(kBlock);
+  // The block's members still within reach, their R_m(k) and their w_m' x_k, in one order.
+  std::vector<arma::uword> alive(kBlock);
+  std::vector<double> R(kBlock), f(kBlock);
+  const arma::uword first = std::min<arma::uword>(n, 4);
+  arma::mat P;  // the block's w_m' x_k for k < first, b x first
   for (arma::uword m0 = 0; m0 < M; m0 += kBlock) {
     const arma::uword b = std::min(kBlock, M - m0);
-    const auto members = pool_.cols(m0, m0 + b - 1);
-    P = members.t() * x;
-    E.set_size(b, n);
-    std::fill(R.begin(), R.begin() + b, 0.0);
-    for (arma::uword k = 0; k < n; ++k) {
+    // The first few k, where most members are still within reach, take their products from one
+    // product of matrices; the later ones member by member.
+    P = pool_.cols(m0, m0 + b - 1).t() * x.cols(0, first - 1);
+    arma::uword count = b;
+    for (arma::uword i = 0; i < b; ++i)
+      alive[i] = m0 + i, R[i] = 0;
+    const double reach = least(n - 1) + margin;  // U + cut 2 sigma^2 (infinite on the first block)
+    for (arma::uword k = 0; k < n && count > 0; ++k) {
       if (k > 0) {
-        const double* p = P.colptr(k - 1);
-        for (arma::uword m = 0; m < b; ++m)
-          R[m] += (y(k - 1) - p[m]) * (y(k - 1) - p[m]);
-      }
-      const double block_least = *std::min_element(R.begin(), R.begin() + b);
-      if (block_least < least(k)) {
-        if (z(k) > 0) {
-          const double e = (least(k) - block_least) * scale;
-          const double f = e < kUnderflow ? std::exp(-e) : 0.0;
-          z(k) *= f, predicted(k) *= f;
-          summed.col(k) *= f;
+        const double yk = y(k - 1);
+        arma::uword kept = 0;
+        for (arma::uword i = 0; i < count; ++i) {
+          const double r = R[i] + (yk - f[i]) * (yk - f[i]);
+          alive[kept] = alive[i], R[kept] = r;
+          kept += r < reach ? 1 : 0;
         }
+        count = kept;
+        if (count == 0) break;
+      }
+      if (k < first) {
+        const double* p = P.colptr(k);
+        for (arma::uword i = 0; i < count; ++i)
+          f[i] = p[alive[i] - m0];
+      } else {
+        const double* xk = x.colptr(k);
+        for (arma::uword i = 0; i < count; ++i) {
+          const double* member = pool_.colptr(alive[i]);
+          double dot = 0;
+          for (arma::uword j = 0; j < d; ++j)
+            dot += member[j] * xk[j];
+          f[i] = dot;
+        }
+      }
+      const double block_least = *std::min_element(R.begin(), R.begin() + count);
+      if (block_least < least(k)) {
+        const double shrink = std::exp(-(least(k) - block_least) * scale);  // 0 on the first block
+        if (z(k) > 0) z(k) *= shrink, predicted(k) *= shrink, summed.col(k) *= shrink;
         least(k) = block_least;
       }
-      const double* p = P.colptr(k);
-      double* w = E.colptr(k);
+      const double within = least(k) + margin;
+      double* s = summed.colptr(k);
       double zk = 0, pk = 0;
-      for (arma::uword m = 0; m < b; ++m) {
-        const double e = (R[m] - least(k)) * scale;
-        w[m] = e < kUnderflow ? std::exp(-e) : 0.0;
-        zk += w[m], pk += w[m] * p[m];
+      for (arma::uword i = 0; i < count; ++i) {
+        if (!(R[i] < within)) continue;
+        // exp(0) = 1 needs no call: every member at k = 0, and the best one at each k.
+        const double w = R[i] == least(k) ? 1.0 : std::exp(-(R[i] - least(k)) * scale);
+        const double* member = pool_.colptr(alive[i]);
+        zk += w, pk += w * f[i];
+        for (arma::uword j = 0; j < d; ++j)
+          s[j] += w * member[j];
       }
       z(k) += zk, predicted(k) += pk;
     }
-    summed += members * E;
   }
   out.weights = summed.each_row() / z.t();
   out.predictions = predicted / z;

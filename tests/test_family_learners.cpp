@@ -60,6 +60,50 @@ TEST(Dmmse, EqualsTheBruteForcePosteriorOnATinyPool) {
   EXPECT_NEAR(run.weights(0, 0), 2.5 / 3, 1e-15);
 }
 
+// A pool of several blocks (M = 2,500, d = 3), on prompts drawn from it, against the definition
+// summed over every member in long double: the learner leaves out members whose weight is below
+// 2^-53 / M of the best one's (all of them together less than 2^-53 of Z) and, once a member's
+// residual sum has passed that reach for good, stops computing it. What it leaves out moves the
+// result by at most 2^-53 max|w_m|; summing M weighted terms in float64 adds at most M u max|w_m|
+// (u = 2^-53, recursive summation), so 2 M u max|w_m| bounds the difference.
+TEST(Dmmse, LeavingOutMembersOutOfReachChangesNothingBeyondRounding) {
+  const TaskConfig task = PoolTask(3, 12, "pool:2500:4", 0.3);
+  const auto set = icl::data::SamplePrompts(task, 3, 0, 6);
+  const arma::mat pool = icl::data::PoolMembers(task.family, 3, 3, 1.0);
+  const double bound = 2 * 2500 * std::ldexp(1.0, -53) * arma::abs(pool).max();
+  const double sigma = 0.3;
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    const arma::mat x = set.x.slice(i);
+    const arma::vec y = set.y.col(i);
+    LearnerRun run;
+    DmmseLearner(pool, sigma).Run(x, y, run);
+    for (int k = 0; k < 12; ++k) {
+      std::vector<long double> r(pool.n_cols, 0.0L);
+      long double least = 1e300L;
+      for (arma::uword m = 0; m < pool.n_cols; ++m) {
+        for (int j = 0; j < k; ++j) {
+          long double f = 0;
+          for (int c = 0; c < 3; ++c)
+            f += (long double)pool(c, m) * x(c, j);
+          r[m] += (y(j) - f) * (y(j) - f);
+        }
+        least = std::min(least, r[m]);
+      }
+      long double z = 0, w[3] = {0, 0, 0};
+      for (arma::uword m = 0; m < pool.n_cols; ++m) {
+        const long double p = std::exp(-(r[m] - least) / (2 * sigma * sigma));
+        z += p;
+        for (int c = 0; c < 3; ++c)
+          w[c] += p * pool(c, m);
+      }
+      for (int c = 0; c < 3; ++c)
+        EXPECT_NEAR(run.weights(c, k), double(w[c] / z), bound) << i << " k " << k;
+    }
+    // By k = 11 the prompt's own member dominates: the posterior has found it.
+    EXPECT_LT(arma::norm(run.weights.col(11) - set.w.col(i)), 0.5) << i;
+  }
+}
+
 TEST(Dmmse, APoolOfOnePredictsItsMember) {
   const arma::mat pool = arma::vec{0.7, -1.2, 0.4};  // d x M = 3 x 1
   arma::mat x(3, 5, arma::fill::randn);

@@ -19,15 +19,24 @@
 # bottleneck learner trained here (2 layers, cut 1).
 source "$(dirname "$0")/lib.sh"
 setup_out power_trained
+# A seed counts as learned when its last evaluation's loss is at most 1.5 times the uncut
+# learner's of the same recipe at 10,000 steps (checkpoints/family/d4_l8_h64_half.h5: 0.210), the
+# factor within which a cut learner is said to still learn (checkpoints/README.md); the seeds'
+# table pools only those.
+LEARNED_LOSS=0.315
 if [ "$PROFILE" = full ]; then
   P=4000; PAIRS=500; TRAIN=3000; TEST=500; B=1000; EPOCHS=30; CUT=4; LAST=8
   LEARNERS=()
-  for s in 1 2 3 4; do
-    f="$ROOT/checkpoints/bottleneck/d4_l8_h64_b4_10k_s$s.h5"
-    finished "$f" && LEARNERS+=("$f")
+  # Per seed its longest finished budget: 20,000 steps where that run exists, else 10,000.
+  for s in 1 2 3 4 5; do
+    for f in "$ROOT/checkpoints/bottleneck/d4_l8_h64_b4_20k_s$s.h5" \
+             "$ROOT/checkpoints/bottleneck/d4_l8_h64_b4_10k_s$s.h5"; do
+      if finished "$f"; then LEARNERS+=("$f"); break; fi
+    done
   done
 else
   P=400; PAIRS=60; TRAIN=200; TEST=60; B=100; EPOCHS=2; CUT=1; LAST=2
+  LEARNED_LOSS=10  # the tiny learner has not learned; it counts, so that the seeds' table runs
   run "$ICLPROBE" train --d 4 --n 12 --layers 2 --hidden 16 --heads 2 --bottleneck 1 --steps 20 \
     --warmup 2 --batch 8 --eval-every 10 --eval-prompts 20 --save-every 10 --seed 1 --threads 1 \
     --quiet --force --out "$RUNS/bottleneck_s1.h5" > /dev/null
@@ -35,6 +44,12 @@ else
 fi
 [ ${#LEARNERS[@]} -gt 0 ] || { echo "power_trained: no finished learner in checkpoints/bottleneck/" >&2; exit 2; }
 K=4,8
+
+# value CSV FILTER V: the column named V in the first row where the awk FILTER holds.
+value() {
+  awk -F, -v v="$3" "NR == 1 { for (i = 1; i <= NF; i++) h[\$i] = i; next }
+    $2 { printf \"%.6f\", \$h[v]; exit }" "$1"
+}
 
 # triple CSV FILTER V LO HI: "v [lo, hi]" of the columns named V, LO, HI in the first row where
 # the awk FILTER (over h["name"] column indices) holds.
@@ -44,6 +59,7 @@ triple() {
 }
 
 SUMMARY="$OUT/summary.md"
+SEEDS=""; rm -f "$RUNS/seeds.txt"
 { echo "| learner | eval loss | test | at the bottleneck, state $CUT (used) [95%] | at state $LAST (its y-token read by nothing) [95%] | control at state $CUT [95%] |"
   echo "|---|---:|---|---|---|---|"; } > "$SUMMARY"
 for ck in "${LEARNERS[@]}"; do
@@ -73,7 +89,48 @@ for ck in "${LEARNERS[@]}"; do
   echo "| $L | | erasure of w_OLS, error / d increase (k = 8) | $(triple "$er" "$(at $CUT 8)" erased_increase erased_increase_lo erased_increase_hi) | $(triple "$er" "$(at $LAST 8)" erased_increase erased_increase_lo erased_increase_hi) | random erasure $(triple "$er" "$(at $CUT 8)" random_increase random_increase_lo random_increase_hi) |"
   echo "| $L | | DAS (w under OLS, y-token, m = 4), held-out IIA (pooled over k) | $(triple "$das" "$(at $CUT pooled)" iia iia_lo iia_hi) | $(triple "$das" "$(at $LAST pooled)" iia iia_lo iia_hi) | random subspace $(triple "$das" "$(at $CUT pooled)" random_iia random_iia_lo random_iia_hi) |"
   echo "| $L | | swap, share of OLS's change (pooled over k) | $(triple "$sw" "$(at $CUT pooled) && \$h[\"reference\"] == \"ols\"" reproduced reproduced_lo reproduced_hi) | $(triple "$sw" "$(at $LAST pooled) && \$h[\"reference\"] == \"ols\"" reproduced reproduced_lo reproduced_hi) | — |"
+  if awk -v l="$loss" -v m="$LEARNED_LOSS" 'BEGIN { exit !(l + 0 <= m + 0 && l != "?") }'; then
+    # One line per learned seed and test: the estimate at the cut, at the last state, the control.
+    SEEDS="$SEEDS $L"
+    {
+      echo "probe $(value "$pr" "$(at $CUT 8) && \$h[\"target\"] == \"w_ols\" && \$h[\"source\"] == \"model\"" r2) $(value "$pr" "$(at $LAST 8) && \$h[\"target\"] == \"w_ols\" && \$h[\"source\"] == \"model\"" r2) nan"
+      echo "edit $(value "$iv" "$(at $CUT 8) && \$h[\"control\"] == \"probe\"" slope) $(value "$iv" "$(at $LAST 8) && \$h[\"control\"] == \"probe\"" slope) $(value "$iv" "$(at $CUT 8) && \$h[\"control\"] == \"random\"" slope)"
+      echo "erase $(value "$er" "$(at $CUT 8)" erased_increase) $(value "$er" "$(at $LAST 8)" erased_increase) $(value "$er" "$(at $CUT 8)" random_increase)"
+      echo "das $(value "$das" "$(at $CUT pooled)" iia) $(value "$das" "$(at $LAST pooled)" iia) $(value "$das" "$(at $CUT pooled)" random_iia)"
+      echo "swap $(value "$sw" "$(at $CUT pooled) && \$h[\"reference\"] == \"ols\"" reproduced) $(value "$sw" "$(at $LAST pooled) && \$h[\"reference\"] == \"ols\"" reproduced) nan"
+    } >> "$RUNS/seeds.txt"
+  fi
 done >> "$SUMMARY"
 { echo
-  echo "Each learner was trained at one budget (10,000 steps); no shorter run of it exists, so it has no excess-error curve (checkpoints/README.md gives each seed's training log)."; } >> "$SUMMARY"
+  echo "Each learner was trained at one budget (10,000 or 20,000 steps, in its name); no shorter run of it exists, so it has no excess-error curve (checkpoints/README.md gives each seed's training log)."; } >> "$SUMMARY"
+
+# Over the learned seeds: the mean of the per-seed estimates with a 95% Student-t interval over
+# seeds (s - 1 degrees of freedom), so that the power rests on the recipe, not on one seed.
+if [ -n "${SEEDS:-}" ] && [ -f "$RUNS/seeds.txt" ]; then
+  ns=$(echo $SEEDS | wc -w)
+  SEEDS_CSV="$OUT/seeds.csv"
+  awk -v ns="$ns" 'function t975(df) { split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262", q, " ");
+      return df <= 9 ? q[df] : 1.96 }
+    { for (c = 2; c <= 4; c++) if ($c != "nan") { s[$1, c] += $c; ss[$1, c] += $c * $c; n[$1, c]++ }
+      if (!($1 in seen)) { seen[$1] = 1; order[++m] = $1 } }
+    END { print "test,state,mean,lo,hi,seeds"
+      split("cut last control", what, " ")
+      for (i = 1; i <= m; i++) for (c = 2; c <= 4; c++) { t = order[i]; k = n[t, c]; if (k == 0) continue
+        mu = s[t, c] / k; v = k > 1 ? (ss[t, c] - k * mu * mu) / (k - 1) : 0; if (v < 0) v = 0
+        h = k > 1 ? t975(k - 1) * sqrt(v / k) : 0
+        printf "%s,%s,%.6f,%.6f,%.6f,%d\n", t, what[c - 1], mu, mu - h, mu + h, k } }' \
+    "$RUNS/seeds.txt" > "$SEEDS_CSV"
+  cell() { awk -F, -v t="$1" -v s="$2" '$1 == t && $2 == s {
+    if ($6 > 1) printf "%.3f [%.3f, %.3f]", $3, $4, $5; else printf "%.3f (one seed: no interval)", $3 }' "$SEEDS_CSV"; }
+  { echo
+    echo "Over the learned seeds ($ns of them; last evaluation loss at most $LEARNED_LOSS:$SEEDS), the mean of the per-seed estimates with a 95% Student-t interval over seeds:"
+    echo
+    echo "| test | at the bottleneck, state $CUT (used) | at state $LAST (read by nothing) | control at state $CUT |"
+    echo "|---|---|---|---|"
+    echo "| ridge probe of w_OLS, R2 (k = 8) | $(cell probe cut) | $(cell probe last) | — |"
+    echo "| probe edit, slope (k = 8) | $(cell edit cut) | $(cell edit last) | random direction $(cell edit control) |"
+    echo "| erasure of w_OLS, error / d increase (k = 8) | $(cell erase cut) | $(cell erase last) | random erasure $(cell erase control) |"
+    echo "| DAS, held-out IIA (pooled over k) | $(cell das cut) | $(cell das last) | random subspace $(cell das control) |"
+    echo "| swap, share of OLS's change (pooled over k) | $(cell swap cut) | $(cell swap last) | — |"; } >> "$SUMMARY"
+fi
 finish "Power of the causal tests on trained bottleneck learners" "$SUMMARY"

@@ -92,4 +92,15 @@ for v in "${VARIANTS[@]}"; do
   fi
   echo "| $v | | swap, share of GD's change (pooled; states 1 and $u) | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == 1 && \$3 == \"pooled\"" "5 6 7") | $(pick "$sw" "\$1 == \"gd:0.05\" && \$2 == $u && \$3 == \"pooled\"" "5 6 7") | — |"
 done >> "$SUMMARY"
+# The same tests on trained ground truth, pooled over the learned seeds of the bottleneck
+# learners (experiments/power_trained.sh, run first; each seed's rows are in its folder).
+TRAINED="$ROOT/results/power_trained/summary.md"
+if [ "$PROFILE" = full ] && grep -q "^Over the learned seeds" "$TRAINED" 2>/dev/null; then
+  { echo
+    echo "## On trained ground truth"
+    echo
+    echo "Bottleneck learners (\`train --bottleneck 4\`, d = 4, L = 8): the prediction reads the context only through the y-token of example k at state 4, so w must pass there and is used; the same token's last state (8) is read by nothing. From [power_trained](../power_trained/README.md), which has each seed's rows:"
+    echo
+    sed -n '/^Over the learned seeds/,$p' "$TRAINED"; } >> "$SUMMARY"
+fi
 finish "Power of the causal tests on constructions" "$SUMMARY"

@@ -32,7 +32,7 @@ struct BaselinesArgs {
   ShiftArgs shifts;
 };
 
-void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
+void DeclareBaselinesOptions(OptionTable& t, BaselinesArgs& a) {
   // clang-format off
   t.Value("d", &a.task.d, "task.d", "input dimension d");
   t.Value("n", &a.task.n, "task.n", "examples per prompt n");
@@ -57,7 +57,7 @@ void DeclareOptions(OptionTable& t, BaselinesArgs& a) {
 }  // namespace
 
 std::vector<OptionSpec> BaselinesOptions() {
-  return SpecsOf("baselines", &DeclareOptions);
+  return SpecsOf("baselines", &DeclareBaselinesOptions);
 }
 
 int RunBaselines(int argc, char** argv) {
@@ -71,7 +71,7 @@ int RunBaselines(int argc, char** argv) {
   auto& threads = a.threads;
   auto& fixed_w = a.fixed_w;
   OptionTable t("baselines");
-  DeclareOptions(t, a);
+  DeclareBaselinesOptions(t, a);
   po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(

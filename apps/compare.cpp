@@ -35,7 +35,7 @@ struct CompareArgs {
   analysis::CompareRequest req;
 };
 
-void DeclareOptions(OptionTable& t, CompareArgs& a) {
+void DeclareCompareOptions(OptionTable& t, CompareArgs& a) {
   // clang-format off
   t.List("checkpoint,c", &a.checkpoints, "checkpoints", "trained learner (repeatable: several give the "
        "matrix learners x checkpoints of mean SPD)");
@@ -347,7 +347,7 @@ std::vector<analysis::LearnerUnderTest> LearnersUnderTest(
 }  // namespace
 
 std::vector<OptionSpec> CompareOptions() {
-  return SpecsOf("compare", &DeclareOptions);
+  return SpecsOf("compare", &DeclareCompareOptions);
 }
 
 // The shorter budgets of the compared runs (--budget files and --half runs), grouped with
@@ -385,7 +385,7 @@ BudgetArgs ReadBudgets(const CompareArgs& a, const po::variables_map& vm,
 int RunCompare(int argc, char** argv) {
   CompareArgs a;
   OptionTable t("compare");
-  DeclareOptions(t, a);
+  DeclareCompareOptions(t, a);
   po::variables_map vm;
   if (!Parse(
           argc, argv, t.description(), vm,

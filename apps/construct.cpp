@@ -23,7 +23,7 @@ struct ConstructArgs {
   std::int64_t check_prompts = 10000;
 };
 
-void DeclareOptions(OptionTable& t, ConstructArgs& a) {
+void DeclareConstructOptions(OptionTable& t, ConstructArgs& a) {
   // clang-format off
   t.Value("program", &a.program, "program", "the RAW program: gd (one step of "
        "batch gradient descent from w0 = 0; prediction 2 alpha x^T X^T y), gd:K (K steps, "
@@ -73,7 +73,7 @@ void DeclareOptions(OptionTable& t, ConstructArgs& a) {
 }  // namespace
 
 std::vector<OptionSpec> ConstructOptions() {
-  return SpecsOf("construct", &DeclareOptions);
+  return SpecsOf("construct", &DeclareConstructOptions);
 }
 
 int RunConstruct(int argc, char** argv) {
@@ -85,7 +85,7 @@ int RunConstruct(int argc, char** argv) {
   auto& n = a.n;
   auto& seed = a.seed;
   OptionTable t("construct");
-  DeclareOptions(t, a);
+  DeclareConstructOptions(t, a);
   po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(argc, argv, opts, vm,

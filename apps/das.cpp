@@ -22,7 +22,7 @@ struct DasArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, intervene::DasRequest& req, DasArgs& a) {
+void DeclareDasOptions(OptionTable& t, intervene::DasRequest& req, DasArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "the learner (required); pairs are drawn from its task");
   t.Value("quantity", &req.quantity, "req.quantity", "what B gives A: w (A's query with B's weights) or xty "
@@ -61,7 +61,7 @@ void DeclareOptions(OptionTable& t, intervene::DasRequest& req, DasArgs& a) {
   t.Input("checkpoint").Output("out").Output("csv");
 }
 
-void FillRequest(intervene::DasRequest& req, const DasArgs& a, const po::variables_map& vm) {
+void FillDasRequest(intervene::DasRequest& req, const DasArgs& a, const po::variables_map& vm) {
   req.position = intervene::ParseDasPosition(a.position);
   req.start = intervene::ParseDasStart(a.start);
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
@@ -73,14 +73,14 @@ void FillRequest(intervene::DasRequest& req, const DasArgs& a, const po::variabl
 }  // namespace
 
 std::vector<OptionSpec> DasOptions() {
-  return SpecsOf("das", &DeclareOptions);
+  return SpecsOf("das", &DeclareDasOptions);
 }
 
 int RunDas(int argc, char** argv) {
   intervene::DasRequest req;
   DasArgs a;
   OptionTable t("das");
-  DeclareOptions(t, req, a);
+  DeclareDasOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe das --checkpoint FILE --out FILE [options]\n\n"
@@ -98,7 +98,7 @@ int RunDas(int argc, char** argv) {
              "iclprobe das -c checkpoints/d4_l8_h64.h5 --quantity w --algorithm ols --layers 4 "
              "--m 1,2,4 --out das.h5"))
     return 0;
-  FillRequest(req, a, vm);
+  FillDasRequest(req, a, vm);
   RunCheckpointCommand(
       {"das", a.checkpoint, a.out, a.csv, "the DAS file", a.threads, InputPaths(t.specs(), vm)}, vm,
       [&](LoadedLearner& l, const std::string& h5_path, std::ostream& csv, std::ostream& summary) {

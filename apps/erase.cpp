@@ -21,7 +21,7 @@ struct EraseArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, intervene::EraseRequest& req, EraseArgs& a) {
+void DeclareEraseOptions(OptionTable& t, intervene::EraseRequest& req, EraseArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "the learner (required); prompts are drawn from its task");
   t.Value("target", &req.target, "req.target", "what to erase: xty (X'y), w_ols or w_ridge (the task's Bayes ridge), "
@@ -43,7 +43,8 @@ void DeclareOptions(OptionTable& t, intervene::EraseRequest& req, EraseArgs& a) 
   t.Input("checkpoint").Output("out").Output("csv");
 }
 
-void FillRequest(intervene::EraseRequest& req, const EraseArgs& a, const po::variables_map& vm) {
+void FillEraseRequest(intervene::EraseRequest& req, const EraseArgs& a,
+                      const po::variables_map& vm) {
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   req.Validate();
@@ -52,14 +53,14 @@ void FillRequest(intervene::EraseRequest& req, const EraseArgs& a, const po::var
 }  // namespace
 
 std::vector<OptionSpec> EraseOptions() {
-  return SpecsOf("erase", &DeclareOptions);
+  return SpecsOf("erase", &DeclareEraseOptions);
 }
 
 int RunErase(int argc, char** argv) {
   intervene::EraseRequest req;
   EraseArgs a;
   OptionTable t("erase");
-  DeclareOptions(t, req, a);
+  DeclareEraseOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe erase --checkpoint FILE --out FILE [options]\n\n"
@@ -73,7 +74,7 @@ int RunErase(int argc, char** argv) {
              "of the same rank, with 95% bootstrap intervals over the test prompts.",
              "iclprobe erase -c checkpoints/d4_l8_h64.h5 --target xty --k 4,8 --out erase.h5"))
     return 0;
-  FillRequest(req, a, vm);
+  FillEraseRequest(req, a, vm);
   RunCheckpointCommand(
       {"erase", a.checkpoint, a.out, a.csv, "the erasure file", a.threads,
        InputPaths(t.specs(), vm)},

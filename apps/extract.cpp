@@ -35,7 +35,7 @@ struct ExtractArgs {
   ShiftArgs shifts;
 };
 
-void DeclareOptions(OptionTable& t, ExtractArgs& a) {
+void DeclareExtractOptions(OptionTable& t, ExtractArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.cfg.checkpoint, "cfg.checkpoint", "learner checkpoint (required)");
   t.Optional("out,o", &a.cfg.out, "cfg.out", "activations file to write (required); work goes to <out>.partial "
@@ -78,7 +78,7 @@ void DeclareOptions(OptionTable& t, ExtractArgs& a) {
 }  // namespace
 
 std::vector<OptionSpec> ExtractOptions() {
-  return SpecsOf("extract", &DeclareOptions);
+  return SpecsOf("extract", &DeclareExtractOptions);
 }
 
 int RunExtract(int argc, char** argv) {
@@ -95,7 +95,7 @@ int RunExtract(int argc, char** argv) {
   auto& fixed_w = a.fixed_w;
   auto& d_effective = a.d_effective;
   OptionTable t("extract");
-  DeclareOptions(t, a);
+  DeclareExtractOptions(t, a);
   po::options_description& opts = t.description();
   po::variables_map vm;
   if (!Parse(

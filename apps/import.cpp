@@ -40,7 +40,7 @@ struct ImportArgs {
   int d_effective = 0;
 };
 
-void DeclareOptions(OptionTable& t, ImportArgs& a) {
+void DeclareImportOptions(OptionTable& t, ImportArgs& a) {
   // clang-format off
   t.Optional("in", &a.in, "in", "the learner's tensors (also the first positional argument): a "
        "torch.save file of its state dict (bare, or under 'model_state_dict' as Garg et al.'s "
@@ -64,7 +64,7 @@ void DeclareOptions(OptionTable& t, ImportArgs& a) {
 }  // namespace
 
 std::vector<OptionSpec> ImportOptions() {
-  return SpecsOf("import", &DeclareOptions);
+  return SpecsOf("import", &DeclareImportOptions);
 }
 
 int RunImport(int argc, char** argv) {
@@ -75,7 +75,7 @@ int RunImport(int argc, char** argv) {
   auto& shape = a.shape;
   auto& d_effective = a.d_effective;
   OptionTable t("import");
-  DeclareOptions(t, a);
+  DeclareImportOptions(t, a);
   po::options_description& opts = t.description();
   po::positional_options_description pos;
   pos.add("in", 1);

@@ -24,7 +24,7 @@ struct InspectArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, InspectArgs& a) {
+void DeclareInspectOptions(OptionTable& t, InspectArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "checkpoint to describe (also the first positional argument)");
   t.Optional("export", &a.export_path, "export_path", "write a copy without /train_state (cannot be resumed; smaller)");
@@ -49,7 +49,7 @@ void DeclareOptions(OptionTable& t, InspectArgs& a) {
 }  // namespace
 
 std::vector<OptionSpec> InspectOptions() {
-  return SpecsOf("inspect", &DeclareOptions);
+  return SpecsOf("inspect", &DeclareInspectOptions);
 }
 
 int RunInspect(int argc, char** argv) {
@@ -57,7 +57,7 @@ int RunInspect(int argc, char** argv) {
   auto& checkpoint = a.checkpoint;
   auto& export_path = a.export_path;
   OptionTable t("inspect");
-  DeclareOptions(t, a);
+  DeclareInspectOptions(t, a);
   po::options_description& opts = t.description();
   po::positional_options_description pos;
   pos.add("checkpoint", 1);

@@ -28,7 +28,7 @@ struct InterveneArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneArgs& a) {
+void DeclareInterveneOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "the learner (required): the checkpoint whose activations "
        "the probes were fitted on");
@@ -71,8 +71,8 @@ void DeclareOptions(OptionTable& t, intervene::InterveneRequest& req, InterveneA
 }
 
 // The request from the options, checked before any file is opened.
-void FillRequest(intervene::InterveneRequest& req, const InterveneArgs& a,
-                 const po::variables_map& vm) {
+void FillInterveneRequest(intervene::InterveneRequest& req, const InterveneArgs& a,
+                          const po::variables_map& vm) {
   if (a.checkpoint.empty())
     throw std::invalid_argument("--checkpoint: required (a trained learner)");
   if (a.probes_path.empty())
@@ -88,14 +88,14 @@ void FillRequest(intervene::InterveneRequest& req, const InterveneArgs& a,
 }  // namespace
 
 std::vector<OptionSpec> InterveneOptions() {
-  return SpecsOf("intervene", &DeclareOptions);
+  return SpecsOf("intervene", &DeclareInterveneOptions);
 }
 
 int RunIntervene(int argc, char** argv) {
   intervene::InterveneRequest req;
   InterveneArgs a;
   OptionTable t("intervene");
-  DeclareOptions(t, req, a);
+  DeclareInterveneOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe intervene --checkpoint FILE --probes FILE --out FILE [options]\n\n"
@@ -111,7 +111,7 @@ int RunIntervene(int argc, char** argv) {
              "iclprobe intervene -c checkpoints/d4_l8_h64.h5 --probes probes.h5 --target w_ols "
              "--k 8 --pairs 1000 --out intervene.h5"))
     return 0;
-  FillRequest(req, a, vm);
+  FillInterveneRequest(req, a, vm);
   CheckThreads(a.threads);
   const std::string& checkpoint = a.checkpoint;
   const std::string& probes_path = a.probes_path;

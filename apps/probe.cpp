@@ -33,7 +33,7 @@ struct ProbeArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
+void DeclareProbeOptions(OptionTable& t, probes::ProbeRequest& req, ProbeArgs& a) {
   // clang-format off
   t.Optional("activations,a", &req.activations, "req.activations", "activations file from iclprobe extract (required)");
   t.List("control", &req.controls, "req.controls", "control activations file, probed the same way "
@@ -125,14 +125,14 @@ void PrintBestLayers(const probes::ProbeRequest& req, const probes::ProbeOutput&
 }  // namespace
 
 std::vector<OptionSpec> ProbeOptions() {
-  return SpecsOf("probe", &DeclareOptions);
+  return SpecsOf("probe", &DeclareProbeOptions);
 }
 
 int RunProbe(int argc, char** argv) {
   probes::ProbeRequest req;
   ProbeArgs a;
   OptionTable t("probe");
-  DeclareOptions(t, req, a);
+  DeclareProbeOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(
           argc, argv, t.description(), vm,

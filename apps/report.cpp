@@ -26,7 +26,7 @@ struct ReportArgs {
   std::vector<std::string> inputs;  // every file read (InputPaths): never replaced
 };
 
-void DeclareOptions(OptionTable& t, ReportArgs& a) {
+void DeclareReportOptions(OptionTable& t, ReportArgs& a) {
   // clang-format off
   t.List("probes", &a.probes_files, "probes_files", "probes.h5 from iclprobe "
        "probe (required); several (repeat the option or list them) from learners of one "
@@ -240,13 +240,13 @@ int RunTraceReport(const ReportArgs& a, const po::variables_map& vm, analysis::T
 }  // namespace
 
 std::vector<OptionSpec> ReportOptions() {
-  return SpecsOf("report", &DeclareOptions);
+  return SpecsOf("report", &DeclareReportOptions);
 }
 
 int RunReport(int argc, char** argv) {
   ReportArgs a;
   OptionTable t("report");
-  DeclareOptions(t, a);
+  DeclareReportOptions(t, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe report --probes FILE [options]\n\n"

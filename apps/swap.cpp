@@ -21,7 +21,7 @@ struct SwapArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, intervene::SwapRequest& req, SwapArgs& a) {
+void DeclareSwapOptions(OptionTable& t, intervene::SwapRequest& req, SwapArgs& a) {
   // clang-format off
   t.Optional("checkpoint,c", &a.checkpoint, "checkpoint", "the learner (required); pairs are drawn from its task");
   t.Value("learners", &req.learners, "req.learners", "classical learners to compare the model's change "
@@ -45,7 +45,7 @@ void DeclareOptions(OptionTable& t, intervene::SwapRequest& req, SwapArgs& a) {
   t.Input("checkpoint").Output("out").Output("csv");
 }
 
-void FillRequest(intervene::SwapRequest& req, const SwapArgs& a, const po::variables_map& vm) {
+void FillSwapRequest(intervene::SwapRequest& req, const SwapArgs& a, const po::variables_map& vm) {
   if (vm.count("layers")) req.layers = ParseInts("--layers", a.layers_text);
   if (vm.count("k")) req.ks = ParseInts("--k", a.ks_text);
   req.Validate();
@@ -54,14 +54,14 @@ void FillRequest(intervene::SwapRequest& req, const SwapArgs& a, const po::varia
 }  // namespace
 
 std::vector<OptionSpec> SwapOptions() {
-  return SpecsOf("swap", &DeclareOptions);
+  return SpecsOf("swap", &DeclareSwapOptions);
 }
 
 int RunSwap(int argc, char** argv) {
   intervene::SwapRequest req;
   SwapArgs a;
   OptionTable t("swap");
-  DeclareOptions(t, req, a);
+  DeclareSwapOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe swap --checkpoint FILE --out FILE [options]\n\n"
@@ -78,7 +78,7 @@ int RunSwap(int argc, char** argv) {
              "iclprobe swap -c checkpoints/d4_l8_h64.h5 --learners ols,gd:0.1 --pairs 1000 "
              "--out swaps.h5"))
     return 0;
-  FillRequest(req, a, vm);
+  FillSwapRequest(req, a, vm);
   RunCheckpointCommand(
       {"swap", a.checkpoint, a.out, a.csv, "the swaps file", a.threads, InputPaths(t.specs(), vm)},
       vm,

@@ -30,7 +30,7 @@ struct TraceArgs {
   int threads = 0;
 };
 
-void DeclareOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
+void DeclareTraceOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
   // clang-format off
   t.List("checkpoint,c", &a.checkpoints, "checkpoints", "the learner (required); several "
        "(repeat the option) that differ only by training seed give intervals over seeds and "
@@ -78,7 +78,8 @@ void DeclareOptions(OptionTable& t, analysis::TraceRequest& req, TraceArgs& a) {
 }
 
 // The request from the options, checked before any file is opened.
-void FillRequest(analysis::TraceRequest& req, const TraceArgs& a, const po::variables_map& vm) {
+void FillTraceRequest(analysis::TraceRequest& req, const TraceArgs& a,
+                      const po::variables_map& vm) {
   if (a.checkpoints.empty())
     throw std::invalid_argument("--checkpoint: required (a trained learner)");
   if (a.out.empty()) throw std::invalid_argument("--out: required (the trace file)");
@@ -154,14 +155,14 @@ void CheckSeeds(const std::vector<std::string>& checkpoints) {
 }  // namespace
 
 std::vector<OptionSpec> TraceOptions() {
-  return SpecsOf("trace", &DeclareOptions);
+  return SpecsOf("trace", &DeclareTraceOptions);
 }
 
 int RunTrace(int argc, char** argv) {
   analysis::TraceRequest req;
   TraceArgs a;
   OptionTable t("trace");
-  DeclareOptions(t, req, a);
+  DeclareTraceOptions(t, req, a);
   po::variables_map vm;
   if (!Parse(argc, argv, t.description(), vm,
              "Usage: iclprobe trace --checkpoint FILE [--checkpoint FILE ...] --out FILE "
@@ -180,7 +181,7 @@ int RunTrace(int argc, char** argv) {
              "iclprobe trace -c checkpoints/d4_l8_h64.h5 --control checkpoints/d4_l8_h64_init.h5 "
              "--algorithms newton:16,gd:0.02:256 --prompts 2000 --out trace.h5"))
     return 0;
-  FillRequest(req, a, vm);
+  FillTraceRequest(req, a, vm);
   CheckThreads(a.threads);
   const std::string csv =
       vm.count("csv") ? a.csv : std::filesystem::path(a.out).replace_extension(".csv").string();

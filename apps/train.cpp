@@ -36,7 +36,7 @@ struct TrainArgs {
   bool resume = false, init_only = false, force = false, quiet = false;
 };
 
-void DeclareOptions(OptionTable& t, TrainArgs& a) {
+void DeclareTrainOptions(OptionTable& t, TrainArgs& a) {
   learners::ModelConfig& model = a.model;
   learners::TrainConfig& train = a.train;
   std::string& out = a.out;
@@ -180,13 +180,13 @@ void PrintEvaluation(const learners::EvalRecord& r, int d) {
 }  // namespace
 
 std::vector<OptionSpec> TrainOptions() {
-  return SpecsOf("train", &DeclareOptions);
+  return SpecsOf("train", &DeclareTrainOptions);
 }
 
 int RunTrain(int argc, char** argv) {
   TrainArgs a;
   OptionTable t("train");
-  DeclareOptions(t, a);
+  DeclareTrainOptions(t, a);
   po::variables_map vm;
   if (!Parse(
           argc, argv, t.description(), vm,

@@ -8,6 +8,7 @@
 
 #include "core/errors.hpp"
 #include "formats/header.hpp"
+#include "formats/text.hpp"
 
 namespace icl::formats {
 
@@ -21,20 +22,6 @@ constexpr std::size_t kMaxObjects = 1000000;
 
 std::string Shown(const std::string& path) {
   return "/" + path;
-}
-
-std::string Joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i)
-    out += (i ? ", " : "") + items[i];
-  return out;
-}
-
-std::string DimsText(const h5::Dims& dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + "]";
 }
 
 bool IsFixedSize(const std::string& size) {

@@ -8,7 +8,7 @@ namespace icl::formats {
 
 namespace {
 
-Schema Make() {
+Schema MakeDasSchema() {
   Schema s;
   s.format = kDasFormat;
   s.title = "Distributed alignment search (`iclprobe das`).";
@@ -79,7 +79,7 @@ Schema Make() {
 }  // namespace
 
 const Schema& DasSchema() {
-  static const Schema s = Make();
+  static const Schema s = MakeDasSchema();
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "formats/header.hpp"
+#include "formats/text.hpp"
 
 namespace icl::formats {
 
@@ -17,13 +18,6 @@ std::string Cell(const std::string& text) {
   std::string out;
   for (const char c : text)
     out += c == '|' ? std::string("\\|") : std::string(1, c);
-  return out;
-}
-
-std::string Joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (std::size_t i = 0; i < items.size(); ++i)
-    out += (i ? ", " : "") + items[i];
   return out;
 }
 

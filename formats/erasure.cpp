@@ -7,7 +7,7 @@ namespace icl::formats {
 
 namespace {
 
-Schema Make() {
+Schema MakeErasureSchema() {
   Schema s;
   s.format = kErasureFormat;
   s.title = "Concept erasure (`iclprobe erase`).";
@@ -65,7 +65,7 @@ Schema Make() {
 }  // namespace
 
 const Schema& ErasureSchema() {
-  static const Schema s = Make();
+  static const Schema s = MakeErasureSchema();
   return s;
 }
 

@@ -5,7 +5,7 @@ namespace icl::formats {
 
 namespace {
 
-Schema Make() {
+Schema MakeInterventionsSchema() {
   Schema s;
   s.format = kInterventionsFormat;
   s.title = "Interchange interventions along probe directions (`iclprobe intervene`).";
@@ -81,7 +81,7 @@ Schema Make() {
 }  // namespace
 
 const Schema& InterventionsSchema() {
-  static const Schema s = Make();
+  static const Schema s = MakeInterventionsSchema();
   return s;
 }
 

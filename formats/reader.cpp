@@ -5,17 +5,11 @@
 #include <stdexcept>
 
 #include "core/errors.hpp"
+#include "formats/text.hpp"
 
 namespace icl::formats {
 
 namespace {
-
-std::string DimsText(const std::vector<unsigned long long>& dims) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(dims[i]);
-  return out + "]";
-}
 
 // "[layer 2, k 7]": the expected shape with its size names.
 std::string ExpectedText(const DatasetSpec& spec, const std::vector<unsigned long long>& dims) {

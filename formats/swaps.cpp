@@ -8,7 +8,7 @@ namespace icl::formats {
 
 namespace {
 
-Schema Make() {
+Schema MakeSwapsSchema() {
   Schema s;
   s.format = kSwapsFormat;
   s.title = "Whole-context counterfactuals (`iclprobe swap`).";
@@ -66,7 +66,7 @@ Schema Make() {
 }  // namespace
 
 const Schema& SwapsSchema() {
-  static const Schema s = Make();
+  static const Schema s = MakeSwapsSchema();
   return s;
 }
 

@@ -45,7 +45,7 @@ void AddMatch(Schema& s) {
       AttrOn(group, "rate_layers", AttrType::kInt, "the layers the rate is fitted over"));
 }
 
-Schema Make() {
+Schema MakeTraceSchema() {
   Schema s;
   s.format = kTraceFormat;
   s.title = "Per-layer predictions matched to algorithm iterates (`iclprobe trace`).";
@@ -106,7 +106,7 @@ Schema Make() {
 }  // namespace
 
 const Schema& TraceSchema() {
-  static const Schema s = Make();
+  static const Schema s = MakeTraceSchema();
   return s;
 }
 

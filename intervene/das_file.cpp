@@ -37,21 +37,6 @@ auto& PerLayer(R& r, int i) {
                      &r.full_iia_lo, &r.full_iia_hi, &r.probe_r2}[i];
 }
 
-// mat (rows L, cols M) <-> [L, M] row-major.
-std::vector<double> RowMajor(const arma::mat& m) {
-  const arma::mat t = m.t();
-  return std::vector<double>(t.memptr(), t.memptr() + t.n_elem);
-}
-// cube (rows L, cols M, slices X) <-> [L, M, X] row-major.
-std::vector<double> RowMajor(const arma::cube& c) {
-  std::vector<double> v;
-  v.reserve(c.n_elem);
-  for (arma::uword i = 0; i < c.n_rows; ++i)
-    for (arma::uword j = 0; j < c.n_cols; ++j)
-      for (arma::uword s = 0; s < c.n_slices; ++s)
-        v.push_back(c(i, j, s));
-  return v;
-}
 arma::cube CubeOf(const std::vector<double>& v, arma::uword L, arma::uword M, arma::uword X) {
   arma::cube c(L, M, X);
   std::size_t n = 0;

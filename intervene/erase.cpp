@@ -271,14 +271,14 @@ ErasureResult RunErase(learners::Transformer model, const std::string& checkpoin
 
 namespace {
 
-constexpr const char* kPerCell[] = {"erased_mean",     "erased_lo",          "erased_hi",
-                                    "random_mean",     "random_lo",          "random_hi",
-                                    "erased_increase", "erased_increase_lo", "erased_increase_hi",
-                                    "random_increase", "random_increase_lo", "random_increase_hi"};
+constexpr const char* kErasurePerCell[] = {
+    "erased_mean",        "erased_lo",       "erased_hi",          "random_mean",
+    "random_lo",          "random_hi",       "erased_increase",    "erased_increase_lo",
+    "erased_increase_hi", "random_increase", "random_increase_lo", "random_increase_hi"};
 constexpr const char* kPerK[] = {"base_mean", "base_lo", "base_hi",
                                  "zero_mean", "zero_lo", "zero_hi"};
 template <typename R>
-auto& PerCell(R& r, int i) {
+auto& ErasurePerCell(R& r, int i) {
   return *std::array{&r.erased_mean,     &r.erased_lo,          &r.erased_hi,
                      &r.random_mean,     &r.random_lo,          &r.random_hi,
                      &r.erased_increase, &r.erased_increase_lo, &r.erased_increase_hi,
@@ -287,12 +287,6 @@ auto& PerCell(R& r, int i) {
 template <typename R>
 auto& PerK(R& r, int i) {
   return *std::array{&r.base_mean, &r.base_lo, &r.base_hi, &r.zero_mean, &r.zero_lo, &r.zero_hi}[i];
-}
-
-// mat (rows L, cols K) <-> [L, K] row-major.
-std::vector<double> RowMajor(const arma::mat& m) {
-  const arma::mat t = m.t();
-  return std::vector<double>(t.memptr(), t.memptr() + t.n_elem);
 }
 
 }  // namespace
@@ -312,7 +306,7 @@ void WriteErasureFile(const std::string& path, const ErasureResult& res) {
   f.SetAttr("ks", res.ks);
   const formats::Sizes sizes = {{"layer", L}, {"k", K}, {"prompt", P}};
   for (int i = 0; i < 12; ++i)
-    f.Write(kPerCell[i], sizes, RowMajor(PerCell(res, i)));
+    f.Write(kErasurePerCell[i], sizes, RowMajor(ErasurePerCell(res, i)));
   f.Write("rank", sizes, RowMajor(arma::conv_to<arma::mat>::from(res.rank)));
   for (int i = 0; i < 6; ++i)
     f.Write(kPerK[i], sizes, PerK(res, i).memptr(), PerK(res, i).n_elem);
@@ -350,8 +344,8 @@ ErasureResult ReadErasureFile(const std::string& path) {
     throw core::InputError(where, "", "its per-prompt datasets would hold more than 5e8 values");
   const formats::Sizes sizes = {{"layer", L}, {"k", K}, {"prompt", P}};
   for (int i = 0; i < 12; ++i) {
-    const std::vector<double> v = f.Read(kPerCell[i], sizes);
-    PerCell(res, i) = arma::mat(v.data(), K, L).t();
+    const std::vector<double> v = f.Read(kErasurePerCell[i], sizes);
+    ErasurePerCell(res, i) = arma::mat(v.data(), K, L).t();
   }
   const std::vector<double> rank = f.Read("rank", sizes);
   res.rank = arma::conv_to<arma::imat>::from(arma::mat(rank.data(), K, L).t());

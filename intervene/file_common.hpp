@@ -13,6 +13,24 @@
 
 namespace icl::intervene {
 
+// Armadillo's column-major matrices and cubes as the row-major blocks the result files store:
+// mat (rows L, cols M) <-> [L, M] row-major.
+inline std::vector<double> RowMajor(const arma::mat& m) {
+  const arma::mat t = m.t();
+  return std::vector<double>(t.memptr(), t.memptr() + t.n_elem);
+}
+
+// cube (rows L, cols M, slices X) <-> [L, M, X] row-major.
+inline std::vector<double> RowMajor(const arma::cube& c) {
+  std::vector<double> v;
+  v.reserve(c.n_elem);
+  for (arma::uword i = 0; i < c.n_rows; ++i)
+    for (arma::uword j = 0; j < c.n_cols; ++j)
+      for (arma::uword s = 0; s < c.n_slices; ++s)
+        v.push_back(c(i, j, s));
+  return v;
+}
+
 // The states and k of a run: `layers_in` (every state 0..L when empty) and `ks_in` (k_first..n-1
 // when empty), each checked against the model (a state it lacks) and the task (the query
 // x_(k+1) must exist), after checking that the task's prompts fit the model. Throws

@@ -196,13 +196,13 @@ SwapResult RunSwap(learners::Transformer model, const std::string& checkpoint_sh
 namespace {
 
 // Dataset names and their cubes, named once for the writer and the reader.
-constexpr const char* kPerCell[] = {"reproduced", "reproduced_lo", "reproduced_hi", "slope",
-                                    "slope_lo",   "slope_hi",      "correlation"};
+constexpr const char* kSwapPerCell[] = {"reproduced", "reproduced_lo", "reproduced_hi", "slope",
+                                        "slope_lo",   "slope_hi",      "correlation"};
 constexpr const char* kPooled[] = {"pooled_reproduced",    "pooled_reproduced_lo",
                                    "pooled_reproduced_hi", "pooled_slope",
                                    "pooled_slope_lo",      "pooled_slope_hi"};
 template <typename R>
-auto& PerCell(R& r, int i) {
+auto& SwapPerCell(R& r, int i) {
   auto* c = std::array{&r.reproduced, &r.reproduced_lo, &r.reproduced_hi, &r.slope,
                        &r.slope_lo,   &r.slope_hi,      &r.correlation}[i];
   return *c;
@@ -250,7 +250,7 @@ void WriteSwapsFile(const std::string& path, const SwapResult& res) {
   f.SetAttr("references", res.references);
   const formats::Sizes sizes = {{"reference", R}, {"layer", L}, {"k", K}, {"pair", P}};
   for (int i = 0; i < 7; ++i)
-    f.Write(kPerCell[i], sizes, CubeRLK(PerCell(res, i)));
+    f.Write(kSwapPerCell[i], sizes, CubeRLK(SwapPerCell(res, i)));
   for (int i = 0; i < 6; ++i)
     f.Write(kPooled[i], sizes, MatRL(Pooled(res, i)));
   f.Write("model_change", sizes, CubeSKP(res.model_change));
@@ -294,8 +294,8 @@ SwapResult ReadSwapsFile(const std::string& path) {
     throw core::InputError(where, "", "its per-pair datasets would hold more than 5e8 values");
   const formats::Sizes sizes = {{"reference", R}, {"layer", L}, {"k", K}, {"pair", P}};
   for (int i = 0; i < 7; ++i) {
-    const std::vector<double> v = f.Read(kPerCell[i], sizes);
-    arma::cube& c = PerCell(res, i);
+    const std::vector<double> v = f.Read(kSwapPerCell[i], sizes);
+    arma::cube& c = SwapPerCell(res, i);
     c.set_size(R, L, K);
     for (hsize_t r = 0; r < R; ++r)
       for (hsize_t l = 0; l < L; ++l)

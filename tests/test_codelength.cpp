@@ -96,13 +96,13 @@ void PlantedData(arma::mat& x, arma::mat& y, const arma::vec& noise, std::mt1993
 
 // y = w^T x + eps (variance sigma2) with |w|^2 = p, and features independent of y, drawn in
 // that order from one seed.
-struct Planted {
+struct PlantedLinear {
   arma::vec w;
   arma::mat x, y, random;
 };
-Planted PlantLinear(arma::uword p, arma::uword n, double sigma2, std::uint64_t seed) {
+PlantedLinear PlantLinear(arma::uword p, arma::uword n, double sigma2, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Planted d;
+  PlantedLinear d;
   d.w = Normal(p, 1, rng);
   d.w *= std::sqrt(double(p)) / arma::norm(d.w);
   d.x = Normal(p, n, rng);
@@ -204,7 +204,7 @@ TEST(Codelength, ARandomRepresentationCostsThePlantedInformation) {
   // I = 1/2 log2((|w|^2 + sigma^2) / sigma^2) bits per row about y, independent ones carry none.
   const arma::uword p = 8, n = 4000;
   const double sigma2 = 0.25;
-  const Planted planted = PlantLinear(p, n, sigma2, 11);
+  const PlantedLinear planted = PlantLinear(p, n, sigma2, 11);
   const arma::vec& w = planted.w;
   const arma::mat &x = planted.x, &y = planted.y, &random = planted.random;
   const auto ends = CodelengthBlockEnds(DefaultCodelengthFractions(), n);
@@ -255,7 +255,7 @@ TEST(Codelength, RefusesSchedulesWithEmptyOrUnorderedBlocks) {
 TEST(Codelength, GradientProbesCodeThePlantedInformationAsTheRidgeCodeDoes) {
   const arma::uword p = 8, n = 3000, n_train = 2400;
   const double sigma2 = 0.25;
-  const Planted planted = PlantLinear(p, n, sigma2, 13);
+  const PlantedLinear planted = PlantLinear(p, n, sigma2, 13);
   const arma::vec& w = planted.w;
   const arma::mat &x = planted.x, &y = planted.y, &random = planted.random;
   const arma::uvec train = arma::regspace<arma::uvec>(0, n_train - 1);

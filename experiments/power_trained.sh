@@ -104,6 +104,31 @@ done >> "$SUMMARY"
 { echo
   echo "Each learner was trained at one budget (10,000 or 20,000 steps, in its name); no shorter run of it exists, so it has no excess-error curve (checkpoints/README.md gives each seed's training log)."; } >> "$SUMMARY"
 
+# The trained decoy (train --decoy-layer 4 --decoy-target xty): a head on state 4 of the last
+# y-token, which no prediction reads, trained on X'y / n beside the predictions. The ridge probe
+# of X'y there (k = n, the last y-token) is what a probe finds in a state nothing uses; at the
+# y-token of example 4, which later tokens read, the same encoding is decodable and may be used.
+# The causal tests have no prediction to read after the last y-token: every effect there is 0 by
+# construction (tests Decoy.HeadChangesNoPredictionAndReadsTheLastState).
+if [ "$PROFILE" = full ]; then
+  DECOY="$ROOT/checkpoints/decoy/d4_l8_h64_decoy4_xty_10k_s1.h5"; DK=12; DP=2000; DL=4
+else
+  DECOY="$RUNS/decoy_s1.h5"; DK=11; DP=200; DL=1
+  run "$ICLPROBE" train --d 4 --n 11 --layers 2 --hidden 16 --heads 2 --decoy-layer 1 \
+    --decoy-target xty --steps 20 --warmup 2 --batch 8 --eval-every 10 --eval-prompts 20 \
+    --save-every 10 --seed 1 --threads 1 --quiet --force --out "$DECOY" > /dev/null
+fi
+if finished "$DECOY"; then
+  run "$ICLPROBE" extract -c "$DECOY" --prompts $DP --seed 7 --layers $DL --positions y --threads 1 \
+    --quiet --force --out "$RUNS/acts_decoy.h5" > /dev/null
+  run "$ICLPROBE" probe -a "$RUNS/acts_decoy.h5" --targets xty --probes ridge --k 4,$DK --threads 1 \
+    --quiet --force --out "$OUT/probes_decoy.h5" --csv "$OUT/probes_decoy.csv" > /dev/null
+  rm -f "$RUNS/acts_decoy.h5"
+  d_at() { triple "$OUT/probes_decoy.csv" "\$h[\"layer\"] == $DL && \$h[\"k\"] == $1 && \$h[\"target\"] == \"xty\" && \$h[\"source\"] == \"model\"" r2 r2_lo r2_hi; }
+  { echo
+    echo "The trained decoy ($(basename "$DECOY" .h5): a head on state $DL of the last y-token, read by no prediction, trained on X'y / n): a ridge probe of X'y at that state (k = $DK) gives R2 $(d_at $DK), where every causal effect is 0 by construction; at state $DL of the y-token of example 4, which later tokens read, R2 $(d_at 4). $DP prompts of seed 7."; } >> "$SUMMARY"
+fi
+
 # Over the learned seeds: the mean of the per-seed estimates with a 95% Student-t interval over
 # seeds (s - 1 degrees of freedom), so that the power rests on the recipe, not on one seed.
 if [ -n "${SEEDS:-}" ] && [ -f "$RUNS/seeds.txt" ]; then

@@ -6,7 +6,6 @@
 #include <memory>
 #include <stdexcept>
 #include <tuple>
-#include <tuple>
 #include <vector>
 
 #include "core/errors.hpp"
